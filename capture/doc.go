@@ -1,0 +1,66 @@
+// Package capture stores the wire of the proxy in append-only, compressed
+// segment files and reads it back from the tail.
+//
+// The proxy hands records to a Writer (Enqueue never blocks: a full queue
+// drops the record and counts it); one goroutine batches them into zstd
+// frames and appends the frames to the current segment file:
+//
+//	w, err := capture.Open(capture.Options{Dir: dir})
+//	...
+//	w.Enqueue(capture.Record{Kind: capture.KindRequest, Call: id, Data: body, ...})
+//	w.Enqueue(capture.Record{Kind: capture.KindEvent, Call: id, Seq: 0, Data: ev.Raw})
+//	...
+//	err = w.Close()
+//
+// A Reader finds the last records without reading a segment from its start,
+// because every frame ends with a fixed-size trailer that gives its length:
+//
+//	r, err := capture.OpenReader(dir)
+//	defer r.Close()
+//	last, err := r.Tail(100, capture.Filter{})
+//
+// # On-disk format
+//
+// A segment file "capture-NNNNNNNNNNNN.zst" is a valid zstd stream (zstdcat
+// prints its records) made of:
+//
+//	segment header   skippable frame 0x184D2A5C, 40-byte payload
+//	                 ("SPCAPSEG", version, segment number, creation time, CRC)
+//	frame*           header  skippable frame 0x184D2A5D, 8-byte payload:
+//	                         compressed length, CRC of that length
+//	                 body    one independent zstd frame holding whole records
+//	                 trailer skippable frame 0x184D2A5E, 44-byte payload:
+//	                         "SPCF", version, compressed and raw length,
+//	                         record count, first blob ordinal and blob count,
+//	                         newest record time, CRC-32C of the body, CRC-32C
+//	                         of the trailer
+//
+// A reader walks forward with the headers and backward with the trailers.
+// Each frame is written with one write call. A frame whose trailer or body
+// checksum does not match is torn (a crash in the middle of a write) or
+// corrupt: readers skip it by searching for the next valid trailer. A Writer
+// never appends to an existing file: after a restart or a write error it
+// starts a new segment.
+//
+// Inside a frame, records follow each other as a uvarint length and a body:
+// a kind byte, a flags byte and protobuf-like tagged fields (unknown tags
+// are skipped, so fields can be added).
+//
+// # Requests store only what is new
+//
+// Agents re-send the whole history with every request. The Writer stores
+// each distinct element of a request's "messages" (or "input") array, and
+// any other top-level value of 1 KiB or more (tools, system), once per
+// segment as a blob record keyed by its SHA-256. The request itself becomes
+// a skeleton: the literal bytes between the blobs and, per blob, its
+// ordinal in the segment (delta-encoded, so a growing history costs about a
+// byte per message before compression). Readers rebuild the body byte for
+// byte. Segments are self-contained: a blob is written again in every
+// segment that references it, so retention can delete any old segment.
+//
+// To resolve a blob, a reader finds its frame from the blob ordinal range
+// in the trailers (walking back over trailers only, 52 bytes each, no
+// decompression) and keeps the blob positions it has seen in memory. The
+// trade-off: no side index file to keep consistent, at the cost of
+// decompressing every frame that holds a blob of the rebuilt request.
+package capture

@@ -1,0 +1,95 @@
+// Command shaperproxy is a transparent proxy for OpenAI-compatible LLM APIs
+// that shapes the reasoning in outgoing history, keeps the originals aside,
+// captures the wire and reviews turns before they end.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "shaperproxy:", err)
+		os.Exit(1)
+	}
+}
+
+// command is one subcommand: it parses its own flags from args.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+func commands() map[string]command {
+	return map[string]command{
+		"serve":   {"run the proxy", runServe},
+		"demo":    {"run the embedded demo (fake upstream, no API key, no network)", runDemo},
+		"ca":      {"manage the local CA for HTTPS_PROXY mode (ca init)", runCA},
+		"version": {"print the version", runVersion},
+		"capture": {"read the wire capture logs (tail, read, show, stats)", runCapture},
+		"originals": {"look up original reasoning (stats, list, lookup)", runOriginals},
+		"shape":   {"run the configured shaping over a corpus", runShape},
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stdout)
+		return nil
+	}
+	cmd, ok := commands()[args[0]]
+	if !ok {
+		usage(stderr)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+	return cmd.run(ctx, args[1:], stdout, stderr)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: shaperproxy COMMAND [flags]\n\ncommands:")
+	for _, name := range []string{"serve", "demo", "ca", "capture", "originals", "shape", "version"} {
+		fmt.Fprintf(w, "  %-10s %s\n", name, commands()[name].summary)
+	}
+}
+
+func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) error {
+	_, err := fmt.Fprintln(stdout, "shaperproxy", version)
+	return err
+}
+
+// resolveDataDir returns the data directory: flagValue if set, else
+// $SHAPERPROXY_DATA_DIR, else shaperproxy under the user's state directory
+// ($XDG_STATE_HOME or ~/.local/state).
+func resolveDataDir(flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	if d := os.Getenv("SHAPERPROXY_DATA_DIR"); d != "" {
+		return d, nil
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "shaperproxy"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("data dir: %w", err)
+	}
+	return filepath.Join(home, ".local", "state", "shaperproxy"), nil
+}

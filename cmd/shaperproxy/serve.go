@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/shaperproxy/shaperproxy/config"
+	"github.com/shaperproxy/shaperproxy/proxy"
+)
+
+// serveFlags are the flags of `serve` that override the config file.
+type serveFlags struct {
+	config, listen, upstream, dataDir string
+}
+
+func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
+	var f serveFlags
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.config, "config", "", "TOML configuration `file` (see config.example.toml)")
+	fs.StringVar(&f.listen, "listen", "", "listen `address` (default 127.0.0.1:8787)")
+	fs.StringVar(&f.upstream, "upstream", "", "upstream `URL` of the default route (default "+config.DefaultUpstream+")")
+	fs.StringVar(&f.dataDir, "data-dir", "", "data `directory` (default $SHAPERPROXY_DATA_DIR or ~/.local/state/shaperproxy)")
+	return f, fs.Parse(args)
+}
+
+// loadConfig reads the config file (if any) and applies the flags.
+func loadConfig(f serveFlags) (config.Config, error) {
+	c := config.Default()
+	if f.config != "" {
+		var err error
+		if c, err = config.Load(f.config); err != nil {
+			return c, err
+		}
+	}
+	if f.listen != "" {
+		c.Listen = f.listen
+	}
+	dir, err := resolveDataDir(firstNonEmpty(f.dataDir, c.DataDir))
+	if err != nil {
+		return c, err
+	}
+	c.DataDir = dir
+	c.Routes = c.WithDefaultRoute(f.upstream)
+	return c, c.Validate()
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseServeFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	c, err := loadConfig(f)
+	if err != nil {
+		return err
+	}
+	logger := newLogger(stderr, c.LogLevel)
+	p, err := newProxy(c, logger)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	fmt.Fprintf(stdout, "shaperproxy %s listening on http://%s (data in %s)\n", version, ln.Addr(), c.DataDir)
+	fmt.Fprintf(stdout, "  base-URL mode:    OPENAI_BASE_URL=http://%s/v1\n", ln.Addr())
+	fmt.Fprintf(stdout, "  HTTPS_PROXY mode: HTTPS_PROXY=http://%s (intercepting %v)\n", ln.Addr(), c.Intercept)
+	return serveUntilDone(ctx, p, ln, c.AdminListen, logger)
+}
+
+// newProxy builds the proxy from the configuration.
+func newProxy(c config.Config, logger *slog.Logger) (*proxy.Proxy, error) {
+	opts := proxy.Options{
+		Intercept:             c.Intercept,
+		ConnectTimeout:        c.Timeouts.Connect.Duration,
+		ResponseHeaderTimeout: c.Timeouts.ResponseHeader.Duration,
+		StreamIdleTimeout:     c.Timeouts.StreamIdle.Duration,
+		MaxBodyBytes:          c.MaxBodyBytes,
+		Logger:                logger,
+	}
+	for _, r := range c.Routes {
+		u, err := url.Parse(r.Upstream)
+		if err != nil {
+			return nil, fmt.Errorf("route %q: %w", r.Name, err)
+		}
+		opts.Routes = append(opts.Routes, proxy.Route{Name: r.Name, Prefix: r.Prefix, Upstream: u, APIKey: r.Key(os.Getenv)})
+		if r.Default {
+			opts.Default = r.Name
+		}
+	}
+	if len(c.Intercept) > 0 {
+		ca, err := proxy.LoadCA(c.DataDir)
+		if err != nil {
+			return nil, fmt.Errorf("intercept: %w", err)
+		}
+		opts.CA = ca
+	}
+	return proxy.New(opts)
+}
+
+// serveUntilDone serves until ctx is cancelled, then shuts down
+// gracefully (in-flight streams get 10 seconds).
+func serveUntilDone(ctx context.Context, h http.Handler, ln net.Listener, admin string, logger *slog.Logger) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)}
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(ln) }()
+	var adminSrv *http.Server
+	if admin != "" {
+		p, ok := h.(*proxy.Proxy)
+		if !ok {
+			return errors.New("admin listener needs the proxy")
+		}
+		adminSrv = &http.Server{Addr: admin, Handler: p.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { errc <- adminSrv.ListenAndServe() }()
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if adminSrv != nil {
+		_ = adminSrv.Shutdown(sctx)
+	}
+	return srv.Shutdown(sctx)
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}

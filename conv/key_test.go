@@ -1,0 +1,117 @@
+package conv
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var keyPattern = regexp.MustCompile(`^[ch]:[0-9a-f]{16}$`)
+
+// parseBytes parses body or fails the test.
+func parseBytes(t testing.TB, body []byte) *Request {
+	t.Helper()
+	r, err := ParseRequest(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestConversationKeyStableAcrossMultiturn(t *testing.T) {
+	var keys []string
+	for _, name := range multiturn {
+		keys = append(keys, ConversationKey(parseBytes(t, readTestdata(t, name)), ""))
+	}
+	for i, k := range keys {
+		if !keyPattern.MatchString(k) || !strings.HasPrefix(k, "c:") {
+			t.Errorf("key %d = %q", i, k)
+		}
+		if k != keys[0] {
+			t.Errorf("request %d key %q != request 1 key %q", i+1, k, keys[0])
+		}
+	}
+}
+
+func TestConversationKeyDiffers(t *testing.T) {
+	body := readTestdata(t, multiturn[2])
+	base := ConversationKey(parseBytes(t, body), "")
+	tests := []struct {
+		name     string
+		old, new string
+		same     bool
+	}{
+		{"other system prompt (sub-agent)", "You're a dice game", "You're a coin game", false},
+		{"other first task", "My guess is 4", "My guess is 5", false},
+		{"other role order", `"role": "system"}, {"content": "The following`, `"role": "developer"}, {"content": "The following`, false},
+		{"shaped reasoning", "Great, now I have access", "[shaped]", true},
+		{"other assistant content", "Let me get your name and roll the die!", "Rolling.", true},
+		{"other tool result", `"content": "Anne"`, `"content": "Bob"`, true},
+		{"other model", `"model": "deepseek-reasoner"`, `"model": "deepseek-chat"`, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			changed := bytes.Replace(body, []byte(tt.old), []byte(tt.new), 1)
+			if bytes.Equal(changed, body) {
+				t.Fatalf("%q not found", tt.old)
+			}
+			got := ConversationKey(parseBytes(t, changed), "")
+			if (got == base) != tt.same {
+				t.Errorf("key %q vs base %q: same = %v, want %v", got, base, got == base, tt.same)
+			}
+		})
+	}
+}
+
+func TestConversationKeyContentShapes(t *testing.T) {
+	str := mustParse(t, `{"messages":[{"role":"system","content":"S"},{"role":"user","content":"hi"}]}`)
+	parts := mustParse(t, `{"messages":[{"role":"system","content":[{"type":"text","text":"S"}]},{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}]}`)
+	image := mustParse(t, `{"messages":[{"role":"system","content":"S"},{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"u"}}]}]}`)
+	if ConversationKey(str, "") != ConversationKey(parts, "") {
+		t.Error("string content and text parts give different keys")
+	}
+	if ConversationKey(str, "") == ConversationKey(image, "") {
+		t.Error("an added image does not change the key")
+	}
+}
+
+func TestConversationKeyExplicit(t *testing.T) {
+	a := mustParse(t, `{"messages":[{"role":"user","content":"a"}]}`)
+	b := mustParse(t, `{"messages":[{"role":"user","content":"b"}]}`)
+	ka, kb := ConversationKey(a, "session-123"), ConversationKey(b, "session-123")
+	if ka != kb || !keyPattern.MatchString(ka) || !strings.HasPrefix(ka, "h:") {
+		t.Errorf("explicit keys %q, %q", ka, kb)
+	}
+	if strings.Contains(ka, "session-123") {
+		t.Errorf("key %q echoes the header", ka)
+	}
+	if ConversationKey(a, "session-124") == ka {
+		t.Error("different headers give the same key")
+	}
+	if ConversationKey(a, "") == ka {
+		t.Error("explicit key equals derived key")
+	}
+}
+
+func TestConversationKeyPreludeOnly(t *testing.T) {
+	a := mustParse(t, `{"messages":[{"role":"system","content":"A"}]}`)
+	b := mustParse(t, `{"messages":[{"role":"system","content":"B"}]}`)
+	empty := mustParse(t, `{"messages":[]}`)
+	ka, kb, ke := ConversationKey(a, ""), ConversationKey(b, ""), ConversationKey(empty, "")
+	if ka == kb || ka == ke || !keyPattern.MatchString(ke) {
+		t.Errorf("prelude keys %q %q %q", ka, kb, ke)
+	}
+	withUser := mustParse(t, `{"messages":[{"role":"system","content":"A"},{"role":"user","content":""}]}`)
+	if ConversationKey(withUser, "") == ka {
+		t.Error("adding the first user message does not change the key")
+	}
+}
+
+func TestConversationKeyFieldBoundaries(t *testing.T) {
+	a := mustParse(t, `{"messages":[{"role":"system","content":"ab"},{"role":"user","content":"c"}]}`)
+	b := mustParse(t, `{"messages":[{"role":"system","content":"a"},{"role":"user","content":"bc"}]}`)
+	if ConversationKey(a, "") == ConversationKey(b, "") {
+		t.Error("moving text between messages keeps the key")
+	}
+}

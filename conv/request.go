@@ -1,0 +1,111 @@
+package conv
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+)
+
+// ErrNotChat is returned by ParseRequest when a body is not a chat
+// completions request: not valid UTF-8 JSON, not an object, or without a
+// "messages" array. The proxy forwards such bodies untouched.
+var ErrNotChat = errors.New("conv: not a chat completions request")
+
+// Request is a read-only view of a chat completions request body.
+//
+// Every field is derived from Body, which is not copied: the caller must not
+// change Body while the view is in use. A Request holds no other state, so
+// its methods are safe for concurrent use.
+type Request struct {
+	// Body is the raw body the view was built over. All byte ranges
+	// (Message.Start, Message.ReasoningStart, ...) are offsets into it.
+	Body []byte
+	// Model is the top-level "model" string, or "".
+	Model string
+	// Stream is true when the top-level "stream" is the JSON literal true.
+	Stream bool
+	// Messages holds one entry per element of "messages", in order;
+	// Messages[i].Index == i.
+	Messages []Message
+	// DuplicateKeys is true when the top-level object or a message object
+	// repeats a key. The view then follows the last occurrence (as
+	// encoding/json and Python's json do), while a gjson path lookup finds
+	// the first: callers that edit by path should leave such bodies alone.
+	DuplicateKeys bool
+}
+
+// ParseRequest builds a read-only view of a chat completions request body.
+// It returns an error wrapping ErrNotChat when body is not valid UTF-8, not
+// valid JSON, not a JSON object, or has no "messages" array.
+func ParseRequest(body []byte) (*Request, error) {
+	if !utf8.Valid(body) {
+		return nil, fmt.Errorf("%w: invalid utf-8", ErrNotChat)
+	}
+	if !json.Valid(body) {
+		return nil, fmt.Errorf("%w: invalid json", ErrNotChat)
+	}
+	root := gjson.ParseBytes(body)
+	if !root.IsObject() {
+		return nil, fmt.Errorf("%w: not an object", ErrNotChat)
+	}
+	r := &Request{Body: body}
+	top := lastKeys(root, &r.DuplicateKeys, "messages", "model", "stream")
+	if !top["messages"].IsArray() {
+		return nil, fmt.Errorf("%w: no messages array", ErrNotChat)
+	}
+	if m := top["model"]; m.Type == gjson.String {
+		r.Model = m.Str
+	}
+	r.Stream = top["stream"].Type == gjson.True
+	r.Messages = parseMessages(top["messages"], &r.DuplicateKeys)
+	return r, nil
+}
+
+// parseMessages builds one Message per element of the messages array.
+func parseMessages(arr gjson.Result, dup *bool) []Message {
+	var msgs []Message
+	arr.ForEach(func(_, v gjson.Result) bool {
+		msgs = append(msgs, parseMessage(len(msgs), v, dup))
+		return true
+	})
+	return msgs
+}
+
+// lastKeys returns the last value of each wanted key of object obj (a
+// missing key maps to the zero Result) and sets *dup when any key of obj
+// appears twice.
+func lastKeys(obj gjson.Result, dup *bool, wanted ...string) map[string]gjson.Result {
+	out := make(map[string]gjson.Result, len(wanted))
+	seen := make(map[string]struct{})
+	obj.ForEach(func(k, v gjson.Result) bool {
+		if _, ok := seen[k.Str]; ok {
+			*dup = true
+		}
+		seen[k.Str] = struct{}{}
+		for _, w := range wanted {
+			if k.Str == w {
+				out[w] = v
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// Roles that the turn rules and the conversation key treat specially.
+const (
+	RoleSystem    = "system"
+	RoleDeveloper = "developer"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+)
+
+// Names of the two plain-text reasoning fields (PROTOCOLS.md rule 3).
+const (
+	FieldReasoningContent = "reasoning_content"
+	FieldReasoning        = "reasoning"
+)

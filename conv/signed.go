@@ -1,0 +1,103 @@
+package conv
+
+import "github.com/tidwall/gjson"
+
+// signatureKeys are the keys whose non-null value is a signature or
+// encrypted reasoning (Anthropic "signature", OpenAI Responses
+// "encrypted_content", Gemini "thought_signature").
+var signatureKeys = []string{"signature", "encrypted_content", "thought_signature"}
+
+// maxSignedDepth bounds the search for a signature inside extra_content.
+const maxSignedDepth = 16
+
+// messageSigned reports whether the message-level keys k (from lastKeys)
+// carry signed reasoning.
+func messageSigned(k map[string]gjson.Result) bool {
+	if nonEmptyArray(k["reasoning_details"]) || nonEmptyArray(k["thinking_blocks"]) {
+		return true
+	}
+	for _, s := range signatureKeys {
+		if present(k[s]) {
+			return true
+		}
+	}
+	return false
+}
+
+// partsSigned reports whether a content array holds a thinking,
+// redacted_thinking or reasoning part, or a part with a signature key.
+func partsSigned(content gjson.Result) bool {
+	if !content.IsArray() {
+		return false
+	}
+	signed := false
+	content.ForEach(func(_, p gjson.Result) bool {
+		signed = partSigned(p)
+		return !signed
+	})
+	return signed
+}
+
+// partSigned reports whether one content part is signed.
+func partSigned(p gjson.Result) bool {
+	switch str(p.Get("type")) {
+	case "thinking", "redacted_thinking", "reasoning":
+		return true
+	}
+	for _, s := range signatureKeys {
+		if present(p.Get(s)) {
+			return true
+		}
+	}
+	return false
+}
+
+// toolCallsSigned reports whether a tool call carries a signature in its
+// "extra_content" (Gemini's extra_content.google.thought_signature) or at
+// its top level.
+func toolCallsSigned(calls gjson.Result) bool {
+	if !calls.IsArray() {
+		return false
+	}
+	signed := false
+	calls.ForEach(func(_, c gjson.Result) bool {
+		signed = partSigned(c) || hasSignatureKey(c.Get("extra_content"), maxSignedDepth)
+		return !signed
+	})
+	return signed
+}
+
+// hasSignatureKey reports whether a signature key with a non-null value
+// appears anywhere in v, looking at most depth levels down.
+func hasSignatureKey(v gjson.Result, depth int) bool {
+	if depth == 0 || !(v.IsObject() || v.IsArray()) {
+		return false
+	}
+	found := false
+	v.ForEach(func(k, c gjson.Result) bool {
+		found = (k.Type == gjson.String && isSignatureKey(k.Str) && present(c)) ||
+			hasSignatureKey(c, depth-1)
+		return !found
+	})
+	return found
+}
+
+// isSignatureKey reports whether name is one of signatureKeys.
+func isSignatureKey(name string) bool {
+	for _, s := range signatureKeys {
+		if name == s {
+			return true
+		}
+	}
+	return false
+}
+
+// present reports whether v exists and is not null.
+func present(v gjson.Result) bool {
+	return v.Exists() && v.Type != gjson.Null
+}
+
+// nonEmptyArray reports whether v is an array with at least one element.
+func nonEmptyArray(v gjson.Result) bool {
+	return v.IsArray() && len(v.Array()) > 0
+}

@@ -1,0 +1,142 @@
+package originals
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// compactSuffix names the file a compaction writes before renaming it over
+// the table.
+const compactSuffix = ".compact"
+
+// DefaultMaintainEvery is Maintain's interval when none is given.
+const DefaultMaintainEvery = 10 * time.Minute
+
+// compactTxSize bounds the size of each transaction of a compaction.
+const compactTxSize = 4 << 20
+
+// Compact rewrites the table into a fresh file and renames it over the old
+// one: bbolt reuses freed pages but never shrinks its file.
+//
+// The contract: Compact blocks every other method of the Store while it runs
+// (milliseconds for a table of a few MB; a Writer absorbs the wait). The new
+// file is written next to the table (path + ".compact"), committed and
+// synced, then renamed over the table while it is open and locked, so no
+// other process can take the table in between. On any error before the
+// rename the Store goes on with the old file and the temporary file is
+// removed; a crash leaves the old file intact and the temporary file is
+// removed by the next Open. A process that opened the old file before the
+// rename keeps reading the old (unchanged) data. Renaming an open file is
+// POSIX behaviour: Compact is not supported on Windows.
+func (s *Store) Compact() error {
+	if s.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.db == nil {
+		return ErrClosed
+	}
+	tmp := s.path + compactSuffix
+	_ = os.Remove(tmp)
+	dst, err := openDB(tmp, s.opts)
+	if err != nil {
+		return err
+	}
+	if err := s.replaceWith(dst, tmp); err != nil {
+		dst.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("originals: compact: %w", err)
+	}
+	return nil
+}
+
+// replaceWith copies the table into dst, renames dst's file over the table
+// and makes dst the Store's database. s.mu must be write-locked.
+func (s *Store) replaceWith(dst *bolt.DB, tmp string) error {
+	if err := bolt.Compact(dst, s.db, compactTxSize); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, s.path); err != nil {
+		return err
+	}
+	old := s.db
+	s.db = dst
+	_ = syncDir(filepath.Dir(s.path))
+	_ = old.Close() // the old file is unlinked; nothing is lost if this fails
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// reclaimable returns the size of the file and how many of its bytes a
+// compaction would give back: the free pages and the slack past the last
+// page in use.
+func (s *Store) reclaimable() (size, free int64, err error) {
+	fi, err := os.Stat(s.path)
+	if err != nil {
+		return 0, 0, err
+	}
+	err = s.view(func(tx *bolt.Tx) error {
+		free = fi.Size() - tx.Size() + int64(tx.DB().Stats().FreeAlloc)
+		return nil
+	})
+	return fi.Size(), free, err
+}
+
+// compactIfLarge compacts when the file is larger than MaxBytes and at
+// least half of it is reclaimable (so a table whose live data is large is
+// not rewritten over and over). It reports whether it compacted.
+func (s *Store) compactIfLarge() (bool, error) {
+	if s.opts.MaxBytes < 0 || s.opts.ReadOnly {
+		return false, nil
+	}
+	size, free, err := s.reclaimable()
+	if err != nil || size <= s.opts.MaxBytes || free*2 < size {
+		return false, err
+	}
+	return true, s.Compact()
+}
+
+// Maintain purges idle conversations and compacts the file when it is
+// larger than MaxBytes, once now and then every interval, until ctx is done.
+// Errors go to Options.OnError. Run it in its own goroutine next to the
+// Store (a serving process does; the forensic commands do not). An interval
+// of zero or less means DefaultMaintainEvery.
+func (s *Store) Maintain(ctx context.Context, every time.Duration) {
+	if every <= 0 {
+		every = DefaultMaintainEvery
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if err := s.maintainOnce(); err != nil {
+			s.opts.OnError(err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Store) maintainOnce() error {
+	if _, err := s.Purge(s.opts.Now()); err != nil {
+		return fmt.Errorf("originals: purge: %w", err)
+	}
+	_, err := s.compactIfLarge()
+	return err
+}

@@ -1,0 +1,112 @@
+package proxy
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/big"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// CA file names inside the data directory.
+const (
+	CACertFile = "ca.pem"
+	CAKeyFile  = "ca-key.pem"
+)
+
+// InitCA writes a new local CA (certificate and ECDSA P-256 key, both mode
+// 0600) into dir unless one is already there. It returns the certificate's
+// path and whether it was created now.
+func InitCA(dir string) (certPath string, created bool, err error) {
+	certPath = filepath.Join(dir, CACertFile)
+	keyPath := filepath.Join(dir, CAKeyFile)
+	if _, err := os.Stat(certPath); err == nil {
+		if _, err := LoadCA(dir); err != nil {
+			return certPath, false, fmt.Errorf("existing CA in %s: %w", dir, err)
+		}
+		return certPath, false, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", false, fmt.Errorf("ca: %w", err)
+	}
+	certPEM, keyPEM, err := newCA(time.Now())
+	if err != nil {
+		return "", false, err
+	}
+	if err := writeFile0600(keyPath, keyPEM); err != nil {
+		return "", false, err
+	}
+	if err := writeFile0600(certPath, certPEM); err != nil {
+		return "", false, err
+	}
+	return certPath, true, nil
+}
+
+// LoadCA reads the CA written by InitCA.
+func LoadCA(dir string) (*tls.Certificate, error) {
+	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, CACertFile), filepath.Join(dir, CAKeyFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no CA in %s (run `shaperproxy ca init`): %w", dir, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ca: %w", err)
+	}
+	if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+		return nil, fmt.Errorf("ca: %w", err)
+	}
+	return &cert, nil
+}
+
+func newCA(now time.Time) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ca: %w", err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return nil, nil, fmt.Errorf("ca: %w", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: "shaperproxy local CA", Organization: []string{"shaperproxy"}},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.AddDate(10, 0, 0),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ca: %w", err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ca: %w", err)
+	}
+	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	keyPEM = pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	return certPEM, keyPEM, nil
+}
+
+// writeFile0600 writes data to a new file that only the owner can read.
+func writeFile0600(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("ca: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("ca: %w", err)
+	}
+	return f.Close()
+}

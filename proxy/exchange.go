@@ -1,0 +1,189 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/shaperproxy/shaperproxy/sse"
+)
+
+// exchange sends the upstream request and streams the response back to
+// the client, telling the observers as it goes.
+func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, body []byte) {
+	clientCtx := out.Context()
+	ctx, cancel := context.WithCancelCause(clientCtx)
+	defer cancel(nil)
+	out = out.WithContext(ctx)
+	sinks := p.observe(call, out, body)
+	resp, err := p.transport.RoundTrip(out)
+	if err != nil {
+		end := p.upstreamFailure(w, call, clientCtx, err)
+		sinks.End(end)
+		p.finish(call, nil, end)
+		return
+	}
+	defer resp.Body.Close()
+	info := &ResponseInfo{
+		Status: resp.StatusCode, Header: resp.Header,
+		Stream:  isEventStream(resp.Header),
+		Encoded: contentEncoding(resp.Header) != "",
+	}
+	sinks.Response(info)
+	p.writeHeader(w, resp)
+	idle := time.AfterFunc(p.opts.StreamIdleTimeout, func() { cancel(errIdle) })
+	defer idle.Stop()
+	src := &idleReader{r: resp.Body, t: idle, d: p.opts.StreamIdleTimeout}
+	var end End
+	if info.Stream && !info.Encoded {
+		end = p.copyEvents(w, src, call, sinks)
+	} else {
+		end = p.copyRaw(w, src, call, info, sinks)
+	}
+	end.Status = resp.StatusCode
+	end = classifyEnd(end, ctx, clientCtx)
+	sinks.End(end)
+	p.finish(call, info, end)
+	if end.Outcome == OutcomeUpstreamError || end.Outcome == OutcomeTimeout {
+		// Pass the truncation on as a truncation: closing the response
+		// normally would end the chunked body cleanly and the client
+		// would take a cut stream for a whole one.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// errClientWrite marks a failed write to the client.
+var errClientWrite = errors.New("client write failed")
+
+// classifyEnd turns the copy error recorded in end.Err into an outcome.
+func classifyEnd(end End, ctx, clientCtx context.Context) End {
+	switch {
+	case end.Err == "":
+		end.Outcome = OutcomeComplete
+	case end.Outcome == OutcomeClientCancelled || clientCtx.Err() != nil:
+		end.Outcome = OutcomeClientCancelled
+	case errors.Is(context.Cause(ctx), errIdle):
+		end.Outcome, end.Err = OutcomeTimeout, errIdle.Error()
+	default:
+		end.Outcome = OutcomeUpstreamError
+	}
+	return end
+}
+
+func (p *Proxy) writeHeader(w http.ResponseWriter, resp *http.Response) {
+	h := w.Header()
+	for k, vv := range resp.Header {
+		h[k] = vv
+	}
+	removeHopHeaders(h)
+	w.WriteHeader(resp.StatusCode)
+}
+
+// copyEvents forwards an uncompressed SSE stream event by event: each
+// event's exact bytes are written and flushed before the next is read.
+func (p *Proxy) copyEvents(w http.ResponseWriter, src io.Reader, call *Call, sinks sinkList) End {
+	rc := http.NewResponseController(w)
+	rd := sse.NewReader(src)
+	var end End
+	for seq := 0; ; seq++ {
+		ev, err := rd.Next()
+		if len(ev.Raw) > 0 {
+			if _, werr := w.Write(ev.Raw); werr != nil {
+				return clientGone(end)
+			}
+			if werr := rc.Flush(); werr != nil {
+				return clientGone(end)
+			}
+			end.Bytes += int64(len(ev.Raw))
+			end.Events++
+			p.metrics.events.Inc()
+			sinks.Event(&ev, seq, call.Since())
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				end.Err = describeReadErr(err)
+			}
+			return end
+		}
+	}
+}
+
+// copyRaw forwards a body as it arrives, flushing after every read. When
+// the body is compressed, the observers get the decoded bytes.
+func (p *Proxy) copyRaw(w http.ResponseWriter, src io.Reader, call *Call, info *ResponseInfo, sinks sinkList) End {
+	rc := http.NewResponseController(w)
+	tee := newTee(sinks, call, info)
+	defer tee.Close()
+	buf := make([]byte, 32<<10)
+	var end End
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return clientGone(end)
+			}
+			_ = rc.Flush()
+			end.Bytes += int64(n)
+			tee.Write(buf[:n])
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				end.Err = describeReadErr(err)
+			}
+			end.Events = tee.Close()
+			return end
+		}
+	}
+}
+
+func clientGone(end End) End {
+	end.Outcome, end.Err = OutcomeClientCancelled, errClientWrite.Error()
+	return end
+}
+
+// idleReader resets the idle timer after every read.
+type idleReader struct {
+	r io.Reader
+	t *time.Timer
+	d time.Duration
+}
+
+func (i *idleReader) Read(p []byte) (int, error) {
+	n, err := i.r.Read(p)
+	i.t.Reset(i.d)
+	return n, err
+}
+
+func isEventStream(h http.Header) bool {
+	ct := strings.ToLower(h.Get("Content-Type"))
+	return strings.HasPrefix(strings.TrimSpace(ct), "text/event-stream")
+}
+
+func contentEncoding(h http.Header) string {
+	ce := strings.ToLower(strings.TrimSpace(h.Get("Content-Encoding")))
+	if ce == "identity" {
+		return ""
+	}
+	return ce
+}
+
+// upstreamFailure answers the client when no response came back.
+func (p *Proxy) upstreamFailure(w http.ResponseWriter, call *Call, clientCtx context.Context, err error) End {
+	end := End{Err: describeErr(err)}
+	switch {
+	case clientCtx.Err() != nil:
+		end.Outcome = OutcomeClientCancelled
+		return end
+	case isTimeout(err):
+		end.Outcome, end.Status = OutcomeTimeout, http.StatusGatewayTimeout
+		writeError(w, end.Status, "upstream_timeout", "shaperproxy: the upstream for route "+quote(call.Route)+" did not answer in time ("+end.Err+")")
+	default:
+		end.Outcome, end.Status = OutcomeUpstreamError, http.StatusBadGateway
+		writeError(w, end.Status, "upstream_unreachable", "shaperproxy: the upstream for route "+quote(call.Route)+" could not be reached ("+end.Err+")")
+	}
+	p.metrics.upstreamErrors.WithLabelValues(call.Route, string(end.Outcome)).Inc()
+	return end
+}

@@ -1,0 +1,139 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/sse"
+)
+
+// Call describes one request passing through the proxy. Hooks may read
+// it; only the proxy writes it.
+type Call struct {
+	// ID identifies the call in logs and captures.
+	ID string
+	// Route is the name of the route the request took.
+	Route string
+	// Method, Path and RawQuery are as the client sent them (Path without
+	// the route prefix).
+	Method, Path, RawQuery string
+	// Header is the client's request header. Hooks must not modify it.
+	Header http.Header
+	// Chat reports whether the request is a chat completions request whose
+	// body was parsed (View is then non-nil).
+	Chat bool
+	// View is the conversation model's view of the body as it currently
+	// stands (after the transforms run so far). Nil for non-chat requests,
+	// bodies that are not valid JSON and bodies over the size limit.
+	View *conv.Request
+	// ClientBody is the body as received from the client (nil when it was
+	// streamed through unread).
+	ClientBody []byte
+	// Conversation is the conversation key (conv.ConversationKey), "" for
+	// non-chat requests.
+	Conversation string
+	// Model is the request's "model" field.
+	Model string
+	// Stream reports whether the client asked for a stream.
+	Stream bool
+	// Start is when the proxy received the request.
+	Start time.Time
+	// Internal marks requests the proxy made on its own; Parent is then
+	// the ID of the call that caused it.
+	Internal bool
+	Parent   string
+	// Notes carries per-call values between hooks (for example how many
+	// reasoning blocks a transform shaped). Keys are owned by the hook
+	// that sets them.
+	Notes map[string]any
+}
+
+// Since returns the time elapsed since the call started.
+func (c *Call) Since() time.Duration { return time.Since(c.Start) }
+
+// RequestTransform rewrites the body of a parsed chat request before it
+// goes upstream. It must not modify body in place: it returns the body to
+// send (body itself when it has nothing to do). An error or a panic skips
+// the transform: the request goes on with the body it had before it, and
+// the failure is counted and logged.
+type RequestTransform interface {
+	TransformRequest(ctx context.Context, call *Call, body []byte) ([]byte, error)
+}
+
+// RequestTransformFunc adapts a function to RequestTransform.
+type RequestTransformFunc func(ctx context.Context, call *Call, body []byte) ([]byte, error)
+
+// TransformRequest calls f.
+func (f RequestTransformFunc) TransformRequest(ctx context.Context, call *Call, body []byte) ([]byte, error) {
+	return f(ctx, call, body)
+}
+
+// Upstream describes the request as it was sent upstream.
+type Upstream struct {
+	Method string
+	URL    string
+	Header http.Header
+	// Body is the body as sent (nil when the body was streamed through
+	// unread because it was over the size limit).
+	Body []byte
+}
+
+// ResponseInfo describes the upstream response when its header arrives.
+type ResponseInfo struct {
+	Status int
+	Header http.Header
+	// Stream reports whether the body is an SSE stream.
+	Stream bool
+	// Encoded reports whether the body was compressed on the wire; the
+	// events and body bytes given to a ResponseSink are then decoded.
+	Encoded bool
+}
+
+// Outcome says how a call ended.
+type Outcome string
+
+// The outcomes of a call.
+const (
+	OutcomeComplete        Outcome = "complete"
+	OutcomeClientCancelled Outcome = "client_cancelled"
+	OutcomeUpstreamError   Outcome = "upstream_error"
+	OutcomeTimeout         Outcome = "timeout"
+)
+
+// End summarises a finished call.
+type End struct {
+	Outcome  Outcome
+	Status   int
+	Duration time.Duration
+	// Bytes is the number of response body bytes written to the client.
+	Bytes  int64
+	Events int
+	// Err is a short description of what went wrong, "" when complete.
+	Err string
+}
+
+// Observer watches calls. Its methods run on the request path and must
+// not block: hand work to a bounded queue and count what is dropped.
+type Observer interface {
+	// Request is called once per upstream attempt, with the request
+	// exactly as sent. It returns the sink for that attempt's response, or
+	// nil to see nothing more of it.
+	Request(call *Call, up *Upstream) ResponseSink
+}
+
+// ResponseSink receives one response as it passes to the client.
+type ResponseSink interface {
+	// Response is called when the response header arrives. It is not
+	// called when the upstream could not be reached.
+	Response(info *ResponseInfo)
+	// Event is called for each SSE event, after it was written to the
+	// client. ev's slices are only valid during the call. at is the time
+	// since the call started.
+	Event(ev *sse.Event, seq int, at time.Duration)
+	// Body is called with the bytes of a non-stream body as they pass.
+	Body(p []byte)
+	// End is called once when the call is over.
+	End(end End)
+}

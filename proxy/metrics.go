@@ -1,0 +1,93 @@
+package proxy
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics is the proxy's Prometheus registry and its collectors. Other
+// parts of the program register their own collectors with Register.
+type Metrics struct {
+	reg             *prometheus.Registry
+	requests        *prometheus.CounterVec
+	streams         *prometheus.CounterVec
+	bytes           *prometheus.CounterVec
+	events          prometheus.Counter
+	upstreamErrors  *prometheus.CounterVec
+	transformErrors prometheus.Counter
+	duration        *prometheus.HistogramVec
+	firstByte       *prometheus.HistogramVec
+	inflight        prometheus.Gauge
+}
+
+// NewMetrics returns a fresh set of metrics in its own registry.
+func NewMetrics() *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shaperproxy_requests_total", Help: "Requests proxied, by route, method, status and outcome.",
+	}, []string{"route", "method", "status", "outcome"})
+	m.streams = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shaperproxy_streams_total", Help: "SSE responses proxied, by route.",
+	}, []string{"route"})
+	m.bytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shaperproxy_bytes_total", Help: "Body bytes proxied, by direction (upstream = request bodies sent, client = response bodies written).",
+	}, []string{"direction"})
+	m.events = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shaperproxy_stream_events_total", Help: "SSE events forwarded to clients.",
+	})
+	m.upstreamErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shaperproxy_upstream_errors_total", Help: "Upstream calls that failed (unreachable, timeout, cut), by route and outcome.",
+	}, []string{"route", "outcome"})
+	m.transformErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shaperproxy_transform_errors_total", Help: "Request transforms that failed; the request went on without them.",
+	})
+	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "shaperproxy_request_duration_seconds", Help: "Time from request to the end of the response, by route.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
+	}, []string{"route"})
+	m.firstByte = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "shaperproxy_upstream_header_seconds", Help: "Time from request to the upstream response header, by route.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
+	}, []string{"route"})
+	m.inflight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "shaperproxy_inflight_requests", Help: "Requests being proxied now.",
+	})
+	m.reg.MustRegister(m.requests, m.streams, m.bytes, m.events, m.upstreamErrors,
+		m.transformErrors, m.duration, m.firstByte, m.inflight,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Register adds collectors to the registry.
+func (m *Metrics) Register(cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := m.reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Gather returns the current values, for tests and the demo.
+func (m *Metrics) Gather() (map[string]float64, error) {
+	mfs, err := m.reg.Gather()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, metric := range mf.GetMetric() {
+			v := metric.GetCounter().GetValue() + metric.GetGauge().GetValue() + float64(metric.GetHistogram().GetSampleCount())
+			out[mf.GetName()] += v
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,119 @@
+package redact
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+func marker(v string) string {
+	sum := sha256.Sum256([]byte(v))
+	return "[REDACTED len=" + itoa(len(v)) + " sha256=" + hex.EncodeToString(sum[:])[:8] + "]"
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; n > 0; n /= 10 {
+		b = append([]byte{byte('0' + n%10)}, b...)
+	}
+	return string(b)
+}
+
+func TestHeader(t *testing.T) {
+	in := http.Header{
+		"Authorization":                {"Bearer sk-secret-1"},
+		"Proxy-Authorization":          {"Basic dXNlcjpwYXNz"},
+		"X-Api-Key":                    {"k1", "k2"},
+		"Api-Key":                      {"azure"},
+		"X-Goog-Api-Key":               {"goog"},
+		"Cookie":                       {"session=abc"},
+		"Set-Cookie":                   {"a=b; HttpOnly"},
+		"X-Session-Token":              {"tok"},
+		"X-Client-Secret":              {"shh"},
+		"Openai-Organization":          {"org-1"},
+		"Content-Type":                 {"application/json"},
+		"X-Ratelimit-Remaining-Tokens": {"12345"},
+		"Accept":                       {"text/event-stream"},
+	}
+	orig := in.Clone()
+	got := Header(in)
+	secret := []string{"Authorization", "Proxy-Authorization", "X-Api-Key", "Api-Key",
+		"X-Goog-Api-Key", "Cookie", "Set-Cookie", "X-Session-Token", "X-Client-Secret"}
+	for _, name := range secret {
+		for i, v := range orig[name] {
+			if want := marker(v); got[name][i] != want {
+				t.Errorf("%s[%d] = %q, want %q", name, i, got[name][i], want)
+			}
+		}
+	}
+	for _, name := range []string{"Openai-Organization", "Content-Type", "X-Ratelimit-Remaining-Tokens", "Accept"} {
+		if got.Get(name) != orig.Get(name) {
+			t.Errorf("%s changed: %q", name, got.Get(name))
+		}
+	}
+	if len(got) != len(orig) {
+		t.Errorf("got %d headers, want %d", len(got), len(orig))
+	}
+	if in.Get("Authorization") != "Bearer sk-secret-1" {
+		t.Error("input header was modified")
+	}
+	if Header(nil) != nil {
+		t.Error("Header(nil) != nil")
+	}
+}
+
+func TestHeaderSameKeySameMarker(t *testing.T) {
+	a := Header(http.Header{"Authorization": {"Bearer X"}}).Get("Authorization")
+	b := Header(http.Header{"Authorization": {"Bearer X"}}).Get("Authorization")
+	c := Header(http.Header{"Authorization": {"Bearer Y"}}).Get("Authorization")
+	if a != b || a == c {
+		t.Errorf("markers: %q %q %q", a, b, c)
+	}
+	if !strings.HasPrefix(a, "[REDACTED len=8 sha256=") {
+		t.Errorf("marker %q", a)
+	}
+}
+
+func TestURL(t *testing.T) {
+	esc := func(v string) string { return url.QueryEscape(marker(v)) }
+	tests := []struct{ in, want string }{
+		{"https://api.example.com/v1/chat/completions", "https://api.example.com/v1/chat/completions"},
+		{"https://h/p?model=x&stream=true", "https://h/p?model=x&stream=true"},
+		{"https://h/p?key=AIza123&alt=sse", "https://h/p?key=" + esc("AIza123") + "&alt=sse"},
+		{"https://h/p?b=1&api_key=s3&a=2", "https://h/p?b=1&api_key=" + esc("s3") + "&a=2"},
+		{"https://h/p?access_token=t%2Fx#frag", "https://h/p?access_token=" + esc("t/x") + "#frag"},
+		{"https://h/p?sig=abc&se=2026", "https://h/p?sig=" + esc("abc") + "&se=2026"},
+		{"https://h/p?Signature=abc&apikey=1&token=2", "https://h/p?Signature=" + esc("abc") + "&apikey=" + esc("1") + "&token=" + esc("2")},
+		{"https://h/p?key=&flag", "https://h/p?key=&flag"},
+		{"https://user:pw@h/p", "https://user:" + esc("pw") + "@h/p"},
+		{"https://user@h/p", "https://user@h/p"},
+		{"/v1/models?x=1", "/v1/models?x=1"},
+	}
+	for _, tt := range tests {
+		if got := URL(tt.in); got != tt.want {
+			t.Errorf("URL(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestURLNoSecretBytes(t *testing.T) {
+	for _, in := range []string{
+		"https://h/p?key=SECRETVALUE",
+		"https://h/p?x=1&client_secret=SECRETVALUE",
+		"https://u:SECRETVALUE@h/",
+		"https://h/p?X-Amz-Signature=SECRETVALUE",
+	} {
+		if got := URL(in); strings.Contains(got, "SECRETVALUE") {
+			t.Errorf("URL(%q) = %q leaks the secret", in, got)
+		}
+		if _, err := url.Parse(URL(in)); err != nil {
+			t.Errorf("URL(%q) is not a valid URL: %v", in, err)
+		}
+	}
+}

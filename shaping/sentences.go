@@ -1,0 +1,414 @@
+package shaping
+
+import (
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// SentenceKind classifies a Sentence for extraction.
+type SentenceKind uint8
+
+// The kinds, from the splitter (KindCode, KindListItem) and the classifier
+// (KindFiller, KindDecisive). A list item that is filler or decisive gets
+// that kind instead of KindListItem.
+const (
+	KindNormal   SentenceKind = iota // plain prose
+	KindFiller                       // starts with filler and decides nothing (see fillers)
+	KindDecisive                     // decides, concludes or plans (see cues)
+	KindCode                         // a whole ``` or ~~~ fence, atomic
+	KindListItem                     // starts with "- ", "* ", "+ ", "• ", "1. " or "1) "
+)
+
+var kindNames = [...]string{"normal", "filler", "decisive", "code", "listItem"}
+
+// String returns the kind's name: normal, filler, decisive, code or listItem.
+func (k SentenceKind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "SentenceKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Sentence is one unit of extraction: a sentence, a line, a list item or a
+// whole code fence. Text is text[Start:End] of the string given to
+// Sentences, trimmed of surrounding white space.
+type Sentence struct {
+	Text       string
+	Start, End int // byte offsets
+	Kind       SentenceKind
+}
+
+// Sentences splits text into the units Extract chooses from, in order.
+// The rules:
+//
+//   - A line break always ends a unit; blank lines are skipped.
+//   - A line whose first non-blank characters are ``` or ~~~ opens a code
+//     fence, which runs to the first later line made only of at least as many
+//     of the same character, or to the end of text; the fence is one unit.
+//   - A line starting with "- ", "* ", "+ ", "• ", "1. " or "1) " (up to three
+//     digits) starts a list item; its marker stays in the unit's text.
+//   - Inside a line, a unit ends after . ? ! or … (a run of them, plus closing
+//     quotes and brackets) when white space follows and the next word does
+//     not start with a lower-case letter, the next text is not a fence, and a
+//     single "." does not end an abbreviation such as "e.g." or "vs.".
+//     So "3.14", "main.go", "1.2.3" and "Hmm... let me" stay whole.
+//   - ? and ! also end a unit when a CJK character follows directly;
+//     。？！； end a unit whatever follows (Chinese needs no space).
+//   - Nothing is split inside an inline code span (`…`, ``…``, ```…```).
+//
+// Text need not be valid UTF-8; invalid bytes are kept inside units.
+func Sentences(text string) []Sentence {
+	units := split(text, nil)
+	out := make([]Sentence, len(units))
+	for i := range units {
+		u := &units[i]
+		classify(text, u)
+		out[i] = Sentence{Text: text[u.start:u.end], Start: u.start, End: u.end, Kind: u.kind}
+	}
+	return out
+}
+
+// unit is the splitter's and scorer's view of a Sentence.
+type unit struct {
+	start, end int
+	kind       SentenceKind
+	list       bool // started with a list marker
+	cue        int8 // decisive weight, 0 for none
+	info       bool // contains digits, code or paths
+	runes      int
+}
+
+// split appends the units of text to dst.
+func split(text string, dst []unit) []unit {
+	for pos := 0; pos < len(text); {
+		eol := strings.IndexByte(text[pos:], '\n')
+		if eol < 0 {
+			eol = len(text)
+		} else {
+			eol += pos
+		}
+		ls := skipSpace(text, pos, eol)
+		if ls < eol {
+			if c, n := fenceOpen(text[ls:eol]); n > 0 {
+				end, next := fenceClose(text, eol, c, n)
+				dst = append(dst, unit{start: ls, end: end, kind: KindCode})
+				pos = next
+				continue
+			}
+			dst = splitLine(text, ls, trimRightSpace(text, ls, eol), dst)
+		}
+		pos = eol + 1
+	}
+	return dst
+}
+
+// fenceOpen reports the fence character and its count when line opens a
+// code fence (three or more ` or ~), else 0.
+func fenceOpen(line string) (byte, int) {
+	if len(line) < 3 || (line[0] != '`' && line[0] != '~') {
+		return 0, 0
+	}
+	c := line[0]
+	n := 0
+	for n < len(line) && line[n] == c {
+		n++
+	}
+	if n < 3 {
+		return 0, 0
+	}
+	return c, n
+}
+
+// fenceClose finds the line closing a fence opened on the line ending at
+// eol. It returns the end of the fence unit and where scanning resumes.
+func fenceClose(text string, eol int, c byte, n int) (end, next int) {
+	for pos := eol + 1; pos < len(text); {
+		e := strings.IndexByte(text[pos:], '\n')
+		if e < 0 {
+			e = len(text)
+		} else {
+			e += pos
+		}
+		if isFenceClose(text[pos:e], c, n) {
+			return trimRightSpace(text, pos, e), e + 1
+		}
+		pos = e + 1
+	}
+	return trimRightSpace(text, 0, len(text)), len(text)
+}
+
+// isFenceClose reports whether line, trimmed, is at least n times c.
+func isFenceClose(line string, c byte, n int) bool {
+	line = strings.TrimSpace(line)
+	if len(line) < n {
+		return false
+	}
+	for i := 0; i < len(line); i++ {
+		if line[i] != c {
+			return false
+		}
+	}
+	return true
+}
+
+// startsFence reports whether s starts with ``` or ~~~.
+func startsFence(s string) bool {
+	_, n := fenceOpen(s)
+	return n > 0
+}
+
+// listMarker returns the length of a list marker and the spaces after it at
+// the start of s, or 0.
+func listMarker(s string) int {
+	if strings.HasPrefix(s, "• ") {
+		return skipSpace(s, len("• "), len(s))
+	}
+	if len(s) >= 2 && (s[0] == '-' || s[0] == '*' || s[0] == '+') && s[1] == ' ' {
+		return skipSpace(s, 2, len(s))
+	}
+	d := 0
+	for d < len(s) && d < 4 && isDigit(s[d]) {
+		d++
+	}
+	if d == 0 || d > 3 || d+1 >= len(s) || (s[d] != '.' && s[d] != ')') || s[d+1] != ' ' {
+		return 0
+	}
+	return skipSpace(s, d+2, len(s))
+}
+
+// splitLine appends the units of the trimmed line text[a:b].
+func splitLine(text string, a, b int, dst []unit) []unit {
+	start, i := a, a
+	list := false
+	if m := listMarker(text[a:b]); m > 0 && a+m < b {
+		list, i = true, a+m
+	}
+	ticks := tickState{}
+	for i < b {
+		c := text[i]
+		if c == '`' {
+			i = ticks.skip(text, i, b)
+			continue
+		}
+		r, size := rune(c), 1
+		if c >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(text[i:b])
+		}
+		if !isTerminator(r) {
+			i += size
+			continue
+		}
+		if e, next, ok := boundary(text, start, i, b); ok {
+			dst = append(dst, unit{start: start, end: e, list: list})
+			list, start, i = false, next, next
+			continue
+		}
+		i += size
+	}
+	if start < b {
+		dst = append(dst, unit{start: start, end: b, list: list})
+	}
+	return dst
+}
+
+// tickState skips inline code spans on one line. Only spans of one to three
+// backticks are recognised; a length that found no closing run once is not
+// searched again, which keeps a line of stray backticks linear.
+type tickState struct{ failed [4]bool }
+
+// skip returns the index after the inline code span starting at i, or after
+// the backtick run if it opens no span.
+func (ts *tickState) skip(text string, i, b int) int {
+	n := 0
+	for i+n < b && text[i+n] == '`' {
+		n++
+	}
+	if n > 3 || ts.failed[n] {
+		return i + n
+	}
+	for j := i + n; j < b; {
+		k := strings.IndexByte(text[j:b], '`')
+		if k < 0 {
+			break
+		}
+		j += k
+		m := 0
+		for j+m < b && text[j+m] == '`' {
+			m++
+		}
+		if m == n {
+			return j + m
+		}
+		j += m
+	}
+	ts.failed[n] = true
+	return i + n
+}
+
+// boundary decides whether a unit ends at the terminator at text[i]. It
+// returns the unit's end, the start of the next unit and true, or false.
+// start is the start of the current unit; b is the end of the line.
+func boundary(text string, start, i, b int) (end, next int, ok bool) {
+	r, size := utf8.DecodeRuneInString(text[i:b])
+	cjk := isCJKTerminator(r)
+	j, periods, other := i+size, 0, false
+	if r == '.' {
+		periods = 1
+	} else {
+		other = true
+	}
+	for j < b {
+		r2, s2 := utf8.DecodeRuneInString(text[j:b])
+		switch {
+		case r2 == '.':
+			periods++
+		case isTerminator(r2):
+			other = true
+		case isCloser(r2):
+		default:
+			goto done
+		}
+		j += s2
+	}
+done:
+	if j >= b {
+		return 0, 0, false // the line end closes the unit
+	}
+	k := skipSpace(text, j, b)
+	if k >= b || startsFence(text[k:b]) {
+		return 0, 0, false
+	}
+	if cjk {
+		return j, k, true
+	}
+	if k == j { // no space after the terminator
+		nr, _ := utf8.DecodeRuneInString(text[j:b])
+		if r != '.' && isCJK(nr) {
+			return j, j, true
+		}
+		return 0, 0, false
+	}
+	nr, _ := utf8.DecodeRuneInString(text[k:b])
+	if unicode.IsLower(nr) {
+		return 0, 0, false
+	}
+	if periods == 1 && !other && isAbbrev(text[wordStart(text, start, i):i]) {
+		return 0, 0, false
+	}
+	return j, k, true
+}
+
+// wordStart returns the start of the word ending at i, not before start.
+func wordStart(text string, start, i int) int {
+	for i > start && !isSpaceByte(text[i-1]) && text[i-1] != '(' && text[i-1] != '"' {
+		i--
+	}
+	return i
+}
+
+// isAbbrev reports whether w (the word before a single ".") is an
+// abbreviation after which a capitalised word does not start a sentence.
+func isAbbrev(w string) bool {
+	if len(w) == 0 || len(w) > 6 {
+		return false
+	}
+	var buf [6]byte
+	for i := 0; i < len(w); i++ {
+		buf[i] = lowerASCII(w[i])
+	}
+	switch string(buf[:len(w)]) {
+	case "e.g", "i.e", "eg", "ie", "vs", "cf", "mr", "mrs", "ms", "dr", "prof",
+		"sr", "jr", "st", "fig", "approx", "esp", "incl", "resp", "al", "viz":
+		return true
+	}
+	return false
+}
+
+// isTerminator reports whether r may end a unit.
+func isTerminator(r rune) bool {
+	return r == '.' || r == '?' || r == '!' || r == '…' || isCJKTerminator(r)
+}
+
+// isCJKTerminator reports whether r ends a Chinese sentence without a space.
+func isCJKTerminator(r rune) bool {
+	return r == '。' || r == '？' || r == '！' || r == '；'
+}
+
+// isCloser reports whether r may follow a terminator inside the sentence
+// (closing quotes, brackets, markdown emphasis).
+func isCloser(r rune) bool {
+	switch r {
+	case '"', '\'', ')', ']', '}', '*', '”', '’', '」', '』', '）', '》', '】', '〉':
+		return true
+	}
+	return false
+}
+
+// isCJK reports whether r is a Han, kana, Hangul or full-width character:
+// a script written without spaces, where any rune boundary is a word
+// boundary.
+func isCJK(r rune) bool {
+	switch {
+	case r < 0x2E80:
+		return false
+	case r <= 0x9FFF, r >= 0xAC00 && r <= 0xD7AF, r >= 0xF900 && r <= 0xFAFF,
+		r >= 0xFE30 && r <= 0xFE4F, r >= 0xFF00 && r <= 0xFFEF, r >= 0x20000 && r <= 0x3FFFF:
+		return true
+	}
+	return false
+}
+
+// skipSpace returns the first index in [i, b) that is not white space, or b.
+func skipSpace(s string, i, b int) int {
+	for i < b {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if !isSpaceByte(c) {
+				return i
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:b])
+		if !unicode.IsSpace(r) {
+			return i
+		}
+		i += size
+	}
+	return b
+}
+
+// trimRightSpace returns the end of s[a:b] without trailing white space.
+func trimRightSpace(s string, a, b int) int {
+	for b > a {
+		c := s[b-1]
+		if c < utf8.RuneSelf {
+			if !isSpaceByte(c) {
+				return b
+			}
+			b--
+			continue
+		}
+		r, size := utf8.DecodeLastRuneInString(s[a:b])
+		if !unicode.IsSpace(r) {
+			return b
+		}
+		b -= size
+	}
+	return a
+}
+
+func isSpaceByte(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+func lowerASCII(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
