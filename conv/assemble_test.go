@@ -75,7 +75,7 @@ func TestAssemblerDeepSeekToolCallStream(t *testing.T) {
 	}
 	got := a.Response()
 	want := rebuild(t, chunks)
-	if got.ID != "cca85624-4056-401f-b220-d77601d1f70d" || got.Model != "deepseek-reasoner" || got.Chunks != 51 || got.Done {
+	if got.ID != "cca85624-4056-401f-b220-d77601d1f70d" || got.Model != "deepseek-reasoner" || got.Chunks != 52 || got.Done {
 		t.Errorf("ID %q Model %q Chunks %d Done %v", got.ID, got.Model, got.Chunks, got.Done)
 	}
 	if len(got.Choices) != 1 {
@@ -98,7 +98,7 @@ func TestAssemblerDeepSeekToolCallStream(t *testing.T) {
 	if !bytes.Equal(got.Usage, want.usage) || !bytes.Contains(got.Usage, []byte(`"completion_tokens":83`)) {
 		t.Errorf("Usage = %s, want %s", got.Usage, want.usage)
 	}
-	if err := a.AddChunk([]byte("[DONE]")); err != nil || !a.Response().Done || a.Response().Chunks != 51 {
+	if err := a.AddChunk([]byte("[DONE]")); err != nil || !a.Response().Done || a.Response().Chunks != 52 {
 		t.Errorf("[DONE]: err %v, Response %+v", err, a.Response())
 	}
 }
@@ -171,7 +171,9 @@ func TestAssemblerOpenRouterCapture(t *testing.T) {
 		if err := a.AddChunk(l); err != nil {
 			t.Fatal(err)
 		}
-		var c struct{ Choices []struct{ Delta struct{ Content *string } } }
+		var c struct {
+			Choices []struct{ Delta struct{ Content *string } }
+		}
 		if json.Unmarshal(l, &c) == nil && len(c.Choices) > 0 && c.Choices[0].Delta.Content != nil {
 			content.WriteString(*c.Choices[0].Delta.Content)
 		}

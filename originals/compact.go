@@ -81,30 +81,42 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// reclaimable returns the size of the file and how many of its bytes a
-// compaction would give back: the free pages and the slack past the last
-// page in use.
-func (s *Store) reclaimable() (size, free int64, err error) {
+// sizes returns the size of the file and the bytes of pages in use.
+func (s *Store) sizes() (size, inUse int64, err error) {
 	fi, err := os.Stat(s.path)
 	if err != nil {
 		return 0, 0, err
 	}
 	err = s.view(func(tx *bolt.Tx) error {
-		free = fi.Size() - tx.Size() + int64(tx.DB().Stats().FreeAlloc)
+		inUse = tx.Size() - int64(tx.DB().Stats().FreeAlloc)
 		return nil
 	})
-	return fi.Size(), free, err
+	return fi.Size(), inUse, err
 }
 
-// compactIfLarge compacts when the file is larger than MaxBytes and at
-// least half of it is reclaimable (so a table whose live data is large is
-// not rewritten over and over). It reports whether it compacted.
+// compactedSize estimates the size of a compacted copy of inUse bytes of
+// pages: bbolt sizes a file of up to 16 MB to a power of two (32 KB at
+// least) and grows a larger one in 16 MB steps.
+func compactedSize(inUse int64) int64 {
+	if inUse > 16<<20 {
+		return inUse + 16<<20
+	}
+	n := int64(32 << 10)
+	for n < inUse {
+		n *= 2
+	}
+	return n
+}
+
+// compactIfLarge compacts when the file is larger than MaxBytes and a
+// compaction would at least halve it (so a table whose live data is large
+// is not rewritten over and over). It reports whether it compacted.
 func (s *Store) compactIfLarge() (bool, error) {
 	if s.opts.MaxBytes < 0 || s.opts.ReadOnly {
 		return false, nil
 	}
-	size, free, err := s.reclaimable()
-	if err != nil || size <= s.opts.MaxBytes || free*2 < size {
+	size, inUse, err := s.sizes()
+	if err != nil || size <= s.opts.MaxBytes || compactedSize(inUse)*2 > size {
 		return false, err
 	}
 	return true, s.Compact()

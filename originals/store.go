@@ -509,3 +509,58 @@ func removeConv(tx *bolt.Tx, name []byte) error {
 	}
 	return root.DeleteBucket(name)
 }
+
+// Check verifies the file with bbolt's consistency check, and that every
+// entry has its index record and every index record its entry.
+func (s *Store) Check() error {
+	return s.view(func(tx *bolt.Tx) error {
+		var errs []error
+		for err := range tx.Check() {
+			errs = append(errs, err)
+		}
+		if len(errs) > 0 {
+			return fmt.Errorf("%w: %w", ErrCorrupt, errors.Join(errs...))
+		}
+		return checkIndex(tx)
+	})
+}
+
+func checkIndex(tx *bolt.Tx) error {
+	root, hb := tx.Bucket(bucketConv), tx.Bucket(bucketHash)
+	if root == nil || hb == nil {
+		return nil
+	}
+	entries := 0
+	err := root.ForEachBucket(func(name []byte) error {
+		eb := root.Bucket(name).Bucket(bucketEntries)
+		if eb == nil {
+			return nil
+		}
+		return eb.ForEach(func(k, v []byte) error {
+			entries++
+			return checkEntry(hb, string(name), k, v)
+		})
+	})
+	if err != nil {
+		return err
+	}
+	if n := hb.Stats().KeyN; n != entries {
+		return fmt.Errorf("%w: %d index records for %d entries", ErrCorrupt, n, entries)
+	}
+	return nil
+}
+
+func checkEntry(hb *bolt.Bucket, conv string, k, v []byte) error {
+	e, err := decodeEntry(conv, k, v)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(k, entryKey(e.Turn, hashOf(e.Shaped), hashOf(e.Original))) {
+		return fmt.Errorf("%w: entry key does not match its texts (conversation %q)", ErrCorrupt, conv)
+	}
+	iv := hb.Get(indexKeyOf(k, conv))
+	if len(iv) != ivalLen || keyTurn(iv) != e.Turn {
+		return fmt.Errorf("%w: entry without its index record (conversation %q, turn %d)", ErrCorrupt, conv, e.Turn)
+	}
+	return nil
+}

@@ -61,10 +61,10 @@ type Sentence struct {
 // Text need not be valid UTF-8; invalid bytes are kept inside units.
 func Sentences(text string) []Sentence {
 	units := split(text, nil)
+	classifyAll(text, units)
 	out := make([]Sentence, len(units))
 	for i := range units {
 		u := &units[i]
-		classify(text, u)
 		out[i] = Sentence{Text: text[u.start:u.end], Start: u.start, End: u.end, Kind: u.kind}
 	}
 	return out
@@ -75,6 +75,7 @@ type unit struct {
 	start, end int
 	kind       SentenceKind
 	list       bool // started with a list marker
+	body       int  // offset in the unit of the text after list marker and filler
 	cue        int8 // decisive weight, 0 for none
 	info       bool // contains digits, code or paths
 	runes      int
@@ -251,6 +252,9 @@ func (ts *tickState) skip(text string, i, b int) int {
 // returns the unit's end, the start of the next unit and true, or false.
 // start is the start of the current unit; b is the end of the line.
 func boundary(text string, start, i, b int) (end, next int, ok bool) {
+	if i == start || isSpaceByte(text[i-1]) {
+		return 0, 0, false // "COPY . ." or a stray terminator
+	}
 	r, size := utf8.DecodeRuneInString(text[i:b])
 	cjk := isCJKTerminator(r)
 	j, periods, other := i+size, 0, false

@@ -1,0 +1,256 @@
+package capture
+
+import (
+	"bytes"
+	"io"
+	"sort"
+)
+
+// segment is a reader's view of one segment file: where its valid frames
+// end, and the frames it has seen, for finding blobs.
+type segment struct {
+	num   uint64
+	path  string
+	ra    io.ReaderAt
+	close func() error
+	size  int64 // file size when end was computed
+	start int64 // offset of the first frame
+	end   int64 // end of the last valid frame; bytes after it are torn
+
+	// Frames known to the blob index cover [lo, hi) (lo == hi: none).
+	lo, hi     int64
+	blobFrames []frameInfo // frames holding blobs, ascending
+}
+
+// frameInfo locates one frame.
+type frameInfo struct {
+	off int64 // offset of the frame header
+	t   trailer
+}
+
+// next is the offset just after the frame's trailer.
+func (fi frameInfo) next() int64 {
+	return fi.off + frameHeaderSize + int64(fi.t.FrameLen) + trailerSize
+}
+
+// newSegment reads the header of a segment of the given size and finds the
+// end of its valid frames.
+func newSegment(num uint64, ra io.ReaderAt, size int64) *segment {
+	s := &segment{num: num, ra: ra, size: size, start: segHeaderSize}
+	hdr := s.read(0, segHeaderSize)
+	if !checkSegHeader(hdr) {
+		s.end = s.start // unreadable: no frames
+		return s
+	}
+	s.findEnd()
+	return s
+}
+
+// grow takes a larger file size into account (the segment being written).
+func (s *segment) grow(size int64) {
+	if size == s.size || s.end < s.start {
+		return
+	}
+	s.size = size
+	s.findEnd()
+}
+
+// read returns n bytes at off, or nil when they are not all there.
+func (s *segment) read(off, n int64) []byte {
+	if off < 0 || n < 0 || off+n > s.size {
+		return nil
+	}
+	b := make([]byte, n)
+	if _, err := s.ra.ReadAt(b, off); err != nil {
+		return nil
+	}
+	return b
+}
+
+// findEnd sets end after the last frame whose trailer, header and body
+// checksum are valid, skipping a torn tail.
+func (s *segment) findEnd() {
+	limit := s.size
+	for limit > s.start {
+		if fi, ok := s.frameEndingAt(limit, s.size); ok && s.bodyOK(fi) {
+			s.end = limit
+			return
+		}
+		p, ok := s.searchBack(limit - trailerSize)
+		if !ok {
+			break
+		}
+		limit = p + trailerSize
+	}
+	s.end = s.start
+}
+
+// bodyOK checks the checksum of a frame's compressed body.
+func (s *segment) bodyOK(fi frameInfo) bool {
+	b := s.read(fi.off+frameHeaderSize, int64(fi.t.FrameLen))
+	return b != nil && crc(b) == fi.t.FrameCRC
+}
+
+// frameEndingAt returns the frame whose trailer ends at end, if its
+// trailer and header agree and it lies in [start, limit).
+func (s *segment) frameEndingAt(end, limit int64) (frameInfo, bool) {
+	if end > limit || end-trailerSize-frameHeaderSize < s.start {
+		return frameInfo{}, false
+	}
+	t, ok := parseTrailer(s.read(end-trailerSize, trailerSize))
+	if !ok {
+		return frameInfo{}, false
+	}
+	fi := frameInfo{off: end - trailerSize - int64(t.FrameLen) - frameHeaderSize, t: t}
+	if fi.off < s.start {
+		return frameInfo{}, false
+	}
+	n, ok := parseFrameHeader(s.read(fi.off, frameHeaderSize))
+	return fi, ok && n == t.FrameLen
+}
+
+// frameAt returns the frame whose header is at off, if it is whole and
+// valid within end.
+func (s *segment) frameAt(off int64) (frameInfo, bool) {
+	if off < s.start || off+frameHeaderSize+trailerSize > s.end {
+		return frameInfo{}, false
+	}
+	n, ok := parseFrameHeader(s.read(off, frameHeaderSize))
+	if !ok {
+		return frameInfo{}, false
+	}
+	fi := frameInfo{off: off}
+	if fi.t.FrameLen = n; fi.next() > s.end {
+		return frameInfo{}, false
+	}
+	t, ok := parseTrailer(s.read(fi.next()-trailerSize, trailerSize))
+	fi.t = t
+	return fi, ok && t.FrameLen == n
+}
+
+// prevFrame returns the last valid frame ending at or before end,
+// resynchronising on trailers after a corrupt region.
+func (s *segment) prevFrame(end int64) (frameInfo, bool) {
+	for end > s.start {
+		if fi, ok := s.frameEndingAt(end, s.end); ok {
+			return fi, true
+		}
+		p, ok := s.searchBack(end - trailerSize)
+		if !ok {
+			break
+		}
+		end = p + trailerSize
+	}
+	return frameInfo{}, false
+}
+
+// nextFrame returns the first valid frame starting at or after off.
+func (s *segment) nextFrame(off int64) (frameInfo, bool) {
+	off = max(off, s.start)
+	if fi, ok := s.frameAt(off); ok {
+		return fi, true
+	}
+	for from := off; ; {
+		p, ok := s.searchFwd(from)
+		if !ok {
+			return frameInfo{}, false
+		}
+		if fi, ok := s.frameEndingAt(p+trailerSize, s.end); ok && fi.off >= off {
+			return fi, true
+		}
+		if fi, ok := s.frameAt(p + trailerSize); ok {
+			return fi, true
+		}
+		from = p + 1
+	}
+}
+
+const searchChunk = 1 << 20
+
+// searchBack returns the largest p < before, p >= start, where a trailer
+// pattern starts.
+func (s *segment) searchBack(before int64) (int64, bool) {
+	pat := int64(len(trailerPattern))
+	for hi := before; hi > s.start; {
+		lo := max(s.start, hi-searchChunk)
+		b := s.read(lo, min(hi-1+pat, s.size)-lo)
+		if b == nil {
+			return 0, false
+		}
+		if i := bytes.LastIndex(b, trailerPattern); i >= 0 {
+			return lo + int64(i), true
+		}
+		hi = lo
+	}
+	return 0, false
+}
+
+// searchFwd returns the smallest p >= from where a trailer pattern starts
+// and the whole trailer lies within end.
+func (s *segment) searchFwd(from int64) (int64, bool) {
+	pat := int64(len(trailerPattern))
+	for lo := max(from, s.start); lo+trailerSize <= s.end; {
+		hi := min(s.end, lo+searchChunk+pat)
+		b := s.read(lo, hi-lo)
+		if b == nil {
+			return 0, false
+		}
+		if i := bytes.Index(b, trailerPattern); i >= 0 {
+			p := lo + int64(i)
+			return p, p+trailerSize <= s.end
+		}
+		lo = hi - pat + 1
+	}
+	return 0, false
+}
+
+// indexed makes sure the blob index covers the frame fi.
+func (s *segment) indexed(fi frameInfo) {
+	if s.lo == s.hi {
+		s.lo, s.hi = fi.off, fi.off
+		s.extendFwd()
+	}
+	for fi.off >= s.hi && s.extendFwd() {
+	}
+	for fi.off < s.lo && s.extendBack() {
+	}
+}
+
+// extendFwd adds the frame at hi to the index.
+func (s *segment) extendFwd() bool {
+	fi, ok := s.nextFrame(s.hi)
+	if !ok {
+		return false
+	}
+	if fi.t.Blobs > 0 {
+		s.blobFrames = append(s.blobFrames, fi)
+	}
+	s.hi = fi.next()
+	return true
+}
+
+// extendBack adds the frame before lo to the index.
+func (s *segment) extendBack() bool {
+	fi, ok := s.prevFrame(s.lo)
+	if !ok {
+		s.lo = s.start
+		return false
+	}
+	if fi.t.Blobs > 0 {
+		s.blobFrames = append([]frameInfo{fi}, s.blobFrames...)
+	}
+	s.lo = fi.off
+	return true
+}
+
+// blobFrame finds the known frame holding blob ord.
+func (s *segment) blobFrame(ord uint32) (frameInfo, bool) {
+	i := sort.Search(len(s.blobFrames), func(i int) bool {
+		return s.blobFrames[i].t.BlobFirst > ord
+	})
+	if i == 0 {
+		return frameInfo{}, false
+	}
+	fi := s.blobFrames[i-1]
+	return fi, ord-fi.t.BlobFirst < fi.t.Blobs
+}

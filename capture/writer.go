@@ -1,0 +1,622 @@
+package capture
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/shaperproxy/shaperproxy/redact"
+)
+
+// Options configure a Writer. A zero field selects its default.
+type Options struct {
+	// Dir holds the segment files; it is created with mode 0700.
+	Dir string
+	// QueueSize is the number of records waiting for the disk before
+	// Enqueue drops (default 4096).
+	QueueSize int
+	// QueueBytes bounds the Data bytes waiting in the queue (default
+	// 256 MiB), so memory stays bounded when requests are large.
+	QueueBytes int64
+	// SegmentBytes is the size after which a segment is closed and the
+	// next one started (default 64 MiB).
+	SegmentBytes int64
+	// RetainBytes is the total size of segments kept; the oldest are
+	// removed beyond it (default 10 GiB, negative: no limit).
+	RetainBytes int64
+	// RetainAge removes segments last written longer ago (default 14 days,
+	// negative: no limit).
+	RetainAge time.Duration
+	// Level is the zstd speed (default zstd.SpeedDefault).
+	Level zstd.EncoderLevel
+	// FrameBytes is the raw size at which a frame is compressed and
+	// written (default 1 MiB). Larger frames compress better; a reader
+	// decompresses a whole frame to reach one record.
+	FrameBytes int
+	// FlushInterval is the longest a record waits in memory before its
+	// frame is written (default 100 ms): what a kill can lose.
+	FlushInterval time.Duration
+	// FS is the file system (default OSFS).
+	FS FS
+}
+
+func (o *Options) setDefaults() {
+	def := func(v *int64, d int64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if o.QueueSize <= 0 {
+		o.QueueSize = 4096
+	}
+	def(&o.QueueBytes, 256<<20)
+	def(&o.SegmentBytes, 64<<20)
+	def(&o.RetainBytes, 10<<30)
+	if o.RetainAge == 0 {
+		o.RetainAge = 14 * 24 * time.Hour
+	}
+	if o.Level == 0 {
+		o.Level = zstd.SpeedDefault
+	}
+	if o.FrameBytes <= 0 {
+		o.FrameBytes = 1 << 20
+	}
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = 100 * time.Millisecond
+	}
+	if o.FS == nil {
+		o.FS = OSFS{}
+	}
+}
+
+// maxRecordData is the largest Data a Writer accepts.
+const maxRecordData = 128 << 20
+
+// maxSegmentBlobs bounds the blob index of a segment; past it the Writer
+// starts a new segment.
+const maxSegmentBlobs = 4 << 20
+
+// ErrClosed is returned by Flush and Close on a closed Writer.
+var ErrClosed = errors.New("capture: writer closed")
+
+// WriterStats are the counters of a Writer since Open.
+type WriterStats struct {
+	Enqueued    int64 // records accepted by Enqueue
+	Written     int64 // accepted records now on disk
+	Dropped     int64 // records refused by Enqueue: queue full, too large, closed
+	Lost        int64 // accepted records lost to write errors
+	WriteErrors int64 // failed writes, syncs and file creations
+	BytesRaw    int64 // Data bytes of the written records (requests whole)
+	BytesOnDisk int64 // bytes appended to segment files
+	Segments    int64 // segment files created
+}
+
+// Writer appends records to segment files in one goroutine. Enqueue may be
+// called from any number of goroutines; it never blocks and never touches
+// the disk. Close must be called to write what is queued and stop the
+// goroutine.
+type Writer struct {
+	opts     Options
+	q        chan Record
+	flushReq chan flushReq
+	stop     chan struct{}
+	done     chan struct{}
+
+	mu     sync.RWMutex // guards closed against Enqueue
+	closed bool
+
+	queued       atomic.Int64 // Data bytes waiting in q
+	pendingDrops atomic.Int64 // drops not yet written as a KindDrops record
+	enqueued     atomic.Int64
+	written      atomic.Int64
+	dropped      atomic.Int64
+	lost         atomic.Int64
+	writeErrors  atomic.Int64
+	bytesRaw     atomic.Int64
+	bytesOnDisk  atomic.Int64
+	segments     atomic.Int64
+
+	// Owned by the writer goroutine.
+	enc         *zstd.Encoder
+	consumed    int64
+	seg         segState
+	nextNum     uint64
+	fr          frameBuf
+	out         []byte
+	scratch     []byte
+	pendingLost int64
+	flushErr    error // first error since the last Flush
+	retryAt     time.Time
+	backoff     time.Duration
+	maxBackoff  time.Duration
+	closeErr    error
+}
+
+// segState is the segment being written. Its file is created with the
+// first frame.
+type segState struct {
+	num      uint64
+	f        File
+	path     string
+	size     int64
+	blobs    map[[32]byte]uint32
+	nextBlob uint32
+}
+
+// frameBuf collects encoded records until they are written as one frame.
+type frameBuf struct {
+	raw       []byte
+	records   uint32 // records in raw, blobs included
+	user      int64  // records that came through Enqueue
+	rawBytes  int64  // their Data bytes
+	blobFirst uint32
+	blobs     uint32
+	maxTime   int64
+	since     time.Time // when the first record came in
+	drops     bool      // raw holds a KindDrops record
+	dropQueue int64     // counts carried by that record
+	dropLost  int64
+	ords      []uint32
+}
+
+type flushReq struct {
+	target int64
+	reply  chan error
+}
+
+// Open creates the directory if needed and starts a Writer. It never
+// appends to an existing segment: the first frame goes to a new one.
+func Open(opts Options) (*Writer, error) {
+	opts.setDefaults()
+	if opts.Dir == "" {
+		return nil, errors.New("capture: Options.Dir is empty")
+	}
+	if err := opts.FS.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("capture dir: %w", err)
+	}
+	entries, err := opts.FS.ReadDir(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("capture dir: %w", err)
+	}
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(opts.Level), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		return nil, fmt.Errorf("capture: %w", err)
+	}
+	w := &Writer{
+		opts:       opts,
+		q:          make(chan Record, opts.QueueSize),
+		flushReq:   make(chan flushReq),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+		enc:        enc,
+		nextNum:    1,
+		maxBackoff: 5 * time.Second,
+	}
+	for _, e := range entries {
+		if n, ok := parseSegName(e.Name()); ok && n >= w.nextNum {
+			w.nextNum = n + 1
+		}
+	}
+	w.resetSegment()
+	go w.run()
+	return w, nil
+}
+
+// Enqueue hands r to the writer goroutine and reports whether it was
+// accepted. It never blocks: when the queue is full (or r.Data is too
+// large, or the Writer is closed) it drops r, counts it and returns false.
+// The Writer takes ownership of r.Data; r.Header is copied (redacted).
+func (w *Writer) Enqueue(r Record) bool {
+	if r.Time.IsZero() {
+		r.Time = time.Now()
+	}
+	n := int64(len(r.Data))
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.closed || n > maxRecordData {
+		w.drop()
+		return false
+	}
+	if q := w.queued.Add(n); q > w.opts.QueueBytes && q > n {
+		w.queued.Add(-n)
+		w.drop()
+		return false
+	}
+	r.Header = redact.Header(r.Header)
+	select {
+	case w.q <- r:
+		w.enqueued.Add(1)
+		return true
+	default:
+		w.queued.Add(-n)
+		w.drop()
+		return false
+	}
+}
+
+func (w *Writer) drop() {
+	w.dropped.Add(1)
+	w.pendingDrops.Add(1)
+}
+
+// Stats returns the Writer's counters. It is safe to call at any time.
+func (w *Writer) Stats() WriterStats {
+	return WriterStats{
+		Enqueued:    w.enqueued.Load(),
+		Written:     w.written.Load(),
+		Dropped:     w.dropped.Load(),
+		Lost:        w.lost.Load(),
+		WriteErrors: w.writeErrors.Load(),
+		BytesRaw:    w.bytesRaw.Load(),
+		BytesOnDisk: w.bytesOnDisk.Load(),
+		Segments:    w.segments.Load(),
+	}
+}
+
+// Flush waits until every record accepted so far is written and synced,
+// and returns the first write error since the previous Flush (records
+// were lost), if any.
+func (w *Writer) Flush() error {
+	req := flushReq{target: w.enqueued.Load(), reply: make(chan error, 1)}
+	select {
+	case w.flushReq <- req:
+		return <-req.reply
+	case <-w.done:
+		return ErrClosed
+	}
+}
+
+// Close writes what is queued, closes the segment and stops the writer
+// goroutine. Later Enqueue calls return false. It returns the error of the
+// final write or sync, or ErrClosed when called again.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return ErrClosed
+	}
+	w.closed = true
+	w.mu.Unlock()
+	close(w.stop)
+	<-w.done
+	w.enc.Close()
+	return w.closeErr
+}
+
+// run is the writer goroutine.
+func (w *Writer) run() {
+	defer close(w.done)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	armed := false
+	retention := time.NewTicker(time.Minute)
+	defer retention.Stop()
+	w.enforceRetention()
+	for {
+		select {
+		case r := <-w.q:
+			w.take(r)
+			w.drain(1024)
+		case <-timer.C:
+			armed = false
+			w.writeFrame()
+		case req := <-w.flushReq:
+			for w.consumed < req.target {
+				w.take(<-w.q)
+			}
+			w.addDrops()
+			w.writeFrame()
+			req.reply <- w.syncAndReport()
+		case <-retention.C:
+			w.enforceRetention()
+		case <-w.stop:
+			w.drain(-1)
+			w.addDrops()
+			w.writeFrame()
+			w.closeErr = w.syncAndReport()
+			w.closeSegment()
+			return
+		}
+		w.addDrops()
+		switch {
+		case w.fr.records > 0 && !armed:
+			timer.Reset(max(0, w.opts.FlushInterval-time.Since(w.fr.since)))
+			armed = true
+		case w.fr.records == 0 && armed:
+			timer.Stop()
+			armed = false
+		}
+	}
+}
+
+// drain takes up to n queued records without waiting (all when n < 0).
+func (w *Writer) drain(n int) {
+	for ; n != 0; n-- {
+		select {
+		case r := <-w.q:
+			w.take(r)
+		default:
+			return
+		}
+	}
+}
+
+// take encodes one record, writing the frame before it when the record
+// would make it too large and after it when it is full.
+func (w *Writer) take(r Record) {
+	w.consumed++
+	w.queued.Add(-int64(len(r.Data)))
+	if len(w.fr.raw) > 0 && len(w.fr.raw)+len(r.Data) > w.opts.FrameBytes {
+		w.writeFrame()
+	}
+	r.URL = redact.URL(r.URL)
+	w.encode(&r)
+	if len(w.fr.raw) >= w.opts.FrameBytes {
+		w.writeFrame()
+	}
+}
+
+// addDrops puts a KindDrops record with the pending counts in the current
+// frame (at most one per frame).
+func (w *Writer) addDrops() {
+	if w.fr.drops || (w.pendingDrops.Load() == 0 && w.pendingLost == 0) {
+		return
+	}
+	q := w.pendingDrops.Swap(0)
+	lost := w.pendingLost
+	w.pendingLost = 0
+	note := fmt.Appendf(nil, `{"queue_full":%d,"write_error":%d}`, q, lost)
+	r := Record{Kind: KindDrops, Time: time.Now(), DroppedCount: q + lost, Data: note}
+	w.encodeRecord(&r, fData, r.Data)
+	w.fr.drops, w.fr.dropQueue, w.fr.dropLost = true, q, lost
+}
+
+// encode appends r, and for a request the blobs it introduces, to the
+// frame.
+func (w *Writer) encode(r *Record) {
+	w.fr.user++
+	w.fr.rawBytes += int64(len(r.Data))
+	if r.Kind == KindRequest || r.Kind == KindClientRequest {
+		if spans := splitBody(r.Data); spans != nil {
+			w.encodeRequest(r, spans)
+			return
+		}
+	}
+	w.encodeRecord(r, fData, r.Data)
+}
+
+func (w *Writer) encodeRequest(r *Record, spans []span) {
+	ords := w.fr.ords[:0]
+	for _, s := range spans {
+		elem := r.Data[s.start:s.end]
+		h := sha256.Sum256(elem)
+		ord, ok := w.seg.blobs[h]
+		if !ok {
+			ord = w.addBlob(h, elem)
+		}
+		ords = append(ords, ord)
+	}
+	w.fr.ords = ords
+	sk := appendSkeleton(w.scratch[:0], r.Data, spans, ords)
+	w.encodeRecord(r, fSkeleton, sk)
+	w.scratch = sk[:0]
+}
+
+func (w *Writer) addBlob(h [32]byte, data []byte) uint32 {
+	ord := w.seg.nextBlob
+	w.seg.nextBlob++
+	w.seg.blobs[h] = ord
+	if w.fr.blobs == 0 {
+		w.fr.blobFirst = ord
+	}
+	w.fr.blobs++
+	b := Record{Kind: kindBlob}
+	body := appendRecordBody(make([]byte, 0, 48), &b)
+	body = appendBytesField(body, fHash, h[:])
+	w.appendFramed(body, fData, data)
+	return ord
+}
+
+// encodeRecord appends r with payload under the given tag.
+func (w *Writer) encodeRecord(r *Record, tag uint64, payload []byte) {
+	var hdr [64]byte
+	head := appendRecordBody(hdr[:0], r)
+	w.appendFramed(head, tag, payload)
+	if t := r.Time.UnixNano(); t > w.fr.maxTime {
+		w.fr.maxTime = t
+	}
+}
+
+// appendFramed appends one record: uvarint length, head, payload field.
+func (w *Writer) appendFramed(head []byte, tag uint64, payload []byte) {
+	if w.fr.records == 0 {
+		w.fr.since = time.Now()
+	}
+	n := len(head)
+	if len(payload) > 0 {
+		n += uvarintLen(tag) + uvarintLen(uint64(len(payload))) + len(payload)
+	}
+	raw := binary.AppendUvarint(w.fr.raw, uint64(n))
+	raw = append(raw, head...)
+	w.fr.raw = appendBytesField(raw, tag, payload)
+	w.fr.records++
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for ; v >= 0x80; v >>= 7 {
+		n++
+	}
+	return n
+}
+
+// writeFrame compresses the frame and appends it to the segment with one
+// write. On failure the frame's records are lost and counted, and the
+// segment is abandoned: the next frame starts a new one.
+func (w *Writer) writeFrame() {
+	if w.fr.records == 0 {
+		return
+	}
+	defer w.resetFrame()
+	if time.Now().Before(w.retryAt) {
+		w.loseFrame(nil)
+		return
+	}
+	if w.seg.f == nil {
+		if err := w.createSegment(); err != nil {
+			w.loseFrame(err)
+			return
+		}
+	}
+	out := w.out[:0]
+	if w.seg.size == 0 {
+		out = appendSegHeader(out, w.seg.num, time.Now())
+	}
+	out = w.appendFrame(out)
+	w.out = out
+	n, err := w.seg.f.Write(out)
+	if err == nil && n != len(out) {
+		err = fmt.Errorf("short write: %d of %d bytes", n, len(out))
+	}
+	if err != nil {
+		w.loseFrame(fmt.Errorf("capture write %s: %w", w.seg.path, err))
+		return
+	}
+	w.frameWritten(int64(len(out)))
+}
+
+// appendFrame appends header, compressed frame and trailer.
+func (w *Writer) appendFrame(out []byte) []byte {
+	hdr := len(out)
+	out = append(out, make([]byte, frameHeaderSize)...)
+	out = w.enc.EncodeAll(w.fr.raw, out)
+	body := out[hdr+frameHeaderSize:]
+	putFrameHeader(out[hdr:], uint32(len(body)))
+	return appendTrailer(out, trailer{
+		FrameLen:  uint32(len(body)),
+		RawLen:    uint32(len(w.fr.raw)),
+		Records:   w.fr.records,
+		BlobFirst: w.fr.blobFirst,
+		Blobs:     w.fr.blobs,
+		MaxTime:   w.fr.maxTime,
+		FrameCRC:  crc(body),
+	})
+}
+
+func (w *Writer) frameWritten(n int64) {
+	w.seg.size += n
+	w.written.Add(w.fr.user)
+	w.bytesRaw.Add(w.fr.rawBytes)
+	w.bytesOnDisk.Add(n)
+	w.backoff = 0
+	if w.seg.size >= w.opts.SegmentBytes || len(w.seg.blobs) >= maxSegmentBlobs {
+		if err := w.seg.f.Sync(); err != nil {
+			w.noteError(fmt.Errorf("capture sync: %w", err))
+		}
+		w.closeSegment()
+		w.enforceRetention()
+	}
+}
+
+// loseFrame counts the frame's records as lost; err is nil when the frame
+// is dropped because the writer is backing off after an error.
+func (w *Writer) loseFrame(err error) {
+	if err != nil {
+		w.noteError(err)
+		w.backoff = min(max(2*w.backoff, 50*time.Millisecond), w.maxBackoff)
+		w.retryAt = time.Now().Add(w.backoff)
+	}
+	w.lost.Add(w.fr.user)
+	w.pendingLost += w.fr.user + w.fr.dropLost
+	w.pendingDrops.Add(w.fr.dropQueue)
+	w.fr.dropQueue, w.fr.dropLost = 0, 0
+	// The frame may be torn on disk, and the blob ordinals it handed out
+	// are gone with it: the next frame starts a new segment.
+	w.abandonSegment()
+}
+
+func (w *Writer) noteError(err error) {
+	w.writeErrors.Add(1)
+	if w.flushErr == nil {
+		w.flushErr = err
+	}
+}
+
+func (w *Writer) resetFrame() {
+	w.fr = frameBuf{raw: w.fr.raw[:0], ords: w.fr.ords[:0]}
+	if cap(w.fr.raw) > 4*w.opts.FrameBytes {
+		w.fr.raw = nil
+	}
+	if cap(w.out) > 4*w.opts.FrameBytes {
+		w.out = nil
+	}
+}
+
+// createSegment creates the next segment file, never an existing one.
+func (w *Writer) createSegment() error {
+	var err error
+	for range 1000 {
+		num := w.nextNum
+		w.nextNum++
+		path := filepath.Join(w.opts.Dir, segName(num))
+		var f File
+		if f, err = w.opts.FS.Create(path, 0o600); err == nil {
+			w.seg.num, w.seg.f, w.seg.path, w.seg.size = num, f, path, 0
+			w.segments.Add(1)
+			return nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			break
+		}
+	}
+	return fmt.Errorf("capture create segment: %w", err)
+}
+
+// abandonSegment gives up the current segment after an error: the torn
+// bytes are cut off when possible, and an empty file is removed.
+func (w *Writer) abandonSegment() {
+	if f := w.seg.f; f != nil {
+		_ = f.Truncate(w.seg.size)
+		_ = f.Close()
+		if w.seg.size == 0 {
+			_ = w.opts.FS.Remove(w.seg.path)
+		}
+	}
+	w.resetSegment()
+}
+
+// closeSegment closes the current segment; the next frame starts a new one.
+func (w *Writer) closeSegment() {
+	if w.seg.f != nil {
+		if err := w.seg.f.Close(); err != nil {
+			w.noteError(fmt.Errorf("capture close: %w", err))
+		}
+	}
+	w.resetSegment()
+}
+
+func (w *Writer) resetSegment() {
+	w.seg = segState{blobs: make(map[[32]byte]uint32)}
+}
+
+// syncAndReport syncs the segment and returns (and clears) the first error
+// since the last report.
+func (w *Writer) syncAndReport() error {
+	if w.seg.f != nil {
+		if err := w.seg.f.Sync(); err != nil {
+			w.noteError(fmt.Errorf("capture sync: %w", err))
+			w.abandonSegment()
+		}
+	}
+	err := w.flushErr
+	w.flushErr = nil
+	return err
+}

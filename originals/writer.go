@@ -1,0 +1,276 @@
+package originals
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// maxBatch is the most operations a Writer commits in one transaction.
+const maxBatch = 256
+
+// turnReserve is the room in a Writer's queue kept for BeginTurn, so a
+// queue full of Puts does not reorder a turn change.
+const turnReserve = 64
+
+// Writer applies Puts and BeginTurns to a Store from one goroutine, so a
+// request never waits for a disk. Operations are applied in the order they
+// were queued, many to a transaction (one fsync for all of them).
+//
+// Put never blocks: when the queue is full the entries are dropped and
+// counted (Dropped). BeginTurn never blocks and is never dropped: it has
+// room of its own in the queue, and if even that is full it is applied
+// after the operations waiting (clearing is disk hygiene and must happen;
+// deleting earlier turns late never deletes the new turn's entries).
+//
+// A Writer is safe for concurrent use. Close it before its Store.
+type Writer struct {
+	s     *Store
+	queue int
+	ops   chan op
+	wake  chan struct{} // there are overflowing turns
+	done  chan struct{} // closed when the goroutine ends
+
+	mu     sync.RWMutex // guards closed; read-locked around sends
+	closed bool
+
+	omu      sync.Mutex
+	overflow map[string]int // conversation -> turn of a BeginTurn that found no room
+
+	dropped, failed atomic.Int64
+	errMu           sync.Mutex
+	err             error
+}
+
+type op struct {
+	entries []Entry
+	conv    string
+	turn    int
+	begin   bool
+	flush   chan struct{}
+	stop    bool
+}
+
+// Async starts a Writer with room for queue pending Puts (at least 1).
+func (s *Store) Async(queue int) *Writer {
+	queue = max(queue, 1)
+	w := &Writer{
+		s:        s,
+		queue:    queue,
+		ops:      make(chan op, queue+turnReserve),
+		wake:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		overflow: make(map[string]int),
+	}
+	go w.loop()
+	return w
+}
+
+// Put queues the entries of one request (see Store.Put) and returns at once.
+// The Writer keeps the slice until it is written: do not modify it. If the
+// queue is full or the Writer is closed the entries are dropped and counted.
+func (w *Writer) Put(entries []Entry) {
+	if len(entries) == 0 {
+		return
+	}
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if !w.closed && len(w.ops) < w.queue {
+		select {
+		case w.ops <- op{entries: entries}:
+			return
+		default:
+		}
+	}
+	w.dropped.Add(int64(len(entries)))
+}
+
+// BeginTurn queues Store.BeginTurn(conv, turn) after the operations already
+// queued, and returns at once. It is ignored after Close.
+func (w *Writer) BeginTurn(conv string, turn int) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.closed {
+		return
+	}
+	select {
+	case w.ops <- op{begin: true, conv: conv, turn: turn}:
+		return
+	default:
+	}
+	w.omu.Lock()
+	w.overflow[conv] = turn
+	w.omu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Flush waits until everything queued before it has been applied.
+func (w *Writer) Flush() {
+	ch := make(chan struct{})
+	select {
+	case w.ops <- op{flush: ch}:
+	case <-w.done:
+		return
+	}
+	select {
+	case <-ch:
+	case <-w.done:
+	}
+}
+
+// Close applies what is queued, stops the goroutine and returns Err. Later
+// Puts are dropped and counted; later BeginTurns are ignored.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	first := !w.closed
+	w.closed = true
+	w.mu.Unlock()
+	if first {
+		w.ops <- op{stop: true}
+	}
+	<-w.done
+	return w.Err()
+}
+
+// Dropped returns how many entries Put dropped because the queue was full
+// or the Writer closed.
+func (w *Writer) Dropped() int64 { return w.dropped.Load() }
+
+// Failed returns how many queued entries were lost to write errors.
+func (w *Writer) Failed() int64 { return w.failed.Load() }
+
+// Err returns the last write error, or nil.
+func (w *Writer) Err() error {
+	w.errMu.Lock()
+	defer w.errMu.Unlock()
+	return w.err
+}
+
+func (w *Writer) fail(err error, entries int) {
+	w.failed.Add(int64(entries))
+	w.errMu.Lock()
+	w.err = err
+	w.errMu.Unlock()
+	w.s.opts.OnError(err)
+}
+
+func (w *Writer) loop() {
+	defer close(w.done)
+	for stop := false; !stop; {
+		var batch []op
+		select {
+		case o := <-w.ops:
+			batch = append(batch, o)
+		case <-w.wake:
+		}
+		batch = w.drain(batch)
+		stop = w.apply(batch)
+	}
+	w.apply(nil) // turns that overflowed just before Close
+}
+
+// drain adds to batch what is waiting in the queue, up to maxBatch.
+func (w *Writer) drain(batch []op) []op {
+	for len(batch) < maxBatch {
+		select {
+		case o := <-w.ops:
+			batch = append(batch, o)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+func (w *Writer) takeOverflow() map[string]int {
+	w.omu.Lock()
+	defer w.omu.Unlock()
+	if len(w.overflow) == 0 {
+		return nil
+	}
+	turns := w.overflow
+	w.overflow = make(map[string]int)
+	return turns
+}
+
+// apply commits batch, then the overflowing turns, in one transaction and
+// releases the Flushes waiting on it. It reports whether batch asked to stop.
+func (w *Writer) apply(batch []op) (stop bool) {
+	batch, entries, began := w.valid(batch)
+	turns := w.takeOverflow()
+	if entries > 0 || began || len(turns) > 0 {
+		w.commit(batch, turns, entries)
+	}
+	if began || len(turns) > 0 {
+		if _, err := w.s.compactIfLarge(); err != nil {
+			w.s.opts.OnError(err)
+		}
+	}
+	for _, o := range batch {
+		if o.flush != nil {
+			close(o.flush)
+		}
+		stop = stop || o.stop
+	}
+	return stop
+}
+
+// valid drops the invalid operations of batch (counting them as failed) and
+// counts the entries and turn changes left.
+func (w *Writer) valid(batch []op) (ok []op, entries int, began bool) {
+	ok = batch[:0]
+	for _, o := range batch {
+		err := validateEntries(o.entries)
+		if o.begin && err == nil {
+			err = validate(o.conv, o.turn)
+		}
+		if err != nil {
+			w.fail(err, len(o.entries))
+			continue
+		}
+		entries += len(o.entries)
+		began = began || o.begin
+		ok = append(ok, o)
+	}
+	return ok, entries, began
+}
+
+func (w *Writer) commit(batch []op, turns map[string]int, entries int) {
+	err := w.s.update(func(tx *bolt.Tx) error {
+		now := w.s.opts.Now()
+		for _, o := range batch {
+			if err := applyOp(tx, o, now); err != nil {
+				return err
+			}
+		}
+		return beginTurns(tx, turns, now)
+	})
+	if err != nil {
+		w.fail(fmt.Errorf("originals: writer: %w", err), entries)
+	}
+}
+
+func applyOp(tx *bolt.Tx, o op, now time.Time) error {
+	if o.begin {
+		return beginTurnTx(tx, o.conv, o.turn, now)
+	}
+	return putTx(tx, o.entries, now)
+}
+
+func beginTurns(tx *bolt.Tx, turns map[string]int, now time.Time) error {
+	for conv, turn := range turns {
+		if validate(conv, turn) != nil {
+			continue
+		}
+		if err := beginTurnTx(tx, conv, turn, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,283 @@
+package shaping
+
+import (
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Score tiers: every decisive unit outranks every plain one, every plain one
+// every code fence; filler is never chosen except as the last resort.
+const (
+	tierCode     = 1
+	tierPlain    = 2
+	tierDecisive = 3
+)
+
+// Extract returns the decisive sentences of text within o.MaxChars runes,
+// in their original order, with no marker (o.Op and o.Marker are ignored).
+//
+// A text of at most MaxChars runes is returned as it is: the budget is what
+// makes shaping worth doing, and it makes Extract idempotent. Otherwise the
+// units of Sentences are scored (see score) and taken greedily, best first,
+// while the total, separators included, stays within MaxChars; they are then
+// written in text order, each preceded by "\n" if a line break preceded it in
+// text, by " " if other white space did, and by nothing otherwise (Chinese).
+//
+// If no unit fits whole, the best non-filler unit that is not code (or, when
+// all are filler, the last one) is cut: at the last word boundary (white
+// space, or any rune boundary next to a CJK character) that keeps at most
+// MaxChars runes; only a first word longer than MaxChars is cut inside, at a
+// rune boundary not before a combining mark. Code fences are never cut. A
+// text with no unit other than code fences that do not fit, or with no unit
+// at all (only white space), is returned as it is, over MaxChars.
+//
+// Invalid UTF-8 is first replaced by U+FFFD, so the result is always valid
+// UTF-8 and never empty for a non-empty text.
+func Extract(text string, o Options) string {
+	o = o.effective()
+	if !utf8.ValidString(text) {
+		text = strings.ToValidUTF8(text, "\uFFFD")
+	}
+	return extract(text, o.MaxChars)
+}
+
+// Shape applies o.Op to one reasoning text and reports whether the result
+// differs from text. OpKeep returns text; OpDrop returns "" (changed unless
+// text was already empty). OpExtract returns Extract's result, after the
+// marker when o.Marker is true (the marker counts toward MaxChars).
+//
+// Short-block guard: if the result is not strictly shorter in runes than
+// text, Shape returns text unchanged. Because a text of at most MaxChars
+// runes is never changed and a changed result is always within MaxChars,
+// Shape is idempotent: Shape(Shape(x)) == Shape(x).
+//
+// When changed is false, out is text byte for byte (even if it is invalid
+// UTF-8); when changed is true, out is valid UTF-8, non-empty (except for
+// OpDrop) and at most MaxChars runes long. Invalid options are not an error:
+// Shape treats a MaxChars below 1 as DefaultMaxChars and an unknown Op as
+// OpKeep, and leaves out a marker that would not fit in MaxChars.
+func Shape(text string, o Options) (out string, changed bool) {
+	o = o.effective()
+	switch o.Op {
+	case OpKeep:
+		return text, false
+	case OpDrop:
+		return "", text != ""
+	}
+	n := utf8.RuneCountInString(text)
+	if n <= o.MaxChars {
+		return text, false
+	}
+	clean := text
+	if !utf8.ValidString(text) {
+		clean = strings.ToValidUTF8(text, "\uFFFD")
+	}
+	budget, mark := o.MaxChars, false
+	if o.Marker && o.MaxChars-markerRunes(n) >= 1 {
+		budget, mark = o.MaxChars-markerRunes(n), true
+	}
+	out = extract(clean, budget)
+	m := utf8.RuneCountInString(out)
+	if m > budget { // nothing to extract (only white space or large fences)
+		return text, false
+	}
+	if mark {
+		out = marker(n-m) + out
+		m = utf8.RuneCountInString(out)
+	}
+	if m >= n {
+		return text, false
+	}
+	return out, true
+}
+
+// extract is Extract on valid UTF-8 with a budget of at least 1.
+func extract(text string, budget int) string {
+	if utf8.RuneCountInString(text) <= budget {
+		return text
+	}
+	units := split(text, make([]unit, 0, 16))
+	classifyAll(text, units)
+	scores := score(units)
+	order := candidates(units, scores)
+	sel := make([]bool, len(units))
+	if !pick(text, units, order, sel, budget) {
+		return fallback(text, units, order, budget)
+	}
+	return join(text, units, sel)
+}
+
+// score gives every unit its score: tier*10000 + cue weight*1000 + bonus.
+// Decisive units get a bonus up to 500 for coming later (later conclusions
+// win); plain units get 999 for the first non-filler unit (it usually states
+// the task), else up to 300 for coming later plus 200 when informative
+// (digits, code, paths). Filler scores 0.
+func score(units []unit) []int {
+	scores := make([]int, len(units))
+	last := max(len(units)-1, 1)
+	first := true // the first unit that is neither filler nor code
+	for i := range units {
+		u := &units[i]
+		switch u.kind {
+		case KindFiller:
+		case KindCode:
+			scores[i] = tierCode*10000 + 300*i/last
+		case KindDecisive:
+			scores[i] = tierDecisive*10000 + int(u.cue)*1000 + 500*i/last
+			first = false
+		default:
+			scores[i] = tierPlain*10000 + 300*i/last
+			if u.info {
+				scores[i] += 200
+			}
+			if first {
+				scores[i] = tierPlain*10000 + 999
+			}
+			first = false
+		}
+	}
+	return scores
+}
+
+// candidates returns the indices of non-filler units, best score first,
+// ties by position.
+func candidates(units []unit, scores []int) []int {
+	order := make([]int, 0, len(units))
+	for i := range units {
+		if units[i].kind != KindFiller {
+			order = append(order, i)
+		}
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if scores[a] != scores[b] {
+			return scores[b] - scores[a]
+		}
+		return a - b
+	})
+	return order
+}
+
+// pick marks in sel the units taken greedily in order while the joined
+// length stays within budget. It reports whether any was taken.
+func pick(text string, units []unit, order []int, sel []bool, budget int) bool {
+	total, first := 0, -1
+	for _, i := range order {
+		var t int
+		switch {
+		case first < 0:
+			t = units[i].runes
+		case i > first:
+			t = total + units[i].runes + sepRunes(text, units, i)
+		default: // i becomes the first; the old first now needs its separator
+			t = total + units[i].runes + sepRunes(text, units, first)
+		}
+		if t > budget {
+			continue
+		}
+		sel[i], total = true, t
+		if first < 0 || i < first {
+			first = i
+		}
+	}
+	return first >= 0
+}
+
+// sep returns the separator written before unit i when it is not the first
+// one written: "\n" if the original gap holds a line break, " " if it holds
+// other white space, "" if there is none.
+func sep(text string, units []unit, i int) string {
+	if i == 0 {
+		return ""
+	}
+	gap := text[units[i-1].end:units[i].start]
+	switch {
+	case strings.IndexByte(gap, '\n') >= 0:
+		return "\n"
+	case gap != "":
+		return " "
+	}
+	return ""
+}
+
+func sepRunes(text string, units []unit, i int) int {
+	return len(sep(text, units, i))
+}
+
+// join writes the selected units in text order with their separators.
+func join(text string, units []unit, sel []bool) string {
+	var b strings.Builder
+	n := 0
+	for i := range units {
+		if sel[i] {
+			n += units[i].end - units[i].start + 1
+		}
+	}
+	b.Grow(n)
+	for i := range units {
+		if !sel[i] {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString(sep(text, units, i))
+		}
+		b.WriteString(text[units[i].start:units[i].end])
+	}
+	return b.String()
+}
+
+// fallback cuts one unit when none fits whole: the best candidate that is
+// not code, else the last filler unit. With neither, text is returned.
+func fallback(text string, units []unit, order []int, budget int) string {
+	for _, i := range order {
+		if units[i].kind != KindCode {
+			return cut(text[units[i].start:units[i].end], budget)
+		}
+	}
+	for i := len(units) - 1; i >= 0; i-- {
+		if units[i].kind == KindFiller {
+			return cut(text[units[i].start:units[i].end], budget)
+		}
+	}
+	return text
+}
+
+// cut returns the longest prefix of s of at most limit runes that ends at a
+// word boundary, without trailing white space. A word boundary is before a
+// white space rune, or any rune boundary with a CJK rune on either side. If
+// the first word alone is longer than limit, s is cut after limit runes, moved
+// back before any combining marks so that a character is not split from
+// its accents. s must be non-empty, trimmed and valid; limit at least 1.
+func cut(s string, limit int) string {
+	best, count, prevCJK := -1, 0, false
+	for i, r := range s {
+		cjk := isCJK(r)
+		if i > 0 && (unicode.IsSpace(r) || cjk || prevCJK) {
+			best = i
+		}
+		if count == limit { // s[:i] holds exactly limit runes
+			if best > 0 {
+				return s[:trimRightSpace(s, 0, best)]
+			}
+			return s[:backOffMarks(s, i)]
+		}
+		count++
+		prevCJK = cjk
+	}
+	return s // fits
+}
+
+// backOffMarks moves the cut at i back over combining marks, zero-width
+// joiners and variation selectors, but never to 0.
+func backOffMarks(s string, i int) int {
+	for j := i; j > 0; {
+		r, _ := utf8.DecodeRuneInString(s[j:])
+		if !unicode.Is(unicode.M, r) && r != '\u200d' && (r < 0xFE00 || r > 0xFE0F) {
+			return j
+		}
+		_, size := utf8.DecodeLastRuneInString(s[:j])
+		j -= size
+	}
+	return i
+}
