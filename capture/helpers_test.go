@@ -111,18 +111,18 @@ func (c *conversation) next(i int) []byte {
 	if i > 0 {
 		id := fmt.Sprintf("call_%d", i)
 		c.messages = append(c.messages,
-			`{"role":"assistant","content":null,"reasoning_content":`+jsonString(text(c.rng, 200+c.rng.IntN(1200)))+
+			`{"role":"assistant","content":null,"reasoning_content":`+jsonString(text(c.rng, 200+c.rng.IntN(800)))+
 				`,"tool_calls":[{"id":"`+id+`","type":"function","function":{"name":"tool_1","arguments":"{\"path\":\"a.go\"}"}}]}`,
-			`{"role":"tool","tool_call_id":"`+id+`","content":`+jsonString(text(c.rng, 100+c.rng.IntN(1500)))+`}`)
+			`{"role":"tool","tool_call_id":"`+id+`","content":`+jsonString(text(c.rng, 100+c.rng.IntN(1100)))+`}`)
 	}
 	return []byte(`{"model":"deepseek-reasoner","messages":[` + strings.Join(c.messages, ",") +
 		`],"tools":` + c.tools + `,"stream":true,"stream_options":{"include_usage":true}}`)
 }
 
 // sseEvent returns a realistic ~300-byte stream chunk.
-func sseEvent(rng *rand.Rand, call string, i int) []byte {
+func sseEvent(rng *rand.Rand, call string) []byte {
 	return []byte(`data: {"id":"` + call + `","object":"chat.completion.chunk","created":1760000000,"model":"deepseek-reasoner","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"content":null,"reasoning_content":` +
-		jsonString(text(rng, 8+rng.IntN(24))) + `},"logprobs":null,"finish_reason":null}]}` + fmt.Sprintf("\n\n") + strings.Repeat("", i))
+		jsonString(text(rng, 8+rng.IntN(24))) + `},"logprobs":null,"finish_reason":null}]}` + "\n\n")
 }
 
 // decompressedFiles returns the decompressed content of every segment,

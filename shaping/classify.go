@@ -16,7 +16,7 @@ var fillers = []string{
 	// English
 	"actually, wait", "actually wait", "let me think", "let me see",
 	"okay so", "ok so", "alright so", "all right", "alright", "okay", "ok",
-	"wait", "well,", "oh", "ah", "um", "uh", "hmm", "hm",
+	"wait a moment", "wait a second", "wait a minute", "hold on", "wait", "well,", "oh", "ah", "um", "uh", "hmm", "hm",
 	// Chinese
 	"让我想想", "让我看看", "我想想", "等等", "好的", "好吧", "嗯", "啊", "哦", "呃", "唔",
 }

@@ -268,16 +268,29 @@ func cut(s string, limit int) string {
 	return s // fits
 }
 
-// backOffMarks moves the cut at i back over combining marks, zero-width
-// joiners and variation selectors, but never to 0.
+// backOffMarks moves the cut at i back while it would split a character
+// from what joins it (combining marks, variation selectors, a zero-width
+// joiner on either side). If the whole prefix is one such cluster, it only
+// drops the joiners at the end of s[:i], never going to 0.
 func backOffMarks(s string, i int) int {
 	for j := i; j > 0; {
 		r, _ := utf8.DecodeRuneInString(s[j:])
-		if !unicode.Is(unicode.M, r) && r != '\u200d' && (r < 0xFE00 || r > 0xFE0F) {
+		p, size := utf8.DecodeLastRuneInString(s[:j])
+		if !joins(r) && p != '\u200d' {
 			return j
 		}
-		_, size := utf8.DecodeLastRuneInString(s[:j])
 		j -= size
 	}
+	for i > 0 {
+		p, size := utf8.DecodeLastRuneInString(s[:i])
+		if !joins(p) || i == size {
+			break
+		}
+		i -= size
+	}
 	return i
+}
+
+func joins(r rune) bool {
+	return unicode.Is(unicode.M, r) || r == '\u200d' || (r >= 0xFE00 && r <= 0xFE0F)
 }

@@ -1,6 +1,7 @@
 package shaping
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -73,4 +74,86 @@ func checkFences(t testing.TB, text, out string) {
 			t.Fatalf("code fence %q in result is not a whole fence of the input %q", s.Text, text)
 		}
 	}
+}
+
+// propertyOptions are the option sets every property is checked under.
+var propertyOptions = []Options{
+	{},
+	{MaxChars: 1},
+	{MaxChars: 7},
+	{MaxChars: 40},
+	{MaxChars: 1000},
+	{Marker: true},
+	{Marker: true, MaxChars: MinMarkerMaxChars},
+	{Marker: true, MaxChars: 10}, // invalid: marker left out
+	{Op: OpKeep},
+	{Op: OpDrop},
+	{MaxChars: -5}, // invalid: default budget
+}
+
+// edgeTexts are small inputs that have broken splitters before.
+var edgeTexts = []string{
+	"", " ", "\n\n", ".", "...", "。", "`", "```", "```\n", "~~~\n~~\n", "- ", "1. ", "1.",
+	"\xff", "a\xffb. C\xfe.", "\xe4\xb8", "Hmm.", "嗯", strings.Repeat("嗯", 300),
+	strings.Repeat("a", 500), strings.Repeat("word ", 100), strings.Repeat("Hmm. ", 100),
+	strings.Repeat("`", 300), strings.Repeat("``` ", 80), strings.Repeat("e\u0301", 200),
+	"```\n" + strings.Repeat("code line\n", 50) + "```\n" + strings.Repeat("Hmm. ", 60),
+	strings.Repeat("So I'll do it. ", 40) + "```\n" + strings.Repeat("x\n", 10),
+	"See this. ```go inline\n" + strings.Repeat("And more text here. ", 30),
+	"    ```\n  indented\n```\n" + strings.Repeat("Plain words go here. ", 30),
+	"[reasoning extract: 12 chars omitted] " + strings.Repeat("So I'll do it. ", 30),
+	strings.Repeat("👩\u200d💻", 120),
+}
+
+func TestProperties(t *testing.T) {
+	var inputs []string
+	inputs = append(inputs, edgeTexts...)
+	inputs = append(inputs, corpus(7, 60_000, 40)...)
+	golden, _ := filepath.Glob(filepath.Join("testdata", "*.txt"))
+	for _, g := range golden {
+		inputs = append(inputs, readFile(t, g))
+	}
+	for _, o := range propertyOptions {
+		for _, in := range inputs {
+			checkProperties(t, in, o)
+			if got := Extract(Extract(in, o), o); got != Extract(in, o) {
+				t.Fatalf("Extract not idempotent for %q", in)
+			}
+		}
+	}
+}
+
+// TestPropertiesCanFail makes sure the checker catches what it claims to:
+// a shaper that cuts a fence or adds a marker must be reported.
+func TestPropertiesCanFail(t *testing.T) {
+	text := "Intro.\n```\nline one\nline two\n```\nEnd."
+	cutFence := "Intro.\n```\nline one"
+	ft := &fakeT{}
+	func() {
+		defer func() { _ = recover() }()
+		checkFences(ft, text, cutFence)
+	}()
+	if !ft.failed {
+		t.Error("checkFences accepted a cut fence")
+	}
+	ft = &fakeT{}
+	func() {
+		defer func() { _ = recover() }()
+		checkFences(ft, text, "Intro.\n```\nline one\nline two\n```")
+	}()
+	if ft.failed {
+		t.Error("checkFences rejected a whole fence")
+	}
+}
+
+// fakeT records Fatalf instead of stopping the test.
+type fakeT struct {
+	testing.TB
+	failed bool
+}
+
+func (f *fakeT) Helper() {}
+func (f *fakeT) Fatalf(format string, args ...any) {
+	f.failed = true
+	panic("fatal")
 }

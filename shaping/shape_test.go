@@ -87,7 +87,7 @@ func TestShapeGuard(t *testing.T) {
 func TestShapeMarker(t *testing.T) {
 	out, ch := Shape(long, Options{Marker: true, MaxChars: 150})
 	n := utf8.RuneCountInString(long)
-	want := "[reasoning extract: 172 chars omitted] So the fix is to stream rows once and count while writing."
+	want := "[reasoning extract: 169 chars omitted] So the fix is to stream rows once and count while writing. I'll also drop the temp file."
 	if !ch || out != want {
 		t.Fatalf("marker:\n got %q\nwant %q (input %d runes)", out, want, n)
 	}
@@ -132,7 +132,8 @@ func TestCut(t *testing.T) {
 		{"用户想要一个导出", 3, "用户想"},         // CJK: any rune boundary
 		{"Go语言很好", 3, "Go语"},            // boundary next to CJK
 		{"cafe\u0301s are", 4, "caf"},      // never split e from its accent
-		{"👩\u200d💻 coder", 2, "👩"},        // ZWJ sequence: back off
+		{"a👩\u200d💻 b", 3, "a"},           // ZWJ sequence: back off
+		{"👩\u200d💻 coder", 2, "👩"},        // one cluster: drop the joiner
 		{"x", 1, "x"},
 	}
 	for _, tt := range tests {
@@ -149,7 +150,7 @@ func TestExtractFallback(t *testing.T) {
 		t.Errorf("fallback cut = %q", got)
 	}
 	// Only filler: the last filler unit, cut.
-	in = "Hmm, wait a moment here. Let me think about it all over again now."
+	in = "Hmm, wait a moment. Let me think about it all over again now."
 	if got := Extract(in, Options{MaxChars: 30}); got != "Let me think about it all over" {
 		t.Errorf("all-filler cut = %q", got)
 	}

@@ -39,13 +39,13 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"serve":   {"run the proxy", runServe},
-		"demo":    {"run the embedded demo (fake upstream, no API key, no network)", runDemo},
-		"ca":      {"manage the local CA for HTTPS_PROXY mode (ca init)", runCA},
-		"version": {"print the version", runVersion},
-		"capture": {"read the wire capture logs (tail, read, show, stats)", runCapture},
+		"serve":     {"run the proxy", runServe},
+		"demo":      {"run the embedded demo (fake upstream, no API key, no network)", runDemo},
+		"ca":        {"manage the local CA for HTTPS_PROXY mode (ca init)", runCA},
+		"version":   {"print the version", runVersion},
+		"capture":   {"read the wire capture logs (tail, read, show, stats)", runCapture},
 		"originals": {"look up original reasoning (stats, list, lookup)", runOriginals},
-		"shape":   {"run the configured shaping over a corpus", runShape},
+		"shape":     {"run the configured shaping over a corpus", runShape},
 	}
 }
 

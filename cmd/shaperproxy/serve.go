@@ -2,17 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
-	"os"
 	"time"
 
+	"github.com/shaperproxy/shaperproxy/app"
 	"github.com/shaperproxy/shaperproxy/config"
 	"github.com/shaperproxy/shaperproxy/proxy"
 )
@@ -73,10 +71,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	logger := newLogger(stderr, c.LogLevel)
-	p, err := newProxy(c, logger)
+	a, err := app.Build(c, logger)
 	if err != nil {
 		return err
 	}
+	defer a.Close()
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -84,51 +83,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stdout, "shaperproxy %s listening on http://%s (data in %s)\n", version, ln.Addr(), c.DataDir)
 	fmt.Fprintf(stdout, "  base-URL mode:    OPENAI_BASE_URL=http://%s/v1\n", ln.Addr())
 	fmt.Fprintf(stdout, "  HTTPS_PROXY mode: HTTPS_PROXY=http://%s (intercepting %v)\n", ln.Addr(), c.Intercept)
-	return serveUntilDone(ctx, p, ln, c.AdminListen, logger)
-}
-
-// newProxy builds the proxy from the configuration.
-func newProxy(c config.Config, logger *slog.Logger) (*proxy.Proxy, error) {
-	opts := proxy.Options{
-		Intercept:             c.Intercept,
-		ConnectTimeout:        c.Timeouts.Connect.Duration,
-		ResponseHeaderTimeout: c.Timeouts.ResponseHeader.Duration,
-		StreamIdleTimeout:     c.Timeouts.StreamIdle.Duration,
-		MaxBodyBytes:          c.MaxBodyBytes,
-		Logger:                logger,
-	}
-	for _, r := range c.Routes {
-		u, err := url.Parse(r.Upstream)
-		if err != nil {
-			return nil, fmt.Errorf("route %q: %w", r.Name, err)
-		}
-		opts.Routes = append(opts.Routes, proxy.Route{Name: r.Name, Prefix: r.Prefix, Upstream: u, APIKey: r.Key(os.Getenv)})
-		if r.Default {
-			opts.Default = r.Name
-		}
-	}
-	if len(c.Intercept) > 0 {
-		ca, err := proxy.LoadCA(c.DataDir)
-		if err != nil {
-			return nil, fmt.Errorf("intercept: %w", err)
-		}
-		opts.CA = ca
-	}
-	return proxy.New(opts)
+	return serveUntilDone(ctx, a.Proxy, ln, c.AdminListen, logger)
 }
 
 // serveUntilDone serves until ctx is cancelled, then shuts down
 // gracefully (in-flight streams get 10 seconds).
-func serveUntilDone(ctx context.Context, h http.Handler, ln net.Listener, admin string, logger *slog.Logger) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)}
+func serveUntilDone(ctx context.Context, p *proxy.Proxy, ln net.Listener, admin string, logger *slog.Logger) error {
+	srv := &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)}
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	var adminSrv *http.Server
 	if admin != "" {
-		p, ok := h.(*proxy.Proxy)
-		if !ok {
-			return errors.New("admin listener needs the proxy")
-		}
 		adminSrv = &http.Server{Addr: admin, Handler: p.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() { errc <- adminSrv.ListenAndServe() }()
 	}

@@ -5,5 +5,4 @@ import (
 	"io"
 )
 
-func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error  { return nil }
 func runShape(ctx context.Context, args []string, stdout, stderr io.Writer) error { return nil }

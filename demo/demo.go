@@ -1,0 +1,156 @@
+// Package demo runs shaperproxy end to end on loopback with the project's
+// fake upstream: a scripted coding agent talks through the proxy for two
+// user turns with tool calls, and the demo prints what passed. No API key
+// and no network are needed.
+package demo
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/shaperproxy/shaperproxy/app"
+	"github.com/shaperproxy/shaperproxy/config"
+	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/fakeupstream"
+)
+
+// Options configure a demo run.
+type Options struct {
+	// DataDir holds the demo's stores; "" uses a temporary directory
+	// removed at the end.
+	DataDir string
+	// Out receives the report.
+	Out io.Writer
+	// Logger receives the proxy's log; nil discards it.
+	Logger *slog.Logger
+}
+
+// Result sums up a run, for tests.
+type Result struct {
+	Requests      int // requests the agent sent
+	UpstreamSeen  int // chat requests the upstream received
+	Chunks        int // stream chunks the agent received
+	Turns         int // turns the proxy's conversation model counted
+	NewTurns      int // requests that started a new turn
+	Conversations int // distinct conversation keys
+}
+
+// Run starts the fake upstream and the proxy on loopback, drives the
+// scripted conversation through the proxy and prints a report.
+func Run(ctx context.Context, opts Options) (Result, error) {
+	var res Result
+	out := opts.Out
+	if out == nil {
+		out = io.Discard
+	}
+	dir, cleanup, err := dataDir(opts.DataDir)
+	if err != nil {
+		return res, err
+	}
+	defer cleanup()
+
+	up := fakeupstream.New()
+	for i := range replies {
+		up.Push(fakeupstream.Response{Reply: &replies[i]})
+	}
+	upURL, closeUp, err := up.Start("127.0.0.1:0")
+	if err != nil {
+		return res, err
+	}
+	defer closeUp()
+
+	c := config.Default()
+	c.DataDir = dir
+	c.Routes = c.WithDefaultRoute(upURL)
+	a, err := app.Build(c, opts.Logger)
+	if err != nil {
+		return res, err
+	}
+	defer a.Close()
+	pxURL, stop, err := serve(a.Proxy)
+	if err != nil {
+		return res, err
+	}
+	defer stop()
+
+	fmt.Fprintf(out, "shaperproxy demo: fake upstream %s, proxy %s, data %s\n\n", upURL, pxURL, dir)
+	agent := &Agent{BaseURL: pxURL + "/v1", Model: "deepseek-reasoner", Client: &http.Client{Timeout: 30 * time.Second}, Tools: runTool}
+	agent.System(systemPrompt)
+	for i, u := range userTurns {
+		fmt.Fprintf(out, "── user turn %d: %s\n", i+1, u)
+		err := agent.Turn(ctx, u, func(r StepReport) {
+			res.Requests++
+			res.Chunks += r.Response.Chunks
+			printStep(out, res.Requests, r)
+		})
+		if err != nil {
+			return res, fmt.Errorf("turn %d: %w", i+1, err)
+		}
+	}
+	summarise(out, up.Requests(), &res)
+	return res, nil
+}
+
+func printStep(out io.Writer, n int, r StepReport) {
+	ch := firstChoice(r.Response)
+	fmt.Fprintf(out, "  → request %d: %d messages, %d bytes\n", n, r.Messages, len(r.Body))
+	what := fmt.Sprintf("answer %q", clip(ch.Content, 60))
+	if len(ch.ToolCalls) > 0 {
+		what = "tool call " + ch.ToolCalls[0].Name + " " + ch.ToolCalls[0].Arguments
+	}
+	fmt.Fprintf(out, "  ← %d chunks, %d reasoning chars, finish=%s, %s\n", r.Response.Chunks, len([]rune(ch.Reasoning)), ch.FinishReason, what)
+}
+
+// summarise reads the requests as the upstream received them through the
+// conversation model.
+func summarise(out io.Writer, reqs []fakeupstream.Recorded, res *Result) {
+	keys := map[string]bool{}
+	for _, r := range reqs {
+		view, err := conv.ParseRequest(r.Body)
+		if err != nil {
+			continue
+		}
+		res.UpstreamSeen++
+		if view.StartsNewTurn() {
+			res.NewTurns++
+		}
+		res.Turns = max(res.Turns, len(view.Turns()))
+		keys[conv.ConversationKey(view, "")] = true
+	}
+	res.Conversations = len(keys)
+	fmt.Fprintf(out, "\nupstream saw %d chat requests (%d started a new turn), %d turns, %d conversation(s); the agent received %d chunks.\n",
+		res.UpstreamSeen, res.NewTurns, res.Turns, res.Conversations, res.Chunks)
+}
+
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}
+
+func dataDir(dir string) (string, func(), error) {
+	if dir != "" {
+		return dir, func() {}, os.MkdirAll(dir, 0o700)
+	}
+	d, err := os.MkdirTemp("", "shaperproxy-demo-")
+	return d, func() { _ = os.RemoveAll(d) }, err
+}
+
+// serve runs h on a loopback port and returns its URL and a stop func.
+func serve(h http.Handler) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
+}

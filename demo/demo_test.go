@@ -1,0 +1,28 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestDemoRuns(t *testing.T) {
+	var out bytes.Buffer
+	res, err := Run(context.Background(), Options{DataDir: t.TempDir(), Out: &out})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if res.Requests != len(replies) || res.UpstreamSeen != len(replies) {
+		t.Errorf("requests = %d, upstream saw %d, want %d", res.Requests, res.UpstreamSeen, len(replies))
+	}
+	if res.NewTurns != len(userTurns) || res.Turns != len(userTurns) || res.Conversations != 1 {
+		t.Errorf("turns: new %d, total %d, conversations %d", res.NewTurns, res.Turns, res.Conversations)
+	}
+	if res.Chunks < 50 {
+		t.Errorf("only %d chunks", res.Chunks)
+	}
+	if !strings.Contains(out.String(), "tool call read_file") {
+		t.Errorf("report lacks the tool call:\n%s", out.String())
+	}
+}
