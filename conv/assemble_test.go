@@ -284,6 +284,15 @@ func TestAssemblerFields(t *testing.T) {
 			}}},
 		},
 		{
+			name: "id, type and name from the first fragment carrying them",
+			chunks: []string{
+				`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"f","arguments":"{"}}]}}]}`,
+				`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"","type":null,"function":{"name":"","arguments":"}"}}]}}]}`,
+				`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"other","type":"x","function":{"name":"g","arguments":null}}]}}]}`,
+			},
+			want: []Choice{{ToolCalls: []ToolCall{{Index: 0, ID: "a", Type: "function", Name: "f", Arguments: "{}"}}}},
+		},
+		{
 			name: "whole calls without index (Ollama, Gemini)",
 			chunks: []string{
 				`{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{\"x\":1}"}},{"id":"b","type":"function","function":{"name":"g","arguments":"{}"}}]}}]}`,

@@ -115,3 +115,16 @@ func TestConversationKeyFieldBoundaries(t *testing.T) {
 		t.Error("moving text between messages keeps the key")
 	}
 }
+
+func TestConversationKeyIgnoresLaterMessages(t *testing.T) {
+	base := ConversationKey(mustParse(t, `{"messages":[{"role":"system","content":"S"},{"role":"user","content":"task"}]}`), "")
+	tests := []struct{ name, body string }{
+		{"later turns", `{"messages":[{"role":"system","content":"S"},{"role":"user","content":"task"},{"role":"assistant","content":"done"},{"role":"user","content":"next task"},{"role":"system","content":"reminder"}]}`},
+		{"assistant in prelude", `{"messages":[{"role":"system","content":"S"},{"role":"assistant","content":"hello, how can I help?","reasoning_content":"greet"},{"role":"user","content":"task"}]}`},
+	}
+	for _, tt := range tests {
+		if got := ConversationKey(mustParse(t, tt.body), ""); got != base {
+			t.Errorf("%s: key %q, want %q", tt.name, got, base)
+		}
+	}
+}

@@ -114,7 +114,7 @@ func (m *Message) setReasoning(rc, r gjson.Result) {
 	m.ReasoningField, m.HasReasoningKey = field, true
 	if v.Type == gjson.String {
 		m.Reasoning = v.Str
-		m.ReasoningStart, m.ReasoningEnd = v.Index+1, v.Index+len(v.Raw)-1
+		m.ReasoningStart, m.ReasoningEnd = v.Index, v.Index+len(v.Raw)
 	}
 }
 

@@ -338,6 +338,9 @@ func deleteEntries(hb, eb *bolt.Bucket, conv string, keys [][]byte) error {
 	return nil
 }
 
+// Sum returns the key of a shaped text: its sha256.
+func Sum(shaped string) [32]byte { return hashOf(shaped) }
+
 // Lookup returns the entries whose shaped text is shaped, grouped by
 // original. It returns no entries and no error on a miss.
 func (s *Store) Lookup(shaped string) ([]Entry, error) {

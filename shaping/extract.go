@@ -100,10 +100,11 @@ func extract(text string, budget int) string {
 	}
 	units := split(text, make([]unit, 0, 16))
 	classifyAll(text, units)
+	setSeps(text, units)
 	scores := score(units)
 	order := candidates(units, scores)
 	sel := make([]bool, len(units))
-	if !pick(text, units, order, sel, budget) {
+	if !pick(units, order, sel, budget) {
 		return fallback(text, units, order, budget)
 	}
 	return join(text, units, sel)
@@ -161,7 +162,7 @@ func candidates(units []unit, scores []int) []int {
 
 // pick marks in sel the units taken greedily in order while the joined
 // length stays within budget. It reports whether any was taken.
-func pick(text string, units []unit, order []int, sel []bool, budget int) bool {
+func pick(units []unit, order []int, sel []bool, budget int) bool {
 	total, first := 0, -1
 	for _, i := range order {
 		var t int
@@ -169,9 +170,9 @@ func pick(text string, units []unit, order []int, sel []bool, budget int) bool {
 		case first < 0:
 			t = units[i].runes
 		case i > first:
-			t = total + units[i].runes + sepRunes(text, units, i)
+			t = total + units[i].runes + units[i].sepCost
 		default: // i becomes the first; the old first now needs its separator
-			t = total + units[i].runes + sepRunes(text, units, first)
+			t = total + units[i].runes + units[first].sepCost
 		}
 		if t > budget {
 			continue
@@ -184,25 +185,27 @@ func pick(text string, units []unit, order []int, sel []bool, budget int) bool {
 	return first >= 0
 }
 
-// sep returns the separator written before unit i when it is not the first
-// one written: "\n" if the original gap holds a line break, " " if it holds
-// other white space, "" if there is none.
-func sep(text string, units []unit, i int) string {
-	if i == 0 {
-		return ""
+// setSeps sets the separator written before each unit when it is not the
+// first one written: "\n" if the original gap holds a line break, " " if it
+// holds other white space, "" if there is none (Chinese). After a code fence
+// join always writes "\n", so that nothing lands on the closing fence's
+// line; sepCost budgets for that, one rune for every unit after a fence.
+func setSeps(text string, units []unit) {
+	afterCode := len(units) > 0 && units[0].kind == KindCode
+	for i := 1; i < len(units); i++ {
+		gap := text[units[i-1].end:units[i].start]
+		switch {
+		case strings.IndexByte(gap, '\n') >= 0:
+			units[i].sep = "\n"
+		case gap != "":
+			units[i].sep = " "
+		}
+		units[i].sepCost = len(units[i].sep)
+		if afterCode {
+			units[i].sepCost = 1
+		}
+		afterCode = afterCode || units[i].kind == KindCode
 	}
-	gap := text[units[i-1].end:units[i].start]
-	switch {
-	case strings.IndexByte(gap, '\n') >= 0:
-		return "\n"
-	case gap != "":
-		return " "
-	}
-	return ""
-}
-
-func sepRunes(text string, units []unit, i int) int {
-	return len(sep(text, units, i))
 }
 
 // join writes the selected units in text order with their separators.
@@ -215,14 +218,20 @@ func join(text string, units []unit, sel []bool) string {
 		}
 	}
 	b.Grow(n)
+	prevCode := false
 	for i := range units {
 		if !sel[i] {
 			continue
 		}
 		if b.Len() > 0 {
-			b.WriteString(sep(text, units, i))
+			if prevCode {
+				b.WriteByte('\n')
+			} else {
+				b.WriteString(units[i].sep)
+			}
 		}
 		b.WriteString(text[units[i].start:units[i].end])
+		prevCode = units[i].kind == KindCode
 	}
 	return b.String()
 }

@@ -2,8 +2,10 @@ package shaping
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -156,4 +158,38 @@ func (f *fakeT) Helper() {}
 func (f *fakeT) Fatalf(format string, args ...any) {
 	f.failed = true
 	panic("fatal")
+}
+
+// TestPathologicalLinear runs inputs that make naive splitters quadratic.
+// Each is 1 MB; a quadratic step would take minutes, not milliseconds.
+func TestPathologicalLinear(t *testing.T) {
+	const n = 1 << 20
+	cases := map[string]string{
+		"dots":        "a" + strings.Repeat(".", n),
+		"spaced dots": strings.Repeat(". ", n/2),
+		"ticks":       strings.Repeat("`a``b```c", n/9),
+		"tick runs":   strings.Repeat("`", n),
+		"hm":          strings.Repeat("h", n) + "x",
+		"fillers":     strings.Repeat("嗯", n/3),
+		"one line":    strings.Repeat("word ", n/5),
+		"units then gap": strings.Repeat("A b. ", n/10) + strings.Repeat(" ", n/2) +
+			"So I'll do it.",
+		"fences":   strings.Repeat("```\nx\n", n/6),
+		"newlines": strings.Repeat("\n", n),
+		"abbrevs":  strings.Repeat("vs. X ", n/6),
+	}
+	names := make([]string, 0, len(cases))
+	for name := range cases {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		start := time.Now()
+		checkProperties(t, cases[name], Options{})
+		d := time.Since(start)
+		t.Logf("%s: %v", name, d)
+		if d > 5*time.Second {
+			t.Errorf("%s: %v for 1 MB", name, d)
+		}
+	}
 }

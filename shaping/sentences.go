@@ -56,7 +56,7 @@ type Sentence struct {
 //     So "3.14", "main.go", "1.2.3" and "Hmm... let me" stay whole.
 //   - ? and ! also end a unit when a CJK character follows directly;
 //     。？！； end a unit whatever follows (Chinese needs no space).
-//   - Nothing is split inside an inline code span (`…`, ``…``, ```…```).
+//   - Nothing is split inside an inline code span (`…`, “…“, ```…```).
 //
 // Text need not be valid UTF-8; invalid bytes are kept inside units.
 func Sentences(text string) []Sentence {
@@ -74,10 +74,12 @@ func Sentences(text string) []Sentence {
 type unit struct {
 	start, end int
 	kind       SentenceKind
-	list       bool // started with a list marker
-	body       int  // offset in the unit of the text after list marker and filler
-	cue        int8 // decisive weight, 0 for none
-	info       bool // contains digits, code or paths
+	list       bool   // started with a list marker
+	body       int    // offset in the unit of the text after list marker and filler
+	sep        string // written before the unit when it is not the first (see setSeps)
+	sepCost    int    // runes budgeted for sep (see setSeps)
+	cue        int8   // decisive weight, 0 for none
+	info       bool   // contains digits, code or paths
 	runes      int
 }
 
@@ -201,12 +203,12 @@ func splitLine(text string, a, b int, dst []unit) []unit {
 			i += size
 			continue
 		}
-		if e, next, ok := boundary(text, start, i, b); ok {
+		e, next, ok := boundary(text, start, i, b)
+		if ok {
 			dst = append(dst, unit{start: start, end: e, list: list})
-			list, start, i = false, next, next
-			continue
+			list, start = false, next
 		}
-		i += size
+		i = next
 	}
 	if start < b {
 		dst = append(dst, unit{start: start, end: b, list: list})
@@ -249,20 +251,21 @@ func (ts *tickState) skip(text string, i, b int) int {
 }
 
 // boundary decides whether a unit ends at the terminator at text[i]. It
-// returns the unit's end, the start of the next unit and true, or false.
-// start is the start of the current unit; b is the end of the line.
+// returns the unit's end, the start of the next unit and true; or, when the
+// unit goes on, where to resume scanning (after the whole run of
+// terminators, so "......" is looked at once) and false. start is the start
+// of the current unit; b is the end of the line.
 func boundary(text string, start, i, b int) (end, next int, ok bool) {
-	if i == start || isSpaceByte(text[i-1]) {
-		return 0, 0, false // "COPY . ." or a stray terminator
-	}
 	r, size := utf8.DecodeRuneInString(text[i:b])
+	if i == start || isSpaceByte(text[i-1]) {
+		return 0, i + size, false // "COPY . ." or a stray terminator
+	}
 	cjk := isCJKTerminator(r)
-	j, periods, other := i+size, 0, false
+	j, periods, other := i+size, 0, r != '.'
 	if r == '.' {
 		periods = 1
-	} else {
-		other = true
 	}
+run:
 	for j < b {
 		r2, s2 := utf8.DecodeRuneInString(text[j:b])
 		switch {
@@ -270,19 +273,18 @@ func boundary(text string, start, i, b int) (end, next int, ok bool) {
 			periods++
 		case isTerminator(r2):
 			other = true
-		case isCloser(r2):
-		default:
-			goto done
+			cjk = cjk || isCJKTerminator(r2)
+		case !isCloser(r2):
+			break run
 		}
 		j += s2
 	}
-done:
 	if j >= b {
-		return 0, 0, false // the line end closes the unit
+		return 0, j, false // the line end closes the unit
 	}
 	k := skipSpace(text, j, b)
 	if k >= b || startsFence(text[k:b]) {
-		return 0, 0, false
+		return 0, j, false
 	}
 	if cjk {
 		return j, k, true
@@ -292,14 +294,14 @@ done:
 		if r != '.' && isCJK(nr) {
 			return j, j, true
 		}
-		return 0, 0, false
+		return 0, j, false
 	}
 	nr, _ := utf8.DecodeRuneInString(text[k:b])
 	if unicode.IsLower(nr) {
-		return 0, 0, false
+		return 0, j, false
 	}
 	if periods == 1 && !other && isAbbrev(text[wordStart(text, start, i):i]) {
-		return 0, 0, false
+		return 0, j, false
 	}
 	return j, k, true
 }

@@ -128,12 +128,12 @@ func TestCut(t *testing.T) {
 		{"one two three", 7, "one two"},
 		{"one two three", 6, "one"},
 		{"one  two", 5, "one"},
-		{"abcdefgh ij", 4, "abcd"},       // first word too long: hard cut
-		{"用户想要一个导出", 3, "用户想"},         // CJK: any rune boundary
-		{"Go语言很好", 3, "Go语"},            // boundary next to CJK
-		{"cafe\u0301s are", 4, "caf"},      // never split e from its accent
-		{"a👩\u200d💻 b", 3, "a"},           // ZWJ sequence: back off
-		{"👩\u200d💻 coder", 2, "👩"},        // one cluster: drop the joiner
+		{"abcdefgh ij", 4, "abcd"},    // first word too long: hard cut
+		{"用户想要一个导出", 3, "用户想"},        // CJK: any rune boundary
+		{"Go语言很好", 3, "Go语"},          // boundary next to CJK
+		{"cafe\u0301s are", 4, "caf"}, // never split e from its accent
+		{"a👩\u200d💻 b", 3, "a"},       // ZWJ sequence: back off
+		{"👩\u200d💻 coder", 2, "👩"},    // one cluster: drop the joiner
 		{"x", 1, "x"},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestQuickRun runs the benchmark at its smallest sizes: the program must
+// work (CI would otherwise only learn at release time that it broke). It
+// checks the table's shape and that no event was lost or coalesced, not
+// the timings.
+func TestQuickRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), &out, true); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, want := range []string{"latency p99", "inter-chunk gap p99", "RSS growth", "| events coalesced | 0 | 0 |"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("table lacks %q:\n%s", want, s)
+		}
+	}
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shaperproxy/shaperproxy/app"
+	"github.com/shaperproxy/shaperproxy/config"
+	"github.com/shaperproxy/shaperproxy/fakeupstream"
+)
+
+// env is one fake upstream, a stamping stream upstream and the proxy in
+// front of them, all on loopback in this process.
+type env struct {
+	fake      *fakeupstream.Server
+	fakeURL   string
+	streamURL string
+	proxyURL  string // routes: /fake -> fake upstream, /stream -> stream upstream
+	app       *app.App
+	closers   []func()
+	dir       string
+}
+
+func newEnv() (*env, error) {
+	e := &env{fake: fakeupstream.New()}
+	var err error
+	if e.fakeURL, err = startServer(e.fake, &e.closers); err != nil {
+		return nil, err
+	}
+	if e.streamURL, err = startServer(http.HandlerFunc(stampedStream), &e.closers); err != nil {
+		return nil, err
+	}
+	if e.dir, err = os.MkdirTemp("", "shaperproxy-bench-"); err != nil {
+		return nil, err
+	}
+	c := config.Default()
+	c.DataDir = e.dir
+	c.Routes = []config.Route{
+		{Name: "fake", Prefix: "/fake", Upstream: e.fakeURL},
+		{Name: "stream", Prefix: "/stream", Upstream: e.streamURL},
+	}
+	if e.app, err = app.Build(c, slog.New(slog.DiscardHandler)); err != nil {
+		return nil, err
+	}
+	e.proxyURL, err = startServer(e.app.Proxy, &e.closers)
+	return e, err
+}
+
+func (e *env) close() {
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		e.closers[i]()
+	}
+	_ = e.app.Close()
+	_ = os.RemoveAll(e.dir)
+}
+
+func startServer(h http.Handler, closers *[]func()) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	*closers = append(*closers, func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String(), nil
+}
+
+// newClient returns a client with enough idle connections for the rate.
+func newClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		MaxIdleConns: 512, MaxIdleConnsPerHost: 512, DisableCompression: true,
+	}, Timeout: 5 * time.Minute}
+}
+
+func gomaxprocs() int { return runtime.GOMAXPROCS(0) }
+
+// rssBytes reads the resident set size of this process.
+func rssBytes() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return -1
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-" + fmtDur(-d)
+	case d < time.Millisecond:
+		return fmt.Sprintf("%d µs", d.Microseconds())
+	default:
+		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+	}
+}

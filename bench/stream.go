@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// epoch is the common clock of the upstream and the client (same process).
+var epoch = time.Now()
+
+// stampedStream streams ?n events, ?gap apart, each stamped with the
+// monotonic time it was written, or ?bytes of 1 KiB events as fast as
+// possible (for the memory run).
+func stampedStream(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "text/event-stream")
+	rc := http.NewResponseController(w)
+	q := r.URL.Query()
+	if total, _ := strconv.ParseInt(q.Get("bytes"), 10, 64); total > 0 {
+		bulk(w, total)
+		return
+	}
+	n, _ := strconv.Atoi(q.Get("n"))
+	gap, _ := time.ParseDuration(q.Get("gap"))
+	pad := bytes.Repeat([]byte("x"), 40)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			time.Sleep(gap)
+		}
+		fmt.Fprintf(w, "data: {\"t\":%d,\"i\":%d,\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%s\"}}]}\n\n", time.Since(epoch), i, pad)
+		if rc.Flush() != nil {
+			return
+		}
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+func bulk(w io.Writer, total int64) {
+	ev := []byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" + string(bytes.Repeat([]byte("y"), 1024-64)) + "\"}}]}\n\n")
+	for sent := int64(0); sent < total; sent += int64(len(ev)) {
+		if _, err := w.Write(ev); err != nil {
+			return
+		}
+	}
+	_, _ = w.Write([]byte("data: [DONE]\n\n"))
+}
+
+// streamStats are the client-side measurements of a set of streams.
+type streamStats struct {
+	ttfb      []time.Duration // request sent -> first event received
+	gaps      []time.Duration // between consecutive events at the client
+	delivery  []time.Duration // upstream write -> client receipt, per event
+	coalesced int             // events that arrived in the same read as another
+	events    int
+}
+
+// readStamped runs one stream and records its timings.
+func readStamped(ctx context.Context, c *http.Client, url string, st *streamStats) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader([]byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"go"}]}`)))
+	start := time.Now()
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 64<<10)
+	var pending []byte
+	var last time.Time
+	for {
+		n, err := resp.Body.Read(buf)
+		now := time.Now()
+		pending = append(pending, buf[:n]...)
+		inRead := 0
+		for {
+			i := bytes.Index(pending, []byte("\n\n"))
+			if i < 0 {
+				break
+			}
+			ev := pending[:i]
+			pending = pending[i+2:]
+			t := gjson.GetBytes(bytes.TrimPrefix(ev, []byte("data: ")), "t")
+			if !t.Exists() {
+				continue
+			}
+			inRead++
+			st.events++
+			st.delivery = append(st.delivery, now.Sub(epoch)-time.Duration(t.Int()))
+			if last.IsZero() {
+				st.ttfb = append(st.ttfb, now.Sub(start))
+			} else {
+				st.gaps = append(st.gaps, now.Sub(last))
+			}
+			last = now
+		}
+		if inRead > 1 {
+			st.coalesced += inRead - 1
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+func benchStream(ctx context.Context, e *env, sz sizes, t *table) error {
+	c := newClient()
+	q := fmt.Sprintf("/v1/chat/completions?n=%d&gap=%s", sz.events, sz.eventGap)
+	var direct, proxied streamStats
+	for i := 0; i < sz.streams; i++ {
+		if err := readStamped(ctx, c, e.streamURL+q, &direct); err != nil {
+			return err
+		}
+		if err := readStamped(ctx, c, e.proxyURL+"/stream"+q, &proxied); err != nil {
+			return err
+		}
+	}
+	title := fmt.Sprintf("streaming, %d streams × %d events, %s apart", sz.streams, sz.events, sz.eventGap)
+	t.add(title, "time to first event p50", pct(direct.ttfb, 50), pct(proxied.ttfb, 50), "")
+	t.add(title, "time to first event p99", pct(direct.ttfb, 99), pct(proxied.ttfb, 99), "")
+	t.add(title, "inter-chunk gap p50", pct(direct.gaps, 50), pct(proxied.gaps, 50), "")
+	t.add(title, "inter-chunk gap p99", pct(direct.gaps, 99), pct(proxied.gaps, 99), "added ≤ 250 µs")
+	t.add(title, "event delivery latency p50", pct(direct.delivery, 50), pct(proxied.delivery, 50), "")
+	t.add(title, "event delivery latency p99", pct(direct.delivery, 99), pct(proxied.delivery, 99), "")
+	t.addCount(title, "events coalesced", direct.coalesced, proxied.coalesced, "must be 0")
+	if direct.events != proxied.events || proxied.events != sz.streams*sz.events {
+		return fmt.Errorf("stream lost events: direct %d, proxy %d", direct.events, proxied.events)
+	}
+	return nil
+}
+
+// benchRSS streams sz.bigStream bytes through the proxy and records how
+// far the process's resident memory grew.
+func benchRSS(ctx context.Context, e *env, sz sizes, t *table) error {
+	c := newClient()
+	q := fmt.Sprintf("/v1/chat/completions?bytes=%d", sz.bigStream)
+	growth := func(url string) (int64, error) {
+		base := rssBytes()
+		var peak int64
+		done := make(chan struct{})
+		go func() {
+			tick := time.NewTicker(20 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-tick.C:
+					peak = max(peak, rssBytes())
+				}
+			}
+		}()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader([]byte(`{"model":"m","stream":true,"messages":[]}`)))
+		resp, err := c.Do(req)
+		if err != nil {
+			close(done)
+			return 0, err
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		close(done)
+		if err == nil && n < sz.bigStream {
+			err = fmt.Errorf("stream short: %d bytes", n)
+		}
+		return max(peak, rssBytes()) - base, err
+	}
+	d, err := growth(e.streamURL + q)
+	if err != nil {
+		return err
+	}
+	p, err := growth(e.proxyURL + "/stream" + q)
+	if err != nil {
+		return err
+	}
+	title := fmt.Sprintf("memory, one %d MiB stream", sz.bigStream>>20)
+	t.addBytes(title, "RSS growth (whole process)", d, p, "< 10 MB")
+	return nil
+}

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/shaperproxy/shaperproxy/originals"
+)
+
+// originalsLockTimeout is how long the forensic commands wait for the table
+// while another process (a running proxy) holds it.
+const originalsLockTimeout = 2 * time.Second
+
+// originalsMaxStdin bounds the shaped text read by lookup --stdin.
+const originalsMaxStdin = 16 << 20
+
+const originalsUsageText = `usage: shaperproxy originals COMMAND [flags]
+
+Look up the original reasoning the proxy replaced with a shaped extract.
+Originals are kept for the current turn of each conversation only.
+
+commands:
+  stats                      entries, conversations and file size of the table
+  list [--conversation KEY]  one line per recorded original
+  lookup TEXT | --stdin | --sha256 HEX
+                             print the original(s) of a shaped text
+
+flags of every command:
+  --data-dir DIR  data directory (default $SHAPERPROXY_DATA_DIR,
+                  else $XDG_STATE_HOME/shaperproxy, else ~/.local/state/shaperproxy)
+  --json          print JSON
+
+The table cannot be read while ` + "`shaperproxy serve`" + ` has it open.
+`
+
+// runOriginals is the command "originals": stats, list and lookup over the
+// side table of original reasoning.
+func runOriginals(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	return originalsMain(args, os.Stdin, stdout, stderr)
+}
+
+func originalsMain(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		_, err := io.WriteString(stdout, originalsUsageText)
+		return err
+	}
+	switch args[0] {
+	case "stats":
+		return originalsStats(args[1:], stdout, stderr)
+	case "list":
+		return originalsList(args[1:], stdout, stderr)
+	case "lookup":
+		return originalsLookup(args[1:], stdin, stdout, stderr)
+	}
+	_, _ = io.WriteString(stderr, originalsUsageText)
+	return fmt.Errorf("originals: unknown command %q", args[0])
+}
+
+// originalsFlags are the flags every originals command takes.
+type originalsFlags struct {
+	fs      *flag.FlagSet
+	dataDir string
+	json    bool
+}
+
+func newOriginalsFlags(name string, stderr io.Writer) *originalsFlags {
+	f := &originalsFlags{fs: flag.NewFlagSet("originals "+name, flag.ContinueOnError)}
+	f.fs.SetOutput(stderr)
+	f.fs.StringVar(&f.dataDir, "data-dir", "", "data directory (default $SHAPERPROXY_DATA_DIR or the user's state directory)")
+	f.fs.BoolVar(&f.json, "json", false, "print JSON")
+	return f
+}
+
+// parse parses flags placed before, between or after the positional
+// arguments, which it returns ("--" ends the flags).
+func (f *originalsFlags) parse(args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := f.fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := f.fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if i := len(args) - len(rest); i > 0 && args[i-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+}
+
+// parseNoArgs parses flags for a command that takes no positional argument.
+func (f *originalsFlags) parseNoArgs(args []string) error {
+	pos, err := f.parse(args)
+	if err == nil && len(pos) > 0 {
+		err = fmt.Errorf("%s: unexpected argument %q", f.fs.Name(), pos[0])
+	}
+	return err
+}
+
+// open opens the table read-only and turns the two common failures into
+// advice.
+func (f *originalsFlags) open() (*originals.Store, error) {
+	dir, err := resolveDataDir(f.dataDir)
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, originals.FileName)
+	st, err := originals.Open(path, originals.Options{ReadOnly: true, LockTimeout: originalsLockTimeout})
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("no originals table at %s: nothing has been recorded yet, or --data-dir points elsewhere", path)
+	case errors.Is(err, originals.ErrLocked):
+		return nil, fmt.Errorf("the proxy is running and holds the originals table %s "+
+			"(while it has the table open no other process can read it); "+
+			"stop `shaperproxy serve` and run this again: the originals stay on disk until each conversation's next turn", path)
+	}
+	return st, err
+}
+
+func originalsStats(args []string, stdout, stderr io.Writer) error {
+	f := newOriginalsFlags("stats", stderr)
+	if err := f.parseNoArgs(args); err != nil {
+		return err
+	}
+	st, err := f.open()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	stats, err := st.Stats()
+	if err != nil {
+		return err
+	}
+	return originals.WriteStats(stdout, st.Path(), stats, f.json)
+}
+
+func originalsList(args []string, stdout, stderr io.Writer) error {
+	f := newOriginalsFlags("list", stderr)
+	conv := f.fs.String("conversation", "", "list only this conversation")
+	if err := f.parseNoArgs(args); err != nil {
+		return err
+	}
+	st, err := f.open()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	entries, err := st.List(*conv)
+	if err != nil {
+		return err
+	}
+	return originals.WriteList(stdout, entries, f.json)
+}
+
+func originalsLookup(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	f := newOriginalsFlags("lookup", stderr)
+	fromStdin := f.fs.Bool("stdin", false, "read the shaped text from standard input")
+	hexSum := f.fs.String("sha256", "", "look up by the sha256 (hex) of the shaped text")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	keys, err := originalsLookupKeys(pos, *fromStdin, *hexSum, stdin)
+	if err != nil {
+		return err
+	}
+	st, err := f.open()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	for _, k := range keys {
+		entries, err := st.LookupHash(k)
+		if err != nil {
+			return err
+		}
+		if len(entries) > 0 {
+			return originals.WriteLookup(stdout, k, entries, f.json)
+		}
+	}
+	if f.json {
+		_ = originals.WriteLookup(stdout, keys[0], nil, true)
+	}
+	_ = originals.WriteMiss(stderr, keys[0])
+	return fmt.Errorf("originals lookup: no original for sha256 %x", keys[0])
+}
+
+// originalsLookupKeys returns the hashes to try, in order: the one given,
+// or the text's and, if it ends in a newline (as echo and editors leave
+// it), the text's without it.
+func originalsLookupKeys(pos []string, fromStdin bool, hexSum string, stdin io.Reader) ([][32]byte, error) {
+	given := len(pos)
+	if fromStdin {
+		given++
+	}
+	if hexSum != "" {
+		given++
+	}
+	if given != 1 || len(pos) > 1 {
+		return nil, errors.New("originals lookup takes exactly one of TEXT (quoted), --stdin or --sha256 HEX")
+	}
+	if hexSum != "" {
+		return originalsParseSum(hexSum)
+	}
+	text := ""
+	if len(pos) == 1 {
+		text = pos[0]
+	} else {
+		b, err := io.ReadAll(io.LimitReader(stdin, originalsMaxStdin+1))
+		if err != nil {
+			return nil, fmt.Errorf("originals lookup: read stdin: %w", err)
+		}
+		if len(b) > originalsMaxStdin {
+			return nil, fmt.Errorf("originals lookup: stdin is over %d bytes; a shaped text is short", originalsMaxStdin)
+		}
+		text = string(b)
+	}
+	keys := [][32]byte{originals.Sum(text)}
+	if trimmed := strings.TrimRight(text, "\r\n"); trimmed != text {
+		keys = append(keys, originals.Sum(trimmed))
+	}
+	return keys, nil
+}
+
+func originalsParseSum(s string) ([][32]byte, error) {
+	b, err := hex.DecodeString(strings.TrimSpace(s))
+	if err != nil || len(b) != 32 {
+		return nil, fmt.Errorf("originals lookup: --sha256 wants 64 hex digits, got %q", s)
+	}
+	return [][32]byte{[32]byte(b)}, nil
+}
