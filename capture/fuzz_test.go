@@ -36,13 +36,13 @@ func validSegment(t testing.TB) []byte {
 	return b
 }
 
+var testDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1),
+	zstd.WithDecoderMaxMemory(maxFrameLen), zstd.WithDecoderMaxWindow(maxFrameLen))
+
 // readBoth reads a segment given as bytes forward and backward.
 func readBoth(t testing.TB, data []byte) (fwd, back []Located) {
-	r, err := OpenReader(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := &Reader{dec: testDecoder}
+	r.cache.init(64 << 20)
 	r.segs = []*segment{newSegment(1, bytes.NewReader(data), int64(len(data)))}
 	_, _ = r.forward(Pos{}, readOpts{resolve: true}, func(l Located) error { fwd = append(fwd, l); return nil })
 	_ = r.backward(Filter{}, func(l Located) bool { back = append(back, l); return true }, true)
@@ -165,4 +165,19 @@ func countRecords(raw []byte) (recs, blobs int) {
 		recs++
 	}
 	return recs, blobs
+}
+
+func BenchmarkReadBoth(b *testing.B) {
+	data := validSegment(b)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		readBoth(b, data)
+	}
+}
+
+func BenchmarkSegmentAround(b *testing.B) {
+	data := frameContents(b, validSegment(b))[0]
+	for b.Loop() {
+		readBoth(b, segmentAround(data))
+	}
 }

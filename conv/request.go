@@ -39,7 +39,8 @@ type Request struct {
 
 // ParseRequest builds a read-only view of a chat completions request body.
 // It returns an error wrapping ErrNotChat when body is not valid UTF-8, not
-// valid JSON, not a JSON object, or has no "messages" array.
+// valid JSON (as encoding/json's json.Valid judges it), not a JSON object,
+// or has no "messages" array (the last "messages" key when repeated).
 func ParseRequest(body []byte) (*Request, error) {
 	if !utf8.Valid(body) {
 		return nil, fmt.Errorf("%w: invalid utf-8", ErrNotChat)

@@ -140,6 +140,15 @@ func TestTurnRules(t *testing.T) {
 			},
 		},
 		{
+			name: "an empty call id is no id",
+			msgs: []string{"user", "assistant+", "assistant+b", "tool"},
+			turns: []Turn{
+				{Ordinal: 1, Start: 0, End: 4, Inputs: []int{0}, Steps: []Step{
+					{Assistant: 1}, {Assistant: 2, ToolResults: []int{3}},
+				}},
+			},
+		},
+		{
 			name: "tool result before any step is an input",
 			msgs: []string{"user", "tool=a", "assistant"},
 			turns: []Turn{

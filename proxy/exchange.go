@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -12,8 +13,9 @@ import (
 )
 
 // exchange sends the upstream request and streams the response back to
-// the client, telling the observers as it goes.
-func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, body []byte) {
+// the client, telling the observers as it goes. It returns true, having
+// written nothing to the client, when a Retrier asked for a second attempt.
+func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, body []byte) (retry bool) {
 	clientCtx := out.Context()
 	ctx, cancel := context.WithCancelCause(clientCtx)
 	defer cancel(nil)
@@ -24,15 +26,21 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 		end := p.upstreamFailure(w, call, clientCtx, err)
 		sinks.End(end)
 		p.finish(call, nil, end)
-		return
+		return false
 	}
 	defer resp.Body.Close()
+	p.metrics.firstByte.WithLabelValues(call.Route).Observe(call.Since().Seconds())
+	p.metrics.bytes.WithLabelValues("upstream").Add(float64(len(body)))
 	info := &ResponseInfo{
 		Status: resp.StatusCode, Header: resp.Header,
 		Stream:  isEventStream(resp.Header),
 		Encoded: contentEncoding(resp.Header) != "",
 	}
 	sinks.Response(info)
+	if p.askRetry(call, resp) {
+		sinks.End(End{Outcome: OutcomeRetried, Status: resp.StatusCode, Duration: call.Since()})
+		return true
+	}
 	p.writeHeader(w, resp)
 	idle := time.AfterFunc(p.opts.StreamIdleTimeout, func() { cancel(errIdle) })
 	defer idle.Stop()
@@ -53,6 +61,48 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 		// would take a cut stream for a whole one.
 		panic(http.ErrAbortHandler)
 	}
+	return false
+}
+
+// maxRetryInspect bounds how much of an error answer a Retrier sees.
+const maxRetryInspect = 64 << 10
+
+// askRetry asks the transforms that changed the request whether an error
+// answer should be retried without them. When none does, the bytes read
+// to ask are put back in front of the body.
+func (p *Proxy) askRetry(call *Call, resp *http.Response) bool {
+	if call.Retry || resp.StatusCode < 400 || len(call.changedBy) == 0 {
+		return false
+	}
+	var retriers []Retrier
+	for _, t := range call.changedBy {
+		if r, ok := t.(Retrier); ok {
+			retriers = append(retriers, r)
+		}
+	}
+	if len(retriers) == 0 {
+		return false
+	}
+	head, err := io.ReadAll(io.LimitReader(resp.Body, maxRetryInspect))
+	resp.Body = readCloser{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
+	if err != nil {
+		return false
+	}
+	errBody := head
+	if enc := contentEncoding(resp.Header); enc != "" {
+		errBody = decodeAll(enc, head)
+	}
+	for _, r := range retriers {
+		if r.RetryWithout(call, resp.StatusCode, errBody) {
+			return true
+		}
+	}
+	return false
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
 
 // errClientWrite marks a failed write to the client.

@@ -34,16 +34,22 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, route *Route, pa
 		call.ClientBody = body
 		if isChatPath(r.Method, path) {
 			p.parse(call, body)
-			body = p.transform(r.Context(), call, body)
 		}
 	}
-	up, err := p.newUpstreamRequest(r.Context(), r, route, path, body, rest)
-	if err != nil {
-		writeError(w, http.StatusBadGateway, "bad_upstream_request", "shaperproxy: could not build the upstream request")
-		p.finish(call, nil, End{Outcome: OutcomeUpstreamError, Status: http.StatusBadGateway, Err: err.Error()})
-		return
+	for {
+		out := p.transform(r.Context(), call, body)
+		up, err := p.newUpstreamRequest(r.Context(), r, route, path, out, rest)
+		if err != nil {
+			writeError(w, http.StatusBadGateway, "bad_upstream_request", "shaperproxy: could not build the upstream request")
+			p.finish(call, nil, End{Outcome: OutcomeUpstreamError, Status: http.StatusBadGateway, Err: err.Error()})
+			return
+		}
+		if !p.exchange(w, call, up, out) {
+			return
+		}
+		call.Retry = true
+		p.metrics.retries.WithLabelValues(call.Route).Inc()
 	}
-	p.exchange(w, call, up, body)
 }
 
 // isChatPath reports whether a request is a chat completions call.
@@ -58,7 +64,7 @@ func (p *Proxy) parse(call *Call, body []byte) {
 	if err != nil {
 		return
 	}
-	call.Chat, call.View = true, view
+	call.Chat, call.View, call.clientView = true, view, view
 	call.Model, call.Stream = view.Model, view.Stream
 	call.Conversation = conv.ConversationKey(view, call.Header.Get("X-Shaper-Conversation"))
 }
@@ -69,6 +75,7 @@ func (p *Proxy) transform(ctx context.Context, call *Call, body []byte) []byte {
 	if !call.Chat {
 		return body
 	}
+	call.View, call.changedBy = call.clientView, nil
 	for i, t := range p.opts.Transforms {
 		out, err := safeTransform(ctx, t, call, body)
 		if err != nil {
@@ -78,6 +85,7 @@ func (p *Proxy) transform(ctx context.Context, call *Call, body []byte) []byte {
 		}
 		if !bytes.Equal(out, body) {
 			body = out
+			call.changedBy = append(call.changedBy, t)
 			if v, err := conv.ParseRequest(body); err == nil {
 				call.View = v
 			}

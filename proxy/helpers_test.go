@@ -40,6 +40,12 @@ func (rec *recorder) wrap(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+func (rec *recorder) all() []received {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return append([]received(nil), rec.reqs...)
+}
+
 func (rec *recorder) last(t *testing.T) received {
 	t.Helper()
 	rec.mu.Lock()

@@ -44,10 +44,25 @@ type Call struct {
 	// the ID of the call that caused it.
 	Internal bool
 	Parent   string
+	// Retry is true on the second attempt the proxy makes after a
+	// Retrier asked for it: transforms that can be retried without must
+	// then leave the body alone.
+	Retry bool
 	// Notes carries per-call values between hooks (for example how many
 	// reasoning blocks a transform shaped). Keys are owned by the hook
 	// that sets them.
 	Notes map[string]any
+
+	clientView *conv.Request
+	changedBy  []RequestTransform
+}
+
+// Note sets a per-call value for later hooks.
+func (c *Call) Note(key string, v any) {
+	if c.Notes == nil {
+		c.Notes = map[string]any{}
+	}
+	c.Notes[key] = v
 }
 
 // Since returns the time elapsed since the call started.
@@ -68,6 +83,16 @@ type RequestTransformFunc func(ctx context.Context, call *Call, body []byte) ([]
 // TransformRequest calls f.
 func (f RequestTransformFunc) TransformRequest(ctx context.Context, call *Call, body []byte) ([]byte, error) {
 	return f(ctx, call, body)
+}
+
+// Retrier is a RequestTransform that can be left out of a second attempt.
+// When the upstream answers a request the transform changed with a status
+// of 400 or more, the proxy asks RetryWithout (errBody holds up to 64 KiB
+// of the answer). If it returns true, the proxy sends the request once
+// more with Call.Retry set, and the first answer never reaches the client.
+// Only one retry is ever made for a call.
+type Retrier interface {
+	RetryWithout(call *Call, status int, errBody []byte) bool
 }
 
 // Upstream describes the request as it was sent upstream.
@@ -100,6 +125,9 @@ const (
 	OutcomeClientCancelled Outcome = "client_cancelled"
 	OutcomeUpstreamError   Outcome = "upstream_error"
 	OutcomeTimeout         Outcome = "timeout"
+	// OutcomeRetried ends an attempt whose answer was dropped because a
+	// Retrier asked for a second attempt.
+	OutcomeRetried Outcome = "retried"
 )
 
 // End summarises a finished call.

@@ -18,6 +18,7 @@ type Metrics struct {
 	events          prometheus.Counter
 	upstreamErrors  *prometheus.CounterVec
 	transformErrors prometheus.Counter
+	retries         *prometheus.CounterVec
 	duration        *prometheus.HistogramVec
 	firstByte       *prometheus.HistogramVec
 	inflight        prometheus.Gauge
@@ -44,6 +45,9 @@ func NewMetrics() *Metrics {
 	m.transformErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "shaperproxy_transform_errors_total", Help: "Request transforms that failed; the request went on without them.",
 	})
+	m.retries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shaperproxy_retries_total", Help: "Requests sent a second time without a transform, after the upstream rejected the transformed one, by route.",
+	}, []string{"route"})
 	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "shaperproxy_request_duration_seconds", Help: "Time from request to the end of the response, by route.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
@@ -56,7 +60,7 @@ func NewMetrics() *Metrics {
 		Name: "shaperproxy_inflight_requests", Help: "Requests being proxied now.",
 	})
 	m.reg.MustRegister(m.requests, m.streams, m.bytes, m.events, m.upstreamErrors,
-		m.transformErrors, m.duration, m.firstByte, m.inflight,
+		m.transformErrors, m.retries, m.duration, m.firstByte, m.inflight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

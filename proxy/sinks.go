@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"compress/flate"
 	"io"
 	"net/http"
@@ -155,4 +156,16 @@ func newDecoder(encoding string, r io.Reader) (io.Reader, func()) {
 		return zr, zr.Close
 	}
 	return nil, nil
+}
+
+// decodeAll decodes a small compressed body; on failure it returns what
+// it could decode.
+func decodeAll(encoding string, b []byte) []byte {
+	r, closeFn := newDecoder(encoding, bytes.NewReader(b))
+	if r == nil {
+		return nil
+	}
+	defer closeFn()
+	out, _ := io.ReadAll(io.LimitReader(r, maxRetryInspect))
+	return out
 }

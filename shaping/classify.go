@@ -74,8 +74,9 @@ const openingMinRunes = 12
 //   - Opening: the first unit that is not code, if it is filler followed by
 //     at least openingMinRunes runes, is plain: reasoning models open with
 //     "Hmm, the user says ..." / "嗯，用户说……", which states the task.
-//   - Header: list items right after a decisive unit ending in ":" or "："
-//     ("So the fix is:", "Plan:") are decisive with weight 2.
+//   - Header: a unit ending in ":" or "：" right before a list item is a
+//     header; extraction takes it only with one of its items. The items of
+//     a decisive header ("So the fix is:", "Plan:") are decisive, weight 2.
 func classifyAll(text string, units []unit) {
 	opening := true
 	for i := range units {
@@ -91,15 +92,18 @@ func classifyAll(text string, units []unit) {
 			}
 		}
 	}
-	for i := 0; i < len(units); i++ {
-		if units[i].kind != KindDecisive || !endsWithColon(text[units[i].start:units[i].end]) {
+	for i := 0; i+1 < len(units); i++ {
+		if !units[i+1].list || !endsWithColon(text[units[i].start:units[i].end]) {
+			continue
+		}
+		units[i].header = true
+		if units[i].kind != KindDecisive {
 			continue
 		}
 		for j := i + 1; j < len(units) && units[j].list && units[j].kind != KindFiller; j++ {
 			if units[j].kind != KindDecisive {
 				units[j].kind, units[j].cue = KindDecisive, 2
 			}
-			i = j
 		}
 	}
 }
@@ -127,6 +131,7 @@ func classify(text string, u *unit) {
 		w = innerCue(s, q)
 	}
 	u.info = informative(s)
+	u.question = strings.HasSuffix(s, "?") || strings.HasSuffix(s, "？")
 	switch {
 	case w > 0:
 		u.kind, u.cue = KindDecisive, w

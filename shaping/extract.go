@@ -7,12 +7,14 @@ import (
 	"unicode/utf8"
 )
 
-// Score tiers: every decisive unit outranks every plain one, every plain one
-// every code fence; filler is never chosen except as the last resort.
+// Score tiers (see score): the lead, then task and detail, then decisive,
+// plain and code units; filler is never chosen except as the last resort.
 const (
 	tierCode     = 1
 	tierPlain    = 2
 	tierDecisive = 3
+	tierKey      = 4 // task and detail
+	tierLead     = 5 // the best decisive unit
 )
 
 // Extract returns the decisive sentences of text within o.MaxChars runes,
@@ -22,8 +24,10 @@ const (
 // makes shaping worth doing, and it makes Extract idempotent. Otherwise the
 // units of Sentences are scored (see score) and taken greedily, best first,
 // while the total, separators included, stays within MaxChars; they are then
-// written in text order, each preceded by "\n" if a line break preceded it in
-// text, by " " if other white space did, and by nothing otherwise (Chinese).
+// written in text order. Between two units written one after the other goes
+// "\n" if a line break separates them in text (or the first is a code
+// fence), else the white space before the second collapsed to " ", or
+// nothing if there was none (Chinese).
 //
 // If no unit fits whole, the best non-filler unit that is not code (or, when
 // all are filler, the last one) is cut: at the last word boundary (white
@@ -101,7 +105,7 @@ func extract(text string, budget int) string {
 	units := split(text, make([]unit, 0, 16))
 	classifyAll(text, units)
 	setSeps(text, units)
-	scores := score(units)
+	scores := score(units, budget)
 	order := candidates(units, scores)
 	sel := make([]bool, len(units))
 	if !pick(units, order, sel, budget) {
@@ -110,44 +114,72 @@ func extract(text string, budget int) string {
 	return join(text, units, sel)
 }
 
-// score gives every unit its score: tier*10000 + cue weight*1000 + bonus.
-// Decisive units get a bonus up to 500 for coming later (later conclusions
-// win); plain units get 999 for the first non-filler unit (it usually states
-// the task), else up to 300 for coming later plus 200 when informative
-// (digits, code, paths). Filler scores 0.
-func score(units []unit) []int {
+// score gives every unit its score, tier*10000 + cue weight*1000 + bonus:
+//
+//   - Three key units are tried first, in this order: the lead (the best
+//     decisive unit), the task (the first unit that is neither filler nor
+//     code; it usually states what was asked) and the detail (the last
+//     plain unit that is not a question, at most half the budget long,
+//     preferring informative ones: what was found). Together
+//     they say what was asked, found and decided, and they keep texts that
+//     reach the same decision apart (see TestDistinctness).
+//   - Then decisive units by cue weight (conclusions 3, plans 2, inner cues
+//     1), later ones first (bonus up to 500).
+//   - Then plain units, informative ones (digits, code, paths) first (+200),
+//     later ones first (bonus up to 300), questions last.
+//   - Then code fences, later ones first. Filler scores 0 and is left out.
+func score(units []unit, budget int) []int {
 	scores := make([]int, len(units))
 	last := max(len(units)-1, 1)
-	first := true // the first unit that is neither filler nor code
+	lead, task, detail := -1, -1, -1
 	for i := range units {
 		u := &units[i]
-		switch u.kind {
-		case KindFiller:
-		case KindCode:
+		switch {
+		case u.kind == KindFiller, u.header:
+			continue // headers are taken only with their items (see pick)
+		case u.kind == KindCode:
 			scores[i] = tierCode*10000 + 300*i/last
-		case KindDecisive:
+			continue
+		case u.kind == KindDecisive:
 			scores[i] = tierDecisive*10000 + int(u.cue)*1000 + 500*i/last
-			first = false
+			if lead < 0 || scores[i] > scores[lead] {
+				lead = i
+			}
 		default:
-			scores[i] = tierPlain*10000 + 300*i/last
+			scores[i] = tierPlain * 10000
+			if u.question {
+				break
+			}
+			scores[i] += 300 * i / last
 			if u.info {
 				scores[i] += 200
 			}
-			if first {
-				scores[i] = tierPlain*10000 + 999
+			if u.runes <= budget/2 && (detail < 0 || u.info || !units[detail].info) {
+				detail = i
 			}
-			first = false
 		}
+		if task < 0 {
+			task = i
+		}
+	}
+	if lead >= 0 {
+		scores[lead] = tierLead * 10000
+	}
+	if task >= 0 && task != lead {
+		scores[task] = tierKey*10000 + 1
+	}
+	if detail >= 0 && detail != task {
+		scores[detail] = tierKey * 10000
 	}
 	return scores
 }
 
-// candidates returns the indices of non-filler units, best score first,
-// ties by position.
+// candidates returns the indices of units that are neither filler nor
+// list headers, best score first, ties by position.
 func candidates(units []unit, scores []int) []int {
 	order := make([]int, 0, len(units))
 	for i := range units {
-		if units[i].kind != KindFiller {
+		if units[i].kind != KindFiller && !units[i].header {
 			order = append(order, i)
 		}
 	}
@@ -161,52 +193,86 @@ func candidates(units []unit, scores []int) []int {
 }
 
 // pick marks in sel the units taken greedily in order while the joined
-// length stays within budget. It reports whether any was taken.
+// length, separators included, stays within budget. A list's header is tried
+// right after the first of its items is taken. It reports whether any unit
+// was taken.
 func pick(units []unit, order []int, sel []bool, budget int) bool {
-	total, first := 0, -1
+	p := picker{units: units, sel: sel, budget: budget, taken: make([]int, 0, 8)}
 	for _, i := range order {
-		var t int
-		switch {
-		case first < 0:
-			t = units[i].runes
-		case i > first:
-			t = total + units[i].runes + units[i].sepCost
-		default: // i becomes the first; the old first now needs its separator
-			t = total + units[i].runes + units[first].sepCost
-		}
-		if t > budget {
+		if !p.try(i) || !units[i].list {
 			continue
 		}
-		sel[i], total = true, t
-		if first < 0 || i < first {
-			first = i
+		h := i - 1
+		for h >= 0 && units[h].list && !units[h].header {
+			h--
+		}
+		if h >= 0 && units[h].header && !sel[h] {
+			p.try(h)
 		}
 	}
-	return first >= 0
+	return len(p.taken) > 0
 }
 
-// setSeps sets the separator written before each unit when it is not the
-// first one written: "\n" if the original gap holds a line break, " " if it
-// holds other white space, "" if there is none (Chinese). After a code fence
-// join always writes "\n", so that nothing lands on the closing fence's
-// line; sepCost budgets for that, one rune for every unit after a fence.
+// picker selects units within a budget, keeping the exact joined length.
+type picker struct {
+	units  []unit
+	sel    []bool
+	taken  []int // selected indices, ascending
+	total  int   // runes of the joined selection
+	budget int
+}
+
+// try selects unit i if the joined selection still fits the budget and
+// reports whether it did.
+func (p *picker) try(i int) bool {
+	pos, _ := slices.BinarySearch(p.taken, i)
+	t := p.total + p.units[i].runes
+	switch n := len(p.taken); {
+	case pos > 0 && pos < n:
+		a, b := p.taken[pos-1], p.taken[pos]
+		t += sepLen(p.units, a, i) + sepLen(p.units, i, b) - sepLen(p.units, a, b)
+	case pos > 0:
+		t += sepLen(p.units, p.taken[pos-1], i)
+	case pos < n:
+		t += sepLen(p.units, i, p.taken[pos])
+	}
+	if t > p.budget {
+		return false
+	}
+	p.sel[i], p.total = true, t
+	p.taken = slices.Insert(p.taken, pos, i)
+	return true
+}
+
+// setSeps records for each unit its line and the separator written before
+// it when the unit written before it is its neighbour in text: " " if white
+// space separates them, "" if nothing does (Chinese).
 func setSeps(text string, units []unit) {
-	afterCode := len(units) > 0 && units[0].kind == KindCode
+	line := 0
 	for i := 1; i < len(units); i++ {
 		gap := text[units[i-1].end:units[i].start]
 		switch {
 		case strings.IndexByte(gap, '\n') >= 0:
+			line++
 			units[i].sep = "\n"
 		case gap != "":
 			units[i].sep = " "
 		}
-		units[i].sepCost = len(units[i].sep)
-		if afterCode {
-			units[i].sepCost = 1
-		}
-		afterCode = afterCode || units[i].kind == KindCode
+		units[i].line = line
 	}
 }
+
+// sep returns what join writes between units a and b (a before b): "\n"
+// after a code fence (nothing may follow a closing fence on its line) or
+// when a line break lies between them in text, else b's own separator.
+func sep(units []unit, a, b int) string {
+	if units[a].kind == KindCode || units[a].line != units[b].line {
+		return "\n"
+	}
+	return units[b].sep
+}
+
+func sepLen(units []unit, a, b int) int { return len(sep(units, a, b)) }
 
 // join writes the selected units in text order with their separators.
 func join(text string, units []unit, sel []bool) string {
@@ -218,20 +284,16 @@ func join(text string, units []unit, sel []bool) string {
 		}
 	}
 	b.Grow(n)
-	prevCode := false
+	prev := -1
 	for i := range units {
 		if !sel[i] {
 			continue
 		}
-		if b.Len() > 0 {
-			if prevCode {
-				b.WriteByte('\n')
-			} else {
-				b.WriteString(units[i].sep)
-			}
+		if prev >= 0 {
+			b.WriteString(sep(units, prev, i))
 		}
 		b.WriteString(text[units[i].start:units[i].end])
-		prevCode = units[i].kind == KindCode
+		prev = i
 	}
 	return b.String()
 }

@@ -72,15 +72,17 @@ func Sentences(text string) []Sentence {
 
 // unit is the splitter's and scorer's view of a Sentence.
 type unit struct {
-	start, end int
-	kind       SentenceKind
-	list       bool   // started with a list marker
-	body       int    // offset in the unit of the text after list marker and filler
-	sep        string // written before the unit when it is not the first (see setSeps)
-	sepCost    int    // runes budgeted for sep (see setSeps)
-	cue        int8   // decisive weight, 0 for none
-	info       bool   // contains digits, code or paths
+	start, end int // byte offsets of the trimmed unit in text
 	runes      int
+	body       int    // offset in the unit of the text after list marker and filler
+	line       int    // line number among units (see setSeps)
+	sep        string // written before the unit after its neighbour (see setSeps)
+	kind       SentenceKind
+	cue        int8 // decisive weight, 0 for none
+	list       bool // started with a list marker
+	header     bool // ends with a colon and a list follows (see classifyAll)
+	question   bool // ends with ? or ？
+	info       bool // contains digits, code or paths
 }
 
 // split appends the units of text to dst.

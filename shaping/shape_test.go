@@ -54,7 +54,8 @@ func TestShapeOps(t *testing.T) {
 		t.Errorf("unknown op must keep: %q %v", out, ch)
 	}
 	out, ch := Shape(long, Options{MaxChars: 120})
-	want := "So the fix is to stream rows once and count while writing. I'll also drop the temp file."
+	// The lead (best decision) and the task fit; nothing else does.
+	want := "Hmm, the user wants a faster export. So the fix is to stream rows once and count while writing."
 	if out != want || !ch {
 		t.Errorf("extract:\n got %q\nwant %q", out, want)
 	}
@@ -87,7 +88,7 @@ func TestShapeGuard(t *testing.T) {
 func TestShapeMarker(t *testing.T) {
 	out, ch := Shape(long, Options{Marker: true, MaxChars: 150})
 	n := utf8.RuneCountInString(long)
-	want := "[reasoning extract: 169 chars omitted] So the fix is to stream rows once and count while writing. I'll also drop the temp file."
+	want := "[reasoning extract: 162 chars omitted] Hmm, the user wants a faster export. So the fix is to stream rows once and count while writing."
 	if !ch || out != want {
 		t.Fatalf("marker:\n got %q\nwant %q (input %d runes)", out, want, n)
 	}
