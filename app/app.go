@@ -5,11 +5,17 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shaperproxy/shaperproxy/originals"
 
 	"github.com/shaperproxy/shaperproxy/config"
 	"github.com/shaperproxy/shaperproxy/proxy"
@@ -18,10 +24,16 @@ import (
 // App is a configured proxy with the resources it owns. Close releases
 // them; the proxy must not serve after Close.
 type App struct {
-	Proxy   *proxy.Proxy
-	Config  config.Config
-	closers []func() error
+	Proxy     *proxy.Proxy
+	Config    config.Config
+	Metrics   *proxy.Metrics
+	Store     *originals.Store
+	Originals *originals.Writer
+	closers   []func() error
 }
+
+// OriginalsFile is the originals table's file name in the data directory.
+const OriginalsFile = "originals.db"
 
 // Build assembles the App for c. c must be validated; c.DataDir must be
 // set.
@@ -29,15 +41,55 @@ func Build(c config.Config, logger *slog.Logger) (*App, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	a := &App{Config: c}
+	a := &App{Config: c, Metrics: proxy.NewMetrics()}
 	opts, err := proxyOptions(c, logger)
 	if err != nil {
 		return nil, err
 	}
+	opts.Metrics = a.Metrics
+	if err := a.addShaping(&opts, logger); err != nil {
+		a.Close()
+		return nil, err
+	}
 	if a.Proxy, err = proxy.New(opts); err != nil {
+		a.Close()
 		return nil, err
 	}
 	return a, nil
+}
+
+// addShaping opens the originals table and adds the shaping transform.
+func (a *App) addShaping(opts *proxy.Options, logger *slog.Logger) error {
+	if err := os.MkdirAll(a.Config.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	oc := a.Config.Originals
+	store, err := originals.Open(filepath.Join(a.Config.DataDir, OriginalsFile), originals.Options{
+		TTL: oc.TTL.Duration, MaxBytes: oc.MaxBytes,
+		OnError: func(err error) { logger.Warn("originals table", "err", err) },
+	})
+	if err != nil {
+		return err
+	}
+	a.Store = store
+	a.closers = append(a.closers, store.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	go store.Maintain(ctx, 10*time.Minute)
+	a.closers = append(a.closers, func() error { cancel(); return nil })
+	a.Originals = store.Async(oc.Queue)
+	a.closers = append(a.closers, a.Originals.Close)
+	sh, err := newShaper(a.Config.Shaping, a.Originals, logger)
+	if err != nil {
+		return fmt.Errorf("shaping: %w", err)
+	}
+	dropped := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "shaperproxy_originals_dropped_total", Help: "Originals not recorded because the write queue was full.",
+	}, func() float64 { return float64(a.Originals.Dropped()) })
+	if err := a.Metrics.Register(append(sh.collectors(), dropped)...); err != nil {
+		return err
+	}
+	opts.Transforms = append(opts.Transforms, sh)
+	return nil
 }
 
 // Close releases what the App opened, in reverse order.

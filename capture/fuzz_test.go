@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
@@ -17,10 +18,12 @@ func validSegment(t testing.TB) []byte {
 	t.Helper()
 	w, dir := openTest(t, Options{FrameBytes: 2 << 10})
 	rng := rand.New(rand.NewPCG(5, 5))
-	conv := newConversation(9)
+	var msgs []string
 	for i := range 6 {
 		call := fmt.Sprint("c", i)
-		enqueue(t, w, Record{Kind: KindRequest, Call: call, Data: conv.next(i)})
+		msgs = append(msgs, `{"role":"user","content":`+jsonString(text(rng, 20+i*10))+`}`)
+		body := `{"model":"m","messages":[` + strings.Join(msgs, ",") + `],"stream":true}`
+		enqueue(t, w, Record{Kind: KindRequest, Call: call, Data: []byte(body), Header: testHeader()})
 		for j := range 8 {
 			enqueue(t, w, Record{Kind: KindEvent, Call: call, Seq: j, Data: sseEvent(rng, call)})
 		}
@@ -38,6 +41,8 @@ func validSegment(t testing.TB) []byte {
 
 var testDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1),
 	zstd.WithDecoderMaxMemory(maxFrameLen), zstd.WithDecoderMaxWindow(maxFrameLen))
+
+var testEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedFastest))
 
 // readBoth reads a segment given as bytes forward and backward.
 func readBoth(t testing.TB, data []byte) (fwd, back []Located) {
@@ -124,8 +129,7 @@ func frameContents(t testing.TB, data []byte) [][]byte {
 // segmentAround wraps raw as two frames (split in the middle of the
 // records) of a segment with valid checksums and counts.
 func segmentAround(raw []byte) []byte {
-	enc, _ := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
-	defer enc.Close()
+	enc := testEncoder
 	recs, blobs := countRecords(raw)
 	half, n := 0, 0
 	for half < len(raw) && n < recs/2 {

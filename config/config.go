@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path"
 	"strings"
 	"time"
 
@@ -40,8 +41,10 @@ type Config struct {
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `toml:"log_level"`
 
-	Timeouts Timeouts `toml:"timeouts"`
-	Routes   []Route  `toml:"route"`
+	Timeouts  Timeouts  `toml:"timeouts"`
+	Routes    []Route   `toml:"route"`
+	Shaping   Shaping   `toml:"shaping"`
+	Originals Originals `toml:"originals"`
 }
 
 // Timeouts bound each phase of an upstream call.
@@ -96,6 +99,8 @@ func Default() Config {
 			ResponseHeader: Duration{10 * time.Minute},
 			StreamIdle:     Duration{5 * time.Minute},
 		},
+		Shaping:   defaultShaping(),
+		Originals: defaultOriginals(),
 	}
 }
 
@@ -157,6 +162,8 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.validateRoutes()...)
+	errs = append(errs, c.Shaping.validate()...)
+	errs = append(errs, c.Originals.validate()...)
 	return errors.Join(errs...)
 }
 
@@ -229,4 +236,117 @@ func (c *Config) WithDefaultRoute(upstream string) []Route {
 		upstream = DefaultUpstream
 	}
 	return append(append([]Route(nil), c.Routes...), Route{Name: "default", Upstream: upstream, Default: true})
+}
+
+// Shaping configures reasoning shaping of outgoing history.
+type Shaping struct {
+	// Enabled turns shaping on. Originals are still cleared per turn when
+	// it is off.
+	Enabled bool `toml:"enabled"`
+	// The default rule, used when no [[shaping.rule]] matches.
+	ShapeRule
+	// Rules are tried in order before the default rule.
+	Rules []ShapeRule `toml:"rule"`
+	// Breaker: when the upstream rejects a shaped request, it is retried
+	// once unshaped and shaping pauses on that route for Cooldown.
+	Breaker Breaker `toml:"breaker"`
+}
+
+// ShapeRule chooses the shaping of a route and model.
+type ShapeRule struct {
+	Route      string `toml:"route"`       // glob; "" = every route
+	Model      string `toml:"model"`       // glob; "" = every model
+	Op         string `toml:"op"`          // extract, keep or drop
+	MaxChars   int    `toml:"max_chars"`   // characters kept by extract
+	Marker     bool   `toml:"marker"`      // add "[reasoning extract: N chars omitted]" (pollutes; see README)
+	KeepRecent int    `toml:"keep_recent"` // latest assistant steps left as they are; -1 = none
+	ThinkTags  bool   `toml:"think_tags"`  // also shape an inline <think> block in content
+}
+
+// Breaker configures the shaping circuit breaker.
+type Breaker struct {
+	// AnyStatus400 also retries a 400 whose body does not mention
+	// reasoning.
+	AnyStatus400 bool     `toml:"any_400"`
+	Cooldown     Duration `toml:"cooldown"`
+}
+
+// Originals configures the side table of original reasoning.
+type Originals struct {
+	TTL      Duration `toml:"ttl"`       // conversations idle this long are purged
+	MaxBytes int64    `toml:"max_bytes"` // compact the file above this size
+	Queue    int      `toml:"queue"`     // pending writes before new ones are dropped (and counted)
+}
+
+func defaultShaping() Shaping {
+	return Shaping{
+		Enabled:   true,
+		ShapeRule: ShapeRule{Op: "extract", MaxChars: 240, KeepRecent: 1},
+		Breaker:   Breaker{Cooldown: Duration{10 * time.Minute}},
+	}
+}
+
+func defaultOriginals() Originals {
+	return Originals{TTL: Duration{24 * time.Hour}, MaxBytes: 64 << 20, Queue: 1024}
+}
+
+func (s *Shaping) validate() []error {
+	var errs []error
+	check := func(key string, r ShapeRule) {
+		switch r.Op {
+		case "extract", "keep", "drop":
+		default:
+			errs = append(errs, fmt.Errorf("%s.op: %q is not extract, keep or drop", key, r.Op))
+		}
+		if r.MaxChars < 16 {
+			errs = append(errs, fmt.Errorf("%s.max_chars: %d is below 16", key, r.MaxChars))
+		}
+		if r.KeepRecent < -1 {
+			errs = append(errs, fmt.Errorf("%s.keep_recent: %d (use -1 for none, or a count)", key, r.KeepRecent))
+		}
+		for _, g := range []struct{ k, v string }{{"route", r.Route}, {"model", r.Model}} {
+			if _, err := path.Match(g.v, ""); err != nil {
+				errs = append(errs, fmt.Errorf("%s.%s: %w", key, g.k, err))
+			}
+		}
+	}
+	check("shaping", s.ShapeRule)
+	for i, r := range s.Effective()[:len(s.Rules)] {
+		check(fmt.Sprintf("shaping.rule[%d]", i), r)
+	}
+	if s.Breaker.Cooldown.Duration < 0 {
+		errs = append(errs, errors.New("shaping.breaker.cooldown: must not be negative"))
+	}
+	return errs
+}
+
+// Effective returns the rules in the order they are tried, the default
+// rule last. A rule's op, max_chars and keep_recent default to the
+// default rule's.
+func (s Shaping) Effective() []ShapeRule {
+	out := make([]ShapeRule, 0, len(s.Rules)+1)
+	for _, r := range s.Rules {
+		if r.Op == "" {
+			r.Op = s.Op
+		}
+		if r.MaxChars == 0 {
+			r.MaxChars = s.MaxChars
+		}
+		if r.KeepRecent == 0 {
+			r.KeepRecent = s.KeepRecent
+		}
+		out = append(out, r)
+	}
+	return append(out, s.ShapeRule)
+}
+
+func (o *Originals) validate() []error {
+	var errs []error
+	if o.TTL.Duration <= 0 {
+		errs = append(errs, errors.New("originals.ttl: must be positive"))
+	}
+	if o.Queue <= 0 {
+		errs = append(errs, errors.New("originals.queue: must be positive"))
+	}
+	return errs
 }

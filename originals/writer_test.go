@@ -5,32 +5,50 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// stall blocks the Writer's commits (which take the Store's read lock) until
-// the returned func is called, after the goroutine has picked up a first
-// operation so the queue is empty and waiting.
-func stall(t *testing.T, s *Store, w *Writer) (release func()) {
-	t.Helper()
-	s.mu.Lock()
-	w.Put([]Entry{entry("stall", 1, "stall", "o")})
-	deadline := time.Now().Add(5 * time.Second)
-	for len(w.ops) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the writer did not pick up its first operation")
-		}
-		time.Sleep(time.Millisecond)
+// gate is an Options.Now that, once armed, blocks the next caller until
+// released: the Writer calls Now inside its transaction, so a test can hold
+// the Writer in the middle of a commit.
+type gate struct {
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func newGate() *gate { return &gate{entered: make(chan struct{}), release: make(chan struct{})} }
+
+func (g *gate) Now() time.Time {
+	if g.armed.CompareAndSwap(true, false) {
+		close(g.entered)
+		<-g.release
 	}
-	return sync.OnceFunc(s.mu.Unlock)
+	return time.Now()
+}
+
+// stall holds w inside the commit of a first Put, so its queue is empty
+// and nothing drains it until release is called.
+func stall(t *testing.T, g *gate, w *Writer) (release func()) {
+	t.Helper()
+	g.armed.Store(true)
+	w.Put([]Entry{entry("stall", 1, "stall", "o")})
+	select {
+	case <-g.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the writer did not start its first commit")
+	}
+	return sync.OnceFunc(func() { close(g.release) })
 }
 
 func TestWriterDropsAndCountsWhenFull(t *testing.T) {
-	s := openTest(t, Options{})
+	g := newGate()
+	s := openTest(t, Options{Now: g.Now})
 	w := s.Async(4)
 	defer w.Close()
-	release := stall(t, s, w)
+	release := stall(t, g, w)
 	defer release()
 
 	for i := range 4 {
@@ -69,11 +87,12 @@ func TestWriterKeepsOrder(t *testing.T) {
 }
 
 func TestWriterTurnOverflow(t *testing.T) {
-	s := openTest(t, Options{})
+	g := newGate()
+	s := openTest(t, Options{Now: g.Now})
 	mustPut(t, s, entry("a", 1, "a1", "o"))
 	w := s.Async(1)
 	defer w.Close()
-	release := stall(t, s, w)
+	release := stall(t, g, w)
 	for i := range cap(w.ops) {
 		w.BeginTurn(fmt.Sprintf("other%d", i), 1)
 	}

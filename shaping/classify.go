@@ -56,13 +56,50 @@ var cues = []cue{
 // notCues are openings that look like a cue but are not ("So far, ...").
 var notCues = []string{"so far", "so much", "so many"}
 
-// cueIndex lists, per first byte, the indices into cues starting with it.
-var cueIndex = func() (idx [256][]uint8) {
+// Indexes over the tables, by first byte (ASCII folded to lower case):
+// cueIndex and innerIndex list indices into cues (all, and inner ones),
+// fillerIndex indices into fillers. byteClass flags the bytes the unit scan
+// must look at. They are computed once and never change.
+var (
+	cueIndex, innerIndex, fillerIndex [256][]uint8
+	byteClass                         [256]uint8
+)
+
+// byteClass flags.
+const (
+	classInfo  = 1 << iota // digit, backtick, underscore, slash, parenthesis
+	classDot               // '.', informative between word bytes
+	classInner             // may start an inner cue
+	classWord              // ASCII letter, digit or underscore
+)
+
+func init() {
 	for i, c := range cues {
-		idx[c.phrase[0]] = append(idx[c.phrase[0]], uint8(i))
+		b := c.phrase[0]
+		cueIndex[b] = append(cueIndex[b], uint8(i))
+		if c.inner {
+			innerIndex[b] = append(innerIndex[b], uint8(i))
+			byteClass[b] |= classInner
+			if b >= 'a' && b <= 'z' {
+				byteClass[b-'a'+'A'] |= classInner
+			}
+		}
 	}
-	return idx
-}()
+	for i, f := range fillers {
+		fillerIndex[f[0]] = append(fillerIndex[f[0]], uint8(i))
+	}
+	for c := 0; c < 256; c++ {
+		if isWordByte(byte(c)) {
+			byteClass[c] |= classWord
+		}
+		switch {
+		case isDigit(byte(c)), c == '`', c == '_', c == '/', c == '(':
+			byteClass[c] |= classInfo
+		case c == '.':
+			byteClass[c] |= classDot
+		}
+	}
+}
 
 // openingMinRunes is how much text must follow the filler of a text's first
 // unit for it to count as the task statement ("Hmm, the user wants ...").
@@ -112,11 +149,11 @@ func endsWithColon(s string) bool {
 	return strings.HasSuffix(s, ":") || strings.HasSuffix(s, "：")
 }
 
-// classify sets u.kind, u.cue, u.body, u.info and u.runes.
+// classify sets u.kind, u.cue, u.body, u.info, u.question and u.runes.
 func classify(text string, u *unit) {
 	s := text[u.start:u.end]
-	u.runes = utf8.RuneCountInString(s)
 	if u.kind == KindCode {
+		u.runes = utf8.RuneCountInString(s)
 		return
 	}
 	p := 0
@@ -127,10 +164,11 @@ func classify(text string, u *unit) {
 	q, filler := skipFillers(s, p)
 	u.body = q
 	w := startCue(s, q)
-	if w == 0 {
-		w = innerCue(s, q)
+	var inner bool
+	u.runes, u.info, inner = scanUnit(s, q, w == 0)
+	if inner {
+		w = 1
 	}
-	u.info = informative(s)
 	u.question = strings.HasSuffix(s, "?") || strings.HasSuffix(s, "？")
 	switch {
 	case w > 0:
@@ -142,6 +180,50 @@ func classify(text string, u *unit) {
 	default:
 		u.kind = KindNormal
 	}
+}
+
+// scanUnit walks s once and returns its length in runes, whether it is
+// informative (digits, code, paths, identifiers: the details that tell two
+// reasoning texts apart) and, if wantInner, whether an inner cue appears in
+// s[from:] (English at a word start, Chinese anywhere).
+func scanUnit(s string, from int, wantInner bool) (runes int, info, inner bool) {
+	runes = len(s)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			if c&0xC0 == 0x80 {
+				runes-- // continuation byte
+				continue
+			}
+			if wantInner && !inner && i >= from && len(innerIndex[c]) > 0 {
+				inner = innerAt(s[i:], c)
+			}
+			continue
+		}
+		cl := byteClass[c]
+		if cl == 0 {
+			continue
+		}
+		if cl&classInfo != 0 || cl&classDot != 0 && i > 0 && i+1 < len(s) &&
+			byteClass[s[i-1]]&classWord != 0 && byteClass[s[i+1]]&classWord != 0 {
+			info = true
+		}
+		if cl&classInner != 0 && wantInner && !inner && i >= from &&
+			(i == 0 || byteClass[s[i-1]]&classWord == 0 && s[i-1] != '\'') {
+			inner = innerAt(s[i:], lowerASCII(c))
+		}
+	}
+	return runes, info, inner
+}
+
+// innerAt reports whether an inner cue starts s, whose first byte folds to b.
+func innerAt(s string, b byte) bool {
+	for _, k := range innerIndex[b] {
+		if hasWordFold(s, cues[k].phrase) {
+			return true
+		}
+	}
+	return false
 }
 
 // skipMarkdown skips white space and the markdown characters #>*_ at p.
@@ -182,7 +264,11 @@ func fillerAt(s string) int {
 	if n := hmAt(s); n > 0 {
 		return n
 	}
-	for _, f := range fillers {
+	if s == "" {
+		return 0
+	}
+	for _, k := range fillerIndex[lowerASCII(s[0])] {
+		f := fillers[k]
 		if !hasPrefixFold(s, f) {
 			continue
 		}
@@ -263,42 +349,6 @@ func startCue(s string, p int) int8 {
 		}
 	}
 	return w
-}
-
-// innerCue returns 1 when an inner cue appears in s[p:], else 0.
-func innerCue(s string, p int) int8 {
-	for i := p; i < len(s); i++ {
-		b := s[i]
-		if b < utf8.RuneSelf {
-			if i > 0 && isWordByte(s[i-1]) {
-				continue
-			}
-			b = lowerASCII(b)
-		} else if !utf8.RuneStart(b) {
-			continue
-		}
-		for _, k := range cueIndex[b] {
-			c := &cues[k]
-			if c.inner && hasWordFold(s[i:], c.phrase) {
-				return 1
-			}
-		}
-	}
-	return 0
-}
-
-// informative reports whether s carries digits, code, paths or identifiers:
-// the details that tell two reasoning texts apart.
-func informative(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case isDigit(c), c == '`', c == '_', c == '/', c == '(':
-			return true
-		case c == '.' && i > 0 && i+1 < len(s) && isWordByte(s[i-1]) && isWordByte(s[i+1]):
-			return true
-		}
-	}
-	return false
 }
 
 // hasWordFold reports whether s starts with phrase (ASCII case folded) and

@@ -145,13 +145,13 @@ func (r *rng) block(target int) string {
 }
 
 // corpus returns blocks of generated reasoning totalling at least total
-// runes, each about total/blocks runes long (±30%).
+// runes in about the given number of blocks (their lengths vary ±30%).
 func corpus(seed uint64, total, blocks int) []string {
 	r := rng(seed)
 	var out []string
 	sum, avg := 0, total/blocks
 	for sum < total {
-		b := r.block(avg*7/10 + r.intn(avg*6/10))
+		b := r.block(avg*6/10 + r.intn(avg*6/10))
 		out = append(out, b)
 		sum += utf8.RuneCountInString(b)
 	}

@@ -74,15 +74,16 @@ func Shape(text string, o Options) (out string, changed bool) {
 	if n <= o.MaxChars {
 		return text, false
 	}
-	clean := text
+	clean, nc := text, n
 	if !utf8.ValidString(text) {
 		clean = strings.ToValidUTF8(text, "\uFFFD")
+		nc = utf8.RuneCountInString(clean)
 	}
 	budget, mark := o.MaxChars, false
 	if o.Marker && o.MaxChars-markerRunes(n) >= 1 {
 		budget, mark = o.MaxChars-markerRunes(n), true
 	}
-	out = extract(clean, budget)
+	out = extractN(clean, nc, budget)
 	m := utf8.RuneCountInString(out)
 	if m > budget { // nothing to extract (only white space or large fences)
 		return text, false
@@ -99,10 +100,15 @@ func Shape(text string, o Options) (out string, changed bool) {
 
 // extract is Extract on valid UTF-8 with a budget of at least 1.
 func extract(text string, budget int) string {
-	if utf8.RuneCountInString(text) <= budget {
+	return extractN(text, utf8.RuneCountInString(text), budget)
+}
+
+// extractN is extract for a text of n runes.
+func extractN(text string, n, budget int) string {
+	if n <= budget {
 		return text
 	}
-	units := split(text, make([]unit, 0, 16))
+	units := split(text, make([]unit, 0, 32))
 	classifyAll(text, units)
 	setSeps(text, units)
 	scores := score(units, budget)

@@ -197,11 +197,17 @@ func splitLine(text string, a, b int, dst []unit) []unit {
 			i = ticks.skip(text, i, b)
 			continue
 		}
-		r, size := rune(c), 1
-		if c >= utf8.RuneSelf {
-			r, size = utf8.DecodeRuneInString(text[i:b])
-		}
-		if !isTerminator(r) {
+		if c < utf8.RuneSelf {
+			if c != '.' && c != '?' && c != '!' {
+				i++
+				continue
+			}
+		} else if c != 0xE2 && c != 0xE3 && c != 0xEF {
+			// No terminator starts with this byte (… is E2, 。 E3,
+			// ？！； EF): skip the sequence without decoding it.
+			i = min(i+seqLen(c), b)
+			continue
+		} else if r, size := utf8.DecodeRuneInString(text[i:b]); !isTerminator(r) {
 			i += size
 			continue
 		}
@@ -216,6 +222,20 @@ func splitLine(text string, a, b int, dst []unit) []unit {
 		dst = append(dst, unit{start: start, end: b, list: list})
 	}
 	return dst
+}
+
+// seqLen returns the length of the UTF-8 sequence that lead byte c starts
+// (1 for a byte that starts none).
+func seqLen(c byte) int {
+	switch {
+	case c >= 0xF0:
+		return 4
+	case c >= 0xE0:
+		return 3
+	case c >= 0xC0:
+		return 2
+	}
+	return 1
 }
 
 // tickState skips inline code spans on one line. Only spans of one to three

@@ -1,0 +1,139 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shaperproxy/shaperproxy/config"
+	"github.com/shaperproxy/shaperproxy/originals"
+	"github.com/shaperproxy/shaperproxy/proxy"
+	"github.com/shaperproxy/shaperproxy/reqshape"
+	"github.com/shaperproxy/shaperproxy/shaping"
+)
+
+// Note keys the shaper sets on a call, read by capture.
+const (
+	NoteShaped = "reasoning_shaped"
+	NoteRaw    = "reasoning_raw"
+)
+
+// shaper is the request transform that shapes reasoning in outgoing
+// history, records the originals, clears them at each new turn, and
+// backs off (the breaker) when an upstream rejects a shaped request.
+type shaper struct {
+	enabled bool
+	rules   reqshape.Rules
+	store   *originals.Writer // nil: no side table
+	breaker *breaker
+	log     *slog.Logger
+	blocks  *prometheus.CounterVec
+	trips   *prometheus.CounterVec
+}
+
+var (
+	_ proxy.RequestTransform = (*shaper)(nil)
+	_ proxy.Retrier          = (*shaper)(nil)
+)
+
+func newShaper(c config.Shaping, store *originals.Writer, log *slog.Logger) (*shaper, error) {
+	s := &shaper{enabled: c.Enabled, store: store, log: log, breaker: newBreaker(c.Breaker)}
+	for _, r := range c.Effective() {
+		s.rules = append(s.rules, reqshape.Rule{
+			Route: r.Route, Model: r.Model, KeepRecent: r.KeepRecent, ThinkTags: r.ThinkTags,
+			Shaping: shaping.Options{Op: shaping.Op(r.Op), MaxChars: r.MaxChars, Marker: r.Marker},
+		})
+	}
+	s.blocks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shaperproxy_reasoning_blocks_total", Help: "Reasoning blocks in outgoing requests, by route and state (shaped or raw).",
+	}, []string{"route", "state"})
+	s.trips = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shaperproxy_shaping_breaker_trips_total", Help: "Shaped requests the upstream rejected; each was retried unshaped and paused shaping on its route.",
+	}, []string{"route"})
+	return s, s.rules.Validate()
+}
+
+func (s *shaper) collectors() []prometheus.Collector {
+	return []prometheus.Collector{s.blocks, s.trips}
+}
+
+// TransformRequest clears the conversation's earlier turns when the
+// request starts a new one (whether shaping is on or not), then shapes.
+func (s *shaper) TransformRequest(_ context.Context, call *proxy.Call, body []byte) ([]byte, error) {
+	view := call.View
+	turn := len(view.Turns())
+	if s.store != nil && view.StartsNewTurn() && !call.Retry {
+		s.store.BeginTurn(call.Conversation, turn)
+	}
+	rule, ok := s.rules.Match(call.Route, call.Model)
+	if !s.enabled || !ok || call.Retry || s.breaker.paused(call.Route) {
+		rule = reqshape.Rule{Shaping: shaping.Options{Op: shaping.OpKeep}}
+	}
+	res := reqshape.Apply(view, rule)
+	call.Note(NoteShaped, res.Shaped)
+	call.Note(NoteRaw, res.Raw)
+	s.blocks.WithLabelValues(call.Route, "shaped").Add(float64(res.Shaped))
+	s.blocks.WithLabelValues(call.Route, "raw").Add(float64(res.Raw))
+	if res.Shaped > 0 && s.store != nil {
+		s.store.Put(entries(res.Blocks, call.Conversation, turn))
+	}
+	return res.Body, nil
+}
+
+func entries(blocks []reqshape.Block, conversation string, turn int) []originals.Entry {
+	var out []originals.Entry
+	for _, b := range blocks {
+		if b.Changed {
+			out = append(out, originals.Entry{Shaped: b.Shaped, Original: b.Original, Conversation: conversation, Turn: turn})
+		}
+	}
+	return out
+}
+
+// RetryWithout trips the breaker when the upstream's answer concerns the
+// request body: a 4xx that mentions reasoning, or any 400 when configured.
+func (s *shaper) RetryWithout(call *proxy.Call, status int, errBody []byte) bool {
+	if !s.breaker.rejects(status, errBody) {
+		return false
+	}
+	s.breaker.trip(call.Route)
+	s.trips.WithLabelValues(call.Route).Inc()
+	s.log.Warn("upstream rejected a shaped request; retrying unshaped and pausing shaping on the route",
+		"call", call.ID, "route", call.Route, "status", status, "cooldown", s.breaker.cooldown)
+	return true
+}
+
+// breaker pauses shaping per route after a rejection.
+type breaker struct {
+	anyStatus400 bool
+	cooldown     time.Duration
+	now          func() time.Time
+	mu           sync.Mutex
+	until        map[string]time.Time
+}
+
+func newBreaker(c config.Breaker) *breaker {
+	return &breaker{anyStatus400: c.AnyStatus400, cooldown: c.Cooldown.Duration, now: time.Now, until: map[string]time.Time{}}
+}
+
+func (b *breaker) rejects(status int, body []byte) bool {
+	if status == 400 && b.anyStatus400 {
+		return true
+	}
+	return status >= 400 && status < 500 && bytes.Contains(bytes.ToLower(body), []byte("reasoning"))
+}
+
+func (b *breaker) trip(route string) {
+	b.mu.Lock()
+	b.until[route] = b.now().Add(b.cooldown)
+	b.mu.Unlock()
+}
+
+func (b *breaker) paused(route string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.now().Before(b.until[route])
+}
