@@ -32,8 +32,6 @@ type App struct {
 	closers   []func() error
 }
 
-// OriginalsFile is the originals table's file name in the data directory.
-const OriginalsFile = "originals.db"
 
 // Build assembles the App for c. c must be validated; c.DataDir must be
 // set.
@@ -64,7 +62,7 @@ func (a *App) addShaping(opts *proxy.Options, logger *slog.Logger) error {
 		return fmt.Errorf("data dir: %w", err)
 	}
 	oc := a.Config.Originals
-	store, err := originals.Open(filepath.Join(a.Config.DataDir, OriginalsFile), originals.Options{
+	store, err := originals.Open(filepath.Join(a.Config.DataDir, originals.FileName), originals.Options{
 		TTL: oc.TTL.Duration, MaxBytes: oc.MaxBytes,
 		OnError: func(err error) { logger.Warn("originals table", "err", err) },
 	})

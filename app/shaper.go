@@ -78,15 +78,22 @@ func (s *shaper) TransformRequest(_ context.Context, call *proxy.Call, body []by
 	s.blocks.WithLabelValues(call.Route, "shaped").Add(float64(res.Shaped))
 	s.blocks.WithLabelValues(call.Route, "raw").Add(float64(res.Raw))
 	if res.Shaped > 0 && s.store != nil {
-		s.store.Put(entries(res.Blocks, call.Conversation, turn))
+		open, _ := view.OpenTurn()
+		if es := entries(res.Blocks, open.Start, call.Conversation, turn); len(es) > 0 {
+			s.store.Put(es)
+		}
 	}
 	return res.Body, nil
 }
 
-func entries(blocks []reqshape.Block, conversation string, turn int) []originals.Entry {
+// entries are the originals to keep: the blocks shaped in the open turn.
+// Blocks of earlier turns were recorded in their own turn and cleared
+// when this one began; recording them again would make the table hold
+// the whole history instead of one turn.
+func entries(blocks []reqshape.Block, openStart int, conversation string, turn int) []originals.Entry {
 	var out []originals.Entry
 	for _, b := range blocks {
-		if b.Changed {
+		if b.Changed && b.Message >= openStart {
 			out = append(out, originals.Entry{Shaped: b.Shaped, Original: b.Original, Conversation: conversation, Turn: turn})
 		}
 	}

@@ -27,6 +27,7 @@ type Agent struct {
 	Tools func(name, args string) string
 
 	messages [][]byte
+	lastBody []byte
 }
 
 // StepReport describes one request/response round of a turn.
@@ -74,6 +75,7 @@ func (a *Agent) Turn(ctx context.Context, user string, report func(StepReport)) 
 
 func (a *Agent) step(ctx context.Context) (StepReport, error) {
 	body := a.requestBody()
+	a.lastBody = body
 	rep := StepReport{Messages: len(a.messages), Body: body}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.BaseURL+"/chat/completions", bytes.NewReader(body))
 	if err != nil {

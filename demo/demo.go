@@ -39,6 +39,8 @@ type Result struct {
 	Turns         int // turns the proxy's conversation model counted
 	NewTurns      int // requests that started a new turn
 	Conversations int // distinct conversation keys
+	Shaped, Raw   int // reasoning blocks the upstream received shaped / as sent
+	LookupOK      bool
 }
 
 // Run starts the fake upstream and the proxy on loopback, drives the
@@ -94,6 +96,9 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		}
 	}
 	summarise(out, up.Requests(), &res)
+	if err := showShaping(out, agent.lastBody, up.Requests(), a, &res); err != nil {
+		return res, err
+	}
 	return res, nil
 }
 

@@ -22,6 +22,14 @@ func TestDemoRuns(t *testing.T) {
 	if res.Chunks < 50 {
 		t.Errorf("only %d chunks", res.Chunks)
 	}
+	// The last request carries 6 reasoning blocks: the latest step is kept,
+	// and blocks within max_chars are left as they are by the short-block guard.
+	if res.Shaped+res.Raw != 6 || res.Shaped < 3 || !res.LookupOK {
+		t.Errorf("shaping: %d shaped, %d raw, lookup ok %v", res.Shaped, res.Raw, res.LookupOK)
+	}
+	if strings.Contains(out.String(), "chars omitted") {
+		t.Errorf("a marker reached the upstream")
+	}
 	if !strings.Contains(out.String(), "tool call read_file") {
 		t.Errorf("report lacks the tool call:\n%s", out.String())
 	}

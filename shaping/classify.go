@@ -63,6 +63,7 @@ var notCues = []string{"so far", "so much", "so many"}
 var (
 	cueIndex, innerIndex, fillerIndex [256][]uint8
 	byteClass                         [256]uint8
+	innerPair                         [256][4]uint64 // first, second byte of inner cues
 )
 
 // byteClass flags.
@@ -71,6 +72,7 @@ const (
 	classDot               // '.', informative between word bytes
 	classInner             // may start an inner cue
 	classWord              // ASCII letter, digit or underscore
+	classCont              // UTF-8 continuation byte
 )
 
 func init() {
@@ -79,6 +81,8 @@ func init() {
 		cueIndex[b] = append(cueIndex[b], uint8(i))
 		if c.inner {
 			innerIndex[b] = append(innerIndex[b], uint8(i))
+			b2 := c.phrase[1]
+			innerPair[b][b2>>6] |= 1 << (b2 & 63)
 			byteClass[b] |= classInner
 			if b >= 'a' && b <= 'z' {
 				byteClass[b-'a'+'A'] |= classInner
@@ -89,6 +93,9 @@ func init() {
 		fillerIndex[f[0]] = append(fillerIndex[f[0]], uint8(i))
 	}
 	for c := 0; c < 256; c++ {
+		if c&0xC0 == 0x80 {
+			byteClass[c] |= classCont
+		}
 		if isWordByte(byte(c)) {
 			byteClass[c] |= classWord
 		}
@@ -190,27 +197,30 @@ func scanUnit(s string, from int, wantInner bool) (runes int, info, inner bool) 
 	runes = len(s)
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c >= utf8.RuneSelf {
-			if c&0xC0 == 0x80 {
-				runes-- // continuation byte
-				continue
-			}
-			if wantInner && !inner && i >= from && len(innerIndex[c]) > 0 {
-				inner = innerAt(s[i:], c)
-			}
-			continue
-		}
 		cl := byteClass[c]
 		if cl == 0 {
+			continue
+		}
+		if cl&classCont != 0 {
+			runes--
 			continue
 		}
 		if cl&classInfo != 0 || cl&classDot != 0 && i > 0 && i+1 < len(s) &&
 			byteClass[s[i-1]]&classWord != 0 && byteClass[s[i+1]]&classWord != 0 {
 			info = true
 		}
-		if cl&classInner != 0 && wantInner && !inner && i >= from &&
-			(i == 0 || byteClass[s[i-1]]&classWord == 0 && s[i-1] != '\'') {
-			inner = innerAt(s[i:], lowerASCII(c))
+		if cl&classInner == 0 || !wantInner || inner || i < from || i+1 >= len(s) {
+			continue
+		}
+		if c < utf8.RuneSelf {
+			if i > 0 && (byteClass[s[i-1]]&classWord != 0 || s[i-1] == '\'') {
+				continue
+			}
+			c = lowerASCII(c)
+		}
+		c2 := lowerASCII(s[i+1])
+		if innerPair[c][c2>>6]&(1<<(c2&63)) != 0 {
+			inner = innerAt(s[i:], c)
 		}
 	}
 	return runes, info, inner

@@ -193,23 +193,19 @@ func splitLine(text string, a, b int, dst []unit) []unit {
 	ticks := tickState{}
 	for i < b {
 		c := text[i]
+		if !splitByte[c] {
+			i++
+			continue
+		}
 		if c == '`' {
 			i = ticks.skip(text, i, b)
 			continue
 		}
-		if c < utf8.RuneSelf {
-			if c != '.' && c != '?' && c != '!' {
-				i++
+		if c >= utf8.RuneSelf {
+			if r, size := utf8.DecodeRuneInString(text[i:b]); !isTerminator(r) {
+				i += size
 				continue
 			}
-		} else if c != 0xE2 && c != 0xE3 && c != 0xEF {
-			// No terminator starts with this byte (… is E2, 。 E3,
-			// ？！； EF): skip the sequence without decoding it.
-			i = min(i+seqLen(c), b)
-			continue
-		} else if r, size := utf8.DecodeRuneInString(text[i:b]); !isTerminator(r) {
-			i += size
-			continue
 		}
 		e, next, ok := boundary(text, start, i, b)
 		if ok {
@@ -224,19 +220,10 @@ func splitLine(text string, a, b int, dst []unit) []unit {
 	return dst
 }
 
-// seqLen returns the length of the UTF-8 sequence that lead byte c starts
-// (1 for a byte that starts none).
-func seqLen(c byte) int {
-	switch {
-	case c >= 0xF0:
-		return 4
-	case c >= 0xE0:
-		return 3
-	case c >= 0xC0:
-		return 2
-	}
-	return 1
-}
+// splitByte marks the bytes splitLine must look at: ASCII terminators, the
+// backtick, and the lead bytes of … (E2), 。 (E3) and ？！； (EF). Any
+// other byte, including continuation bytes, cannot start a terminator.
+var splitByte = [256]bool{'.': true, '?': true, '!': true, '`': true, 0xE2: true, 0xE3: true, 0xEF: true}
 
 // tickState skips inline code spans on one line. Only spans of one to three
 // backticks are recognised; a length that found no closing run once is not

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/shaperproxy/shaperproxy/config"
+	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/shaping"
+	"github.com/tidwall/gjson"
+)
+
+// runShape runs the configured default shaping rule over a corpus: a JSONL
+// file whose lines are reasoning strings, objects with a "reasoning" (or
+// "reasoning_content" or "text") string, or chat request bodies (every
+// assistant reasoning block of the request is taken).
+func runShape(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("shape", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "TOML configuration `file` (the [shaping] default rule is used)")
+	statsOnly := fs.Bool("stats", false, "print only the summary, not each shaped block")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("usage: shaperproxy shape [--config FILE] [--stats] [--json] CORPUS.jsonl")
+	}
+	c := config.Default()
+	if *cfgPath != "" {
+		var err error
+		if c, err = config.Load(*cfgPath); err != nil {
+			return err
+		}
+	}
+	opts := shaping.Options{Op: shaping.Op(c.Shaping.Op), MaxChars: c.Shaping.MaxChars, Marker: c.Shaping.Marker}
+	texts, err := readCorpus(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	if !*statsOnly {
+		if err := printShaped(stdout, texts, opts, *asJSON); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	for _, t := range texts {
+		shaping.Shape(t, opts)
+	}
+	perBlock := time.Duration(0)
+	if len(texts) > 0 {
+		perBlock = time.Since(start) / time.Duration(len(texts))
+	}
+	return printShapeStats(stdout, shaping.CorpusStats(texts, opts), opts, perBlock, *asJSON)
+}
+
+// readCorpus reads the reasoning texts of a JSONL corpus.
+func readCorpus(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
+	var texts []string
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			got, perr := corpusLine(line)
+			if perr != nil {
+				return nil, fmt.Errorf("%s:%d: %w", path, n, perr)
+			}
+			texts = append(texts, got...)
+		}
+		if errors.Is(err, io.EOF) {
+			return texts, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+func corpusLine(line []byte) ([]string, error) {
+	if len(bytes.TrimSpace(line)) == 0 {
+		return nil, nil
+	}
+	if !gjson.ValidBytes(line) {
+		return nil, errors.New("not valid JSON")
+	}
+	v := gjson.ParseBytes(line)
+	switch {
+	case v.Type == gjson.String:
+		return []string{v.String()}, nil
+	case v.Get("messages").IsArray():
+		req, err := conv.ParseRequest(line)
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, m := range req.Messages {
+			if m.Role == "assistant" && m.Reasoning != "" && !m.Signed {
+				out = append(out, m.Reasoning)
+			}
+		}
+		return out, nil
+	}
+	for _, k := range []string{"reasoning", "reasoning_content", "text"} {
+		if s := v.Get(k); s.Type == gjson.String {
+			return []string{s.String()}, nil
+		}
+	}
+	return nil, errors.New("not a string, a request body, or an object with a reasoning string")
+}
+
+func printShaped(w io.Writer, texts []string, opts shaping.Options, asJSON bool) error {
+	enc := json.NewEncoder(w)
+	for i, t := range texts {
+		out, changed := shaping.Shape(t, opts)
+		row := struct {
+			N       int    `json:"n"`
+			Before  int    `json:"chars_before"`
+			After   int    `json:"chars_after"`
+			Changed bool   `json:"changed"`
+			Shaped  string `json:"shaped"`
+		}{i + 1, len([]rune(t)), len([]rune(out)), changed, out}
+		if asJSON {
+			if err := enc.Encode(row); err != nil {
+				return err
+			}
+			continue
+		}
+		fmt.Fprintf(w, "#%d  %d -> %d chars\n  %s\n", row.N, row.Before, row.After, out)
+	}
+	return nil
+}
+
+func printShapeStats(w io.Writer, st shaping.Stats, opts shaping.Options, perBlock time.Duration, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(struct {
+			shaping.Stats
+			Op            string  `json:"op"`
+			MaxChars      int     `json:"max_chars"`
+			NanosPerBlock float64 `json:"ns_per_block"`
+		}{st, string(opts.WithDefaults().Op), opts.WithDefaults().MaxChars, float64(perBlock.Nanoseconds())})
+	}
+	o := opts.WithDefaults()
+	fmt.Fprintf(w, `
+shaping %s, max_chars %d, marker %v
+  blocks                 %d (%d changed)
+  characters             %d -> %d
+  compression            %.2f%%
+  collisions             %d (distinct inputs %d, distinct outputs %d, max fan-out %d)
+  idempotence failures   %d
+  over budget            %d
+  time per block         %s
+`, o.Op, o.MaxChars, o.Marker, st.Blocks, st.Changed, st.CharsBefore, st.CharsAfter, 100*st.Compression,
+		st.Collisions, st.DistinctInputs, st.DistinctOutputs, st.MaxFanout, st.IdempotenceFailures, st.OverBudget, perBlock)
+	return nil
+}
