@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shaperproxy/shaperproxy/capture"
 	"github.com/shaperproxy/shaperproxy/originals"
 
 	"github.com/shaperproxy/shaperproxy/config"
@@ -29,6 +30,7 @@ type App struct {
 	Metrics   *proxy.Metrics
 	Store     *originals.Store
 	Originals *originals.Writer
+	Capture   *capture.Writer // nil when capture is off
 	closers   []func() error
 }
 
@@ -46,6 +48,10 @@ func Build(c config.Config, logger *slog.Logger) (*App, error) {
 	}
 	opts.Metrics = a.Metrics
 	if err := a.addShaping(&opts, logger); err != nil {
+		a.Close()
+		return nil, err
+	}
+	if err := a.addCapture(&opts); err != nil {
 		a.Close()
 		return nil, err
 	}

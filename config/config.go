@@ -45,6 +45,7 @@ type Config struct {
 	Routes    []Route   `toml:"route"`
 	Shaping   Shaping   `toml:"shaping"`
 	Originals Originals `toml:"originals"`
+	Capture   Capture   `toml:"capture"`
 }
 
 // Timeouts bound each phase of an upstream call.
@@ -101,6 +102,7 @@ func Default() Config {
 		},
 		Shaping:   defaultShaping(),
 		Originals: defaultOriginals(),
+		Capture:   defaultCapture(),
 	}
 }
 
@@ -164,6 +166,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.validateRoutes()...)
 	errs = append(errs, c.Shaping.validate()...)
 	errs = append(errs, c.Originals.validate()...)
+	errs = append(errs, c.Capture.validate()...)
 	return errors.Join(errs...)
 }
 
@@ -347,6 +350,42 @@ func (o *Originals) validate() []error {
 	}
 	if o.Queue <= 0 {
 		errs = append(errs, errors.New("originals.queue: must be positive"))
+	}
+	return errs
+}
+
+// Capture configures the wire capture logs.
+type Capture struct {
+	// Enabled records every upstream request and every response event.
+	Enabled bool `toml:"enabled"`
+	// ClientRequests also records each request as the client sent it,
+	// before any transform.
+	ClientRequests bool `toml:"client_requests"`
+	// Queue is the number of records waiting for the disk; beyond it new
+	// records are dropped and counted (traffic is never held up).
+	Queue        int      `toml:"queue"`
+	SegmentBytes int64    `toml:"segment_bytes"` // rotate segments at this size
+	RetainBytes  int64    `toml:"retain_bytes"`  // remove the oldest segments beyond this total
+	RetainAge    Duration `toml:"retain_age"`    // remove segments older than this
+}
+
+func defaultCapture() Capture {
+	return Capture{Enabled: true, Queue: 4096, SegmentBytes: 64 << 20, RetainBytes: 10 << 30, RetainAge: Duration{14 * 24 * time.Hour}}
+}
+
+func (c *Capture) validate() []error {
+	var errs []error
+	if c.Queue <= 0 {
+		errs = append(errs, errors.New("capture.queue: must be positive"))
+	}
+	if c.SegmentBytes < 1<<20 {
+		errs = append(errs, errors.New("capture.segment_bytes: must be at least 1 MiB"))
+	}
+	if c.RetainBytes < c.SegmentBytes {
+		errs = append(errs, errors.New("capture.retain_bytes: must be at least segment_bytes"))
+	}
+	if c.RetainAge.Duration <= 0 {
+		errs = append(errs, errors.New("capture.retain_age: must be positive"))
 	}
 	return errs
 }

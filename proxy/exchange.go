@@ -24,6 +24,7 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 	resp, err := p.transport.RoundTrip(out)
 	if err != nil {
 		end := p.upstreamFailure(w, call, clientCtx, err)
+		end.Duration = call.Since()
 		sinks.End(end)
 		p.finish(call, nil, end)
 		return false
@@ -53,6 +54,7 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 	}
 	end.Status = resp.StatusCode
 	end = classifyEnd(end, ctx, clientCtx)
+	end.Duration = call.Since()
 	sinks.End(end)
 	p.finish(call, info, end)
 	if end.Outcome == OutcomeUpstreamError || end.Outcome == OutcomeTimeout {

@@ -112,7 +112,10 @@ type edit struct {
 }
 
 // Apply shapes the reasoning of req (a view of its body) under rule.
-func Apply(req *conv.Request, rule Rule) Result {
+func Apply(req *conv.Request, rule Rule) Result { return ApplyMemo(req, rule, nil) }
+
+// ApplyMemo is Apply with shaped texts remembered in memo (nil: none).
+func ApplyMemo(req *conv.Request, rule Rule, memo *Memo) Result {
 	res := Result{Body: req.Body}
 	keep := keepFrom(req, rule.KeepRecent)
 	floor := lastSigned(req)
@@ -124,12 +127,12 @@ func Apply(req *conv.Request, rule Rule) Result {
 			continue
 		}
 		editable := i > floor && i < keep && !m.Signed
-		b, e := shapeReasoning(req.Body, m, rule, editable, noTools)
+		b, e := shapeReasoning(req.Body, m, rule, memo, editable, noTools)
 		if b != nil {
 			res.Blocks = append(res.Blocks, *b)
 		}
 		edits = append(edits, e...)
-		if tb, te := shapeThink(req.Body, m, rule, editable); tb != nil {
+		if tb, te := shapeThink(req.Body, m, rule, memo, editable); tb != nil {
 			res.Blocks = append(res.Blocks, *tb)
 			edits = append(edits, te...)
 		}
@@ -184,7 +187,7 @@ func hasTools(body []byte) bool {
 }
 
 // shapeReasoning handles the reasoning field of one assistant message.
-func shapeReasoning(body []byte, m *conv.Message, rule Rule, editable, noTools bool) (*Block, []edit) {
+func shapeReasoning(body []byte, m *conv.Message, rule Rule, memo *Memo, editable, noTools bool) (*Block, []edit) {
 	if m.ReasoningStart < 0 || m.Reasoning == "" {
 		return nil, nil
 	}
@@ -202,7 +205,7 @@ func shapeReasoning(body []byte, m *conv.Message, rule Rule, editable, noTools b
 		}
 		opts.Op = shaping.OpExtract // the protocol needs the field: keep it, shaped
 	}
-	out, changed := shaping.Shape(m.Reasoning, opts)
+	out, changed := memo.Shape(m.Reasoning, opts)
 	if !changed || out == "" {
 		return b, nil
 	}
@@ -255,7 +258,7 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 
 // shapeThink shapes an inline <think>…</think> block at the start of the
 // string content, when the rule opts in.
-func shapeThink(body []byte, m *conv.Message, rule Rule, editable bool) (*Block, []edit) {
+func shapeThink(body []byte, m *conv.Message, rule Rule, memo *Memo, editable bool) (*Block, []edit) {
 	if !rule.ThinkTags || !m.ContentIsString {
 		return nil, nil
 	}
@@ -283,7 +286,7 @@ func shapeThink(body []byte, m *conv.Message, rule Rule, editable bool) (*Block,
 	if opts.Op == shaping.OpDrop {
 		opts.Op = shaping.OpExtract
 	}
-	out, changed := shaping.Shape(inner, opts)
+	out, changed := memo.Shape(inner, opts)
 	if !changed || out == "" {
 		return b, nil
 	}

@@ -71,9 +71,16 @@ const (
 	classInfo  = 1 << iota // digit, backtick, underscore, slash, parenthesis
 	classDot               // '.', informative between word bytes
 	classInner             // may start an inner cue
-	classWord              // ASCII letter, digit or underscore
 	classCont              // UTF-8 continuation byte
 )
+
+// wordByte marks ASCII letters, digits and the underscore.
+var wordByte = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = isWordByte(byte(c))
+	}
+	return t
+}()
 
 func init() {
 	for i, c := range cues {
@@ -95,9 +102,6 @@ func init() {
 	for c := 0; c < 256; c++ {
 		if c&0xC0 == 0x80 {
 			byteClass[c] |= classCont
-		}
-		if isWordByte(byte(c)) {
-			byteClass[c] |= classWord
 		}
 		switch {
 		case isDigit(byte(c)), c == '`', c == '_', c == '/', c == '(':
@@ -206,14 +210,14 @@ func scanUnit(s string, from int, wantInner bool) (runes int, info, inner bool) 
 			continue
 		}
 		if cl&classInfo != 0 || cl&classDot != 0 && i > 0 && i+1 < len(s) &&
-			byteClass[s[i-1]]&classWord != 0 && byteClass[s[i+1]]&classWord != 0 {
+			wordByte[s[i-1]] && wordByte[s[i+1]] {
 			info = true
 		}
 		if cl&classInner == 0 || !wantInner || inner || i < from || i+1 >= len(s) {
 			continue
 		}
 		if c < utf8.RuneSelf {
-			if i > 0 && (byteClass[s[i-1]]&classWord != 0 || s[i-1] == '\'') {
+			if i > 0 && (wordByte[s[i-1]] || s[i-1] == '\'') {
 				continue
 			}
 			c = lowerASCII(c)

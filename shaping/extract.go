@@ -1,6 +1,7 @@
 package shaping
 
 import (
+	"math/bits"
 	"slices"
 	"strings"
 	"unicode"
@@ -44,7 +45,7 @@ func Extract(text string, o Options) string {
 	if !utf8.ValidString(text) {
 		text = strings.ToValidUTF8(text, "\uFFFD")
 	}
-	return extract(text, o.MaxChars)
+	return extractN(text, validRuneCount(text), o.MaxChars)
 }
 
 // Shape applies o.Op to one reasoning text and reports whether the result
@@ -70,14 +71,23 @@ func Shape(text string, o Options) (out string, changed bool) {
 	case OpDrop:
 		return "", text != ""
 	}
-	n := utf8.RuneCountInString(text)
+	if len(text) <= o.MaxChars { // runes ≤ bytes
+		return text, false
+	}
+	valid := utf8.ValidString(text)
+	var n int
+	if valid {
+		n = validRuneCount(text)
+	} else {
+		n = utf8.RuneCountInString(text)
+	}
 	if n <= o.MaxChars {
 		return text, false
 	}
 	clean, nc := text, n
-	if !utf8.ValidString(text) {
+	if !valid {
 		clean = strings.ToValidUTF8(text, "\uFFFD")
-		nc = utf8.RuneCountInString(clean)
+		nc = validRuneCount(clean)
 	}
 	budget, mark := o.MaxChars, false
 	if o.Marker && o.MaxChars-markerRunes(n) >= 1 {
@@ -98,12 +108,8 @@ func Shape(text string, o Options) (out string, changed bool) {
 	return out, true
 }
 
-// extract is Extract on valid UTF-8 with a budget of at least 1.
-func extract(text string, budget int) string {
-	return extractN(text, utf8.RuneCountInString(text), budget)
-}
-
-// extractN is extract for a text of n runes.
+// extractN is Extract on valid UTF-8 text of n runes, with a budget of at
+// least 1.
 func extractN(text string, n, budget int) string {
 	if n <= budget {
 		return text
@@ -370,4 +376,23 @@ func backOffMarks(s string, i int) int {
 
 func joins(r rune) bool {
 	return unicode.Is(unicode.M, r) || r == '\u200d' || (r >= 0xFE00 && r <= 0xFE0F)
+}
+
+// validRuneCount counts the runes of valid UTF-8: its bytes minus its
+// continuation bytes (10xxxxxx), eight bytes at a time.
+func validRuneCount(s string) int {
+	const hi = 0x8080808080808080
+	cont, i := 0, 0
+	for ; i+8 <= len(s); i += 8 {
+		b := s[i : i+8]
+		w := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+		cont += bits.OnesCount64(w & ^(w << 1) & hi)
+	}
+	for ; i < len(s); i++ {
+		if s[i]&0xC0 == 0x80 {
+			cont++
+		}
+	}
+	return len(s) - cont
 }

@@ -180,3 +180,12 @@ func TestSeparators(t *testing.T) {
 		t.Errorf("Extract =\n%q\nwant\n%q", got, want)
 	}
 }
+
+func TestValidRuneCount(t *testing.T) {
+	for _, s := range append(edgeTexts, "héllo wörld, 你好，世界 👩\u200d💻 and more ascii text here") {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+		if got, want := validRuneCount(s), utf8.RuneCountInString(s); got != want {
+			t.Errorf("validRuneCount(%q) = %d, want %d", s, got, want)
+		}
+	}
+}

@@ -17,7 +17,7 @@ func TestZZCPU(t *testing.T) {
 	for _, t := range texts {
 		Extract(t, Options{})
 	}
-	const n = 50
+	const n = 5
 	w := time.Now()
 	c := cpuNow()
 	for range n {

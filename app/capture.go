@@ -1,0 +1,136 @@
+package app
+
+import (
+	"bytes"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shaperproxy/shaperproxy/capture"
+	"github.com/shaperproxy/shaperproxy/proxy"
+	"github.com/shaperproxy/shaperproxy/sse"
+	"github.com/tidwall/gjson"
+)
+
+// CaptureDir is the capture logs' directory inside the data directory.
+const CaptureDir = "capture"
+
+// Where a record was taken: the outermost position of the pipeline.
+const (
+	whereWire    = "upstream-wire"    // exactly the bytes to and from upstream
+	whereDecoded = "upstream-decoded" // the upstream's compressed body, decoded
+	whereClient  = "client-request"   // the request as the client sent it
+)
+
+// captureObserver writes every call to the capture log. It never blocks:
+// the Writer's queue is bounded and counts what it drops.
+type captureObserver struct {
+	w              *capture.Writer
+	clientRequests bool
+}
+
+var _ proxy.Observer = (*captureObserver)(nil)
+
+func (a *App) addCapture(opts *proxy.Options) error {
+	cc := a.Config.Capture
+	if !cc.Enabled {
+		return nil
+	}
+	w, err := capture.Open(capture.Options{
+		Dir: filepath.Join(a.Config.DataDir, CaptureDir), QueueSize: cc.Queue,
+		SegmentBytes: cc.SegmentBytes, RetainBytes: cc.RetainBytes, RetainAge: cc.RetainAge.Duration,
+	})
+	if err != nil {
+		return err
+	}
+	a.Capture = w
+	a.closers = append(a.closers, w.Close)
+	opts.Observers = append(opts.Observers, &captureObserver{w: w, clientRequests: cc.ClientRequests})
+	return a.Metrics.Register(captureCollectors(w)...)
+}
+
+func captureCollectors(w *capture.Writer) []prometheus.Collector {
+	stat := func(name, help string, f func(capture.WriterStats) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(f(w.Stats())) })
+	}
+	return []prometheus.Collector{
+		stat("shaperproxy_capture_records_total", "Capture records written to disk.", func(s capture.WriterStats) int64 { return s.Written }),
+		stat("shaperproxy_capture_dropped_total", "Capture records dropped because the queue was full (traffic was not held up).", func(s capture.WriterStats) int64 { return s.Dropped }),
+		stat("shaperproxy_capture_lost_total", "Capture records lost to write errors (full or failing disk).", func(s capture.WriterStats) int64 { return s.Lost }),
+		stat("shaperproxy_capture_write_errors_total", "Failed capture writes, syncs and file creations.", func(s capture.WriterStats) int64 { return s.WriteErrors }),
+		stat("shaperproxy_capture_raw_bytes_total", "Bytes of captured records before storage.", func(s capture.WriterStats) int64 { return s.BytesRaw }),
+		stat("shaperproxy_capture_disk_bytes_total", "Bytes appended to capture segments.", func(s capture.WriterStats) int64 { return s.BytesOnDisk }),
+	}
+}
+
+// Request records the request as sent upstream (and, if configured, as
+// the client sent it) and returns the sink for its response.
+func (o *captureObserver) Request(call *proxy.Call, up *proxy.Upstream) proxy.ResponseSink {
+	base := capture.Record{
+		Call: call.ID, Parent: call.Parent, Internal: call.Internal,
+		Route: call.Route, Model: call.Model, Stream: call.Stream,
+	}
+	if o.clientRequests && !call.Retry {
+		r := base
+		r.Kind, r.Where, r.Offset = capture.KindClientRequest, whereClient, 0
+		r.Method, r.URL, r.Header, r.Data = call.Method, call.Path, call.Header.Clone(), call.ClientBody
+		o.w.Enqueue(r)
+	}
+	r := base
+	r.Kind, r.Where, r.Offset = capture.KindRequest, whereWire, call.Since()
+	r.Method, r.URL, r.Header, r.Data = up.Method, up.URL, up.Header.Clone(), up.Body
+	r.ReasoningShaped, _ = call.Notes[NoteShaped].(int)
+	r.ReasoningRaw, _ = call.Notes[NoteRaw].(int)
+	o.w.Enqueue(r)
+	return &captureSink{w: o.w, base: base, call: call, where: whereWire}
+}
+
+// captureSink records one response as it passes.
+type captureSink struct {
+	w     *capture.Writer
+	base  capture.Record
+	call  *proxy.Call
+	where string
+	usage []byte
+	seq   int
+}
+
+func (s *captureSink) record(kind capture.Kind, at time.Duration) capture.Record {
+	r := s.base
+	r.Kind, r.Offset, r.Where = kind, at, s.where
+	return r
+}
+
+func (s *captureSink) Response(info *proxy.ResponseInfo) {
+	if info.Encoded {
+		s.where = whereDecoded
+	}
+	r := s.record(capture.KindResponse, s.call.Since())
+	r.Status, r.Header, r.Stream = info.Status, info.Header.Clone(), info.Stream
+	s.w.Enqueue(r)
+}
+
+func (s *captureSink) Event(ev *sse.Event, seq int, at time.Duration) {
+	if ev.HasData && bytes.Contains(ev.Data, []byte(`"usage"`)) {
+		if u := gjson.GetBytes(ev.Data, "usage"); u.IsObject() {
+			s.usage = []byte(u.Raw)
+		}
+	}
+	r := s.record(capture.KindEvent, at)
+	r.Seq, r.Data = seq, bytes.Clone(ev.Raw)
+	s.w.Enqueue(r)
+}
+
+func (s *captureSink) Body(p []byte) {
+	r := s.record(capture.KindBody, s.call.Since())
+	r.Seq, r.Data = s.seq, bytes.Clone(p)
+	s.seq++
+	s.w.Enqueue(r)
+}
+
+func (s *captureSink) End(end proxy.End) {
+	r := s.record(capture.KindEnd, end.Duration)
+	r.Status, r.Outcome, r.Bytes, r.Events, r.Err, r.Usage = end.Status, string(end.Outcome), end.Bytes, end.Events, end.Err, s.usage
+	s.w.Enqueue(r)
+}

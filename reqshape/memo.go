@@ -1,0 +1,87 @@
+package reqshape
+
+import (
+	"container/list"
+	"hash/maphash"
+	"sync"
+
+	"github.com/shaperproxy/shaperproxy/shaping"
+)
+
+// Memo remembers shaped texts so that the history an agent re-sends with
+// every request is shaped once, not once per request. It is keyed by the
+// text and the options, and holds at most a fixed number of entries (least
+// recently used out first). A Memo never changes a result: Shape gives
+// exactly what shaping.Shape gives. The zero value is not usable; use
+// NewMemo. A Memo is safe for concurrent use.
+type Memo struct {
+	mu    sync.Mutex
+	seed  maphash.Seed
+	max   int
+	order *list.List // front = most recent; values are *memoEntry
+	items map[memoKey]*list.Element
+	hits  uint64
+	miss  uint64
+}
+
+type memoKey struct {
+	h    uint64
+	n    int // length of the text, to make a hash collision harmless in practice
+	opts shaping.Options
+}
+
+type memoEntry struct {
+	key     memoKey
+	text    string
+	out     string
+	changed bool
+}
+
+// NewMemo returns a Memo holding up to max entries.
+func NewMemo(max int) *Memo {
+	return &Memo{seed: maphash.MakeSeed(), max: max, order: list.New(), items: map[memoKey]*list.Element{}}
+}
+
+// Shape returns shaping.Shape(text, o), from memory when it can.
+func (m *Memo) Shape(text string, o shaping.Options) (string, bool) {
+	if m == nil {
+		return shaping.Shape(text, o)
+	}
+	k := memoKey{h: maphash.String(m.seed, text), n: len(text), opts: o}
+	m.mu.Lock()
+	if el, ok := m.items[k]; ok && el.Value.(*memoEntry).text == text {
+		m.order.MoveToFront(el)
+		e := el.Value.(*memoEntry)
+		m.hits++
+		m.mu.Unlock()
+		return e.out, e.changed
+	}
+	m.miss++
+	m.mu.Unlock()
+	out, changed := shaping.Shape(text, o)
+	m.put(&memoEntry{key: k, text: text, out: out, changed: changed})
+	return out, changed
+}
+
+func (m *Memo) put(e *memoEntry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if el, ok := m.items[e.key]; ok {
+		el.Value = e
+		m.order.MoveToFront(el)
+		return
+	}
+	m.items[e.key] = m.order.PushFront(e)
+	for m.order.Len() > m.max {
+		old := m.order.Back()
+		m.order.Remove(old)
+		delete(m.items, old.Value.(*memoEntry).key)
+	}
+}
+
+// Stats returns the hits and misses so far.
+func (m *Memo) Stats() (hits, misses uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.hits, m.miss
+}
