@@ -137,6 +137,7 @@ func TestShapingThroughProxy(t *testing.T) {
 		t.Fatalf("only %d shaped blocks seen", shapedSeen)
 	}
 	// Every shaped block of each conversation's current turn looks up to its original.
+	r.app.Originals.Flush()
 	for _, rq := range []fakeupstream.Recorded{reqs[3], reqs[len(reqs)-1]} {
 		v := mustView(t, rq.Body)
 		for _, m := range v.Messages[:v.LastAssistant()] {

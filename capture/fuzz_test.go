@@ -50,7 +50,7 @@ func readBoth(t testing.TB, data []byte) (fwd, back []Located) {
 	r.cache.init(64 << 20)
 	r.segs = []*segment{newSegment(1, bytes.NewReader(data), int64(len(data)))}
 	_, _ = r.forward(Pos{}, readOpts{resolve: true}, func(l Located) error { fwd = append(fwd, l); return nil })
-	_ = r.backward(Filter{}, func(l Located) bool { back = append(back, l); return true }, true)
+	_ = r.backward(&Filter{}, func(l Located) bool { back = append(back, l); return true }, true)
 	return fwd, back
 }
 

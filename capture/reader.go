@@ -177,7 +177,7 @@ func (r *Reader) Tail(n int, f Filter) ([]Located, error) {
 		return nil, err
 	}
 	var out []Located
-	err := r.backward(f, func(loc Located) bool {
+	err := r.backward(&f, func(loc Located) bool {
 		out = append(out, loc)
 		return len(out) < n
 	}, true)
@@ -186,12 +186,9 @@ func (r *Reader) Tail(n int, f Filter) ([]Located, error) {
 }
 
 // backward calls fn with the records matching f from the newest to the
-// oldest, until fn returns false.
-func (r *Reader) backward(f Filter, fn func(Located) bool, resolve bool) error {
-	since := int64(0)
-	if !f.Since.IsZero() {
-		since = f.Since.UnixNano()
-	}
+// oldest, until fn returns false. fn may move f.Since forward: frames older
+// than it end the walk.
+func (r *Reader) backward(f *Filter, fn func(Located) bool, resolve bool) error {
 	for i := len(r.segs) - 1; i >= 0; i-- {
 		s := r.segs[i]
 		if !r.open(s) {
@@ -203,7 +200,7 @@ func (r *Reader) backward(f Filter, fn func(Located) bool, resolve bool) error {
 				break
 			}
 			end = fi.off
-			if fi.t.MaxTime < since {
+			if !f.Since.IsZero() && fi.t.MaxTime < f.Since.UnixNano() {
 				return nil
 			}
 			fd, err := r.loadFrame(s, fi)
@@ -211,13 +208,34 @@ func (r *Reader) backward(f Filter, fn func(Located) bool, resolve bool) error {
 				continue
 			}
 			for j := len(fd.recs) - 1; j >= 0; j-- {
-				if loc, ok := r.locate(s, fd, j, &f, resolve); ok && !fn(loc) {
+				if loc, ok := r.locate(s, fd, j, f, resolve); ok && !fn(loc) {
 					return nil
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// CallRecords returns every record of a call, oldest first. It walks back
+// from the end of the log until the call's upstream request, and a minute
+// before it (for the client request), so a recent call is found quickly
+// and a missing one costs a read of the whole log.
+func (r *Reader) CallRecords(call string) ([]Located, error) {
+	if err := r.refresh(); err != nil {
+		return nil, err
+	}
+	f := Filter{Call: call}
+	var out []Located
+	err := r.backward(&f, func(l Located) bool {
+		out = append(out, l)
+		if l.Record.Kind == KindRequest && f.Since.IsZero() {
+			f.Since = l.Record.Time.Add(-time.Minute)
+		}
+		return true
+	}, true)
+	slices.Reverse(out)
+	return out, err
 }
 
 // ReadFrom calls fn with up to limit records (all when limit <= 0) from

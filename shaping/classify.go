@@ -71,7 +71,6 @@ const (
 	classInfo  = 1 << iota // digit, backtick, underscore, slash, parenthesis
 	classDot               // '.', informative between word bytes
 	classInner             // may start an inner cue
-	classCont              // UTF-8 continuation byte
 )
 
 // wordByte marks ASCII letters, digits and the underscore.
@@ -100,9 +99,6 @@ func init() {
 		fillerIndex[f[0]] = append(fillerIndex[f[0]], uint8(i))
 	}
 	for c := 0; c < 256; c++ {
-		if c&0xC0 == 0x80 {
-			byteClass[c] |= classCont
-		}
 		switch {
 		case isDigit(byte(c)), c == '`', c == '_', c == '/', c == '(':
 			byteClass[c] |= classInfo
@@ -193,27 +189,28 @@ func classify(text string, u *unit) {
 	}
 }
 
-// scanUnit walks s once and returns its length in runes, whether it is
-// informative (digits, code, paths, identifiers: the details that tell two
-// reasoning texts apart) and, if wantInner, whether an inner cue appears in
-// s[from:] (English at a word start, Chinese anywhere).
+// scanUnit returns the length of s in runes (s must be valid UTF-8) and,
+// if wantInner, whether an inner cue appears in s[from:] (English at a word
+// start, Chinese anywhere) and, when none does, whether s is informative:
+// digits, code, paths, identifiers, the details that tell two reasoning
+// texts apart. (A unit with a cue is decisive, and informative matters only
+// for plain units.)
 func scanUnit(s string, from int, wantInner bool) (runes int, info, inner bool) {
-	runes = len(s)
+	runes = validRuneCount(s)
+	if !wantInner {
+		return runes, false, false
+	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		cl := byteClass[c]
 		if cl == 0 {
 			continue
 		}
-		if cl&classCont != 0 {
-			runes--
-			continue
-		}
 		if cl&classInfo != 0 || cl&classDot != 0 && i > 0 && i+1 < len(s) &&
 			wordByte[s[i-1]] && wordByte[s[i+1]] {
 			info = true
 		}
-		if cl&classInner == 0 || !wantInner || inner || i < from || i+1 >= len(s) {
+		if cl&classInner == 0 || i < from || i+1 >= len(s) {
 			continue
 		}
 		if c < utf8.RuneSelf {
@@ -223,11 +220,11 @@ func scanUnit(s string, from int, wantInner bool) (runes int, info, inner bool) 
 			c = lowerASCII(c)
 		}
 		c2 := lowerASCII(s[i+1])
-		if innerPair[c][c2>>6]&(1<<(c2&63)) != 0 {
-			inner = innerAt(s[i:], c)
+		if innerPair[c][c2>>6]&(1<<(c2&63)) != 0 && innerAt(s[i:], c) {
+			return runes, false, true
 		}
 	}
-	return runes, info, inner
+	return runes, info, false
 }
 
 // innerAt reports whether an inner cue starts s, whose first byte folds to b.

@@ -1,0 +1,167 @@
+package app_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/shaperproxy/shaperproxy/app"
+	"github.com/shaperproxy/shaperproxy/capture"
+	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/fakeupstream"
+	"github.com/shaperproxy/shaperproxy/fixtures"
+	"github.com/shaperproxy/shaperproxy/sse"
+)
+
+// records reads the whole capture log of a rig.
+func records(t *testing.T, r *rig) []capture.Record {
+	t.Helper()
+	if err := r.app.Capture.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := capture.OpenReader(filepath.Join(r.app.Config.DataDir, app.CaptureDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	var out []capture.Record
+	err = rd.Scan(func(l capture.Located) error {
+		if l.Err != nil {
+			t.Errorf("record at %s: %v", l.Pos, l.Err)
+		}
+		out = append(out, l.Record)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestCaptureStreamByteIdentical replays the real DeepSeek tool-call
+// stream: the captured events are byte-identical to what the upstream
+// sent and what the client received, in order, with times; the log
+// rebuilds reasoning, content and tool calls exactly.
+func TestCaptureStreamByteIdentical(t *testing.T) {
+	exs, err := fixtures.Load("deepseek-reasoner_tool-call_stream.vercel-ai.chunks.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := exs[0]
+	r := newRig(t, nil)
+	r.up.Push(fakeupstream.Response{Exchange: &ex})
+	resp, err := http.Post(r.url+"/chat/completions", "application/json", bytes.NewReader(ex.RequestBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !bytes.Equal(got, ex.ResponseBody) {
+		t.Fatalf("client body differs (%v)", err)
+	}
+	recs := records(t, r)
+	var events []byte
+	var last int64 = -1
+	var reqRec *capture.Record
+	asm := conv.NewAssembler()
+	for i, rec := range recs {
+		switch rec.Kind {
+		case capture.KindRequest:
+			reqRec = &recs[i]
+		case capture.KindEvent:
+			events = append(events, rec.Data...)
+			if int64(rec.Offset) < last {
+				t.Errorf("event %d offset went back", rec.Seq)
+			}
+			last = int64(rec.Offset)
+			ev, err := sse.NewReader(bytes.NewReader(rec.Data)).Next()
+			if err == nil && ev.HasData {
+				_ = asm.AddChunk(ev.Data)
+			}
+		}
+	}
+	if reqRec == nil || !bytes.Equal(reqRec.Data, ex.RequestBody) || reqRec.Where != "upstream-wire" {
+		t.Fatal("request not captured as sent")
+	}
+	if !bytes.Equal(events, ex.ResponseBody) {
+		t.Fatalf("captured events differ from the upstream's bytes (%d vs %d)", len(events), len(ex.ResponseBody))
+	}
+	want := conv.NewAssembler()
+	chunks, _ := fixtures.Chunks("deepseek-reasoner_tool-call_stream.vercel-ai.chunks.jsonl")
+	for _, c := range chunks {
+		_ = want.AddChunk(c)
+	}
+	g, w := asm.Response().Choices[0], want.Response().Choices[0]
+	if g.Reasoning != w.Reasoning || g.Content != w.Content || len(g.ToolCalls) != 1 || g.ToolCalls[0] != w.ToolCalls[0] || w.Reasoning == "" {
+		t.Fatalf("rebuilt response differs:\n%+v\n%+v", g, w)
+	}
+}
+
+// TestCaptureCountsShapedBlocks: on a scripted conversation where the
+// numbers are known, the request records carry the shaped and raw counts.
+func TestCaptureCountsShapedBlocks(t *testing.T) {
+	r := newRig(t, nil)
+	r.pushTurn("cfg", 3) // 4 requests: 0, 1, 2, 3 earlier steps in history
+	turn(t, r.agent("sys"), "go")
+	var shaped, raw []int
+	for _, rec := range records(t, r) {
+		if rec.Kind == capture.KindRequest {
+			shaped = append(shaped, rec.ReasoningShaped)
+			raw = append(raw, rec.ReasoningRaw)
+		}
+	}
+	// Request k carries k earlier steps: the latest is kept raw, the rest
+	// are longer than max_chars and get shaped.
+	wantShaped, wantRaw := []int{0, 0, 1, 2}, []int{0, 1, 1, 1}
+	if len(shaped) != 4 || !equal(shaped, wantShaped) || !equal(raw, wantRaw) {
+		t.Fatalf("shaped %v raw %v, want %v %v", shaped, raw, wantShaped, wantRaw)
+	}
+}
+
+func equal(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestCaptureRedactsSecrets: no key reaches a capture file.
+func TestCaptureRedactsSecrets(t *testing.T) {
+	r := newRig(t, nil)
+	req, _ := http.NewRequest("POST", r.url+"/chat/completions?api_key=sk-query-secret-9", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"x"}]}`))
+	req.Header.Set("Authorization", "Bearer sk-header-secret-7")
+	req.Header.Set("X-Api-Key", "sk-other-secret-8")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for _, rec := range records(t, r) {
+		all := rec.URL + " " + strings.Join(flatten(rec.Header), " ")
+		for _, secret := range []string{"sk-query-secret-9", "sk-header-secret-7", "sk-other-secret-8"} {
+			if strings.Contains(all, secret) {
+				t.Fatalf("%s reached the capture in a %s record", secret, rec.Kind)
+			}
+		}
+		if rec.Kind == capture.KindRequest && !strings.Contains(rec.Header.Get("Authorization"), "REDACTED") {
+			t.Fatalf("authorization not marked as redacted: %q", rec.Header.Get("Authorization"))
+		}
+	}
+}
+
+func flatten(h http.Header) []string {
+	var out []string
+	for k, vv := range h {
+		out = append(out, k)
+		out = append(out, vv...)
+	}
+	return out
+}
