@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -33,7 +34,6 @@ type App struct {
 	Capture   *capture.Writer // nil when capture is off
 	closers   []func() error
 }
-
 
 // Build assembles the App for c. c must be validated; c.DataDir must be
 // set.
@@ -93,6 +93,9 @@ func (a *App) addShaping(opts *proxy.Options, logger *slog.Logger) error {
 		return err
 	}
 	opts.Transforms = append(opts.Transforms, sh)
+	mux := http.NewServeMux()
+	mux.Handle(OriginalsAdminPath, OriginalsHandler(store))
+	opts.Admin = mux
 	return nil
 }
 

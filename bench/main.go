@@ -17,13 +17,13 @@ import (
 
 // sizes are the workload sizes of a run.
 type sizes struct {
-	rate        int           // non-stream requests per second
-	nonStream   int           // non-stream requests per side
-	streams     int           // streams per side
-	events      int           // events per stream
-	eventGap    time.Duration // pause between events at the upstream
-	bigStream   int64         // bytes of the RSS stream
-	warmup      int
+	rate      int           // non-stream requests per second
+	nonStream int           // non-stream requests per side
+	streams   int           // streams per side
+	events    int           // events per stream
+	eventGap  time.Duration // pause between events at the upstream
+	bigStream int64         // bytes of the RSS stream
+	warmup    int
 }
 
 func main() {

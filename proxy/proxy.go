@@ -64,7 +64,14 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics collects the proxy's metrics; nil creates a new set.
 	Metrics *Metrics
+	// Admin, when set, serves the paths under AdminPrefix (the program's
+	// own endpoints, such as the originals lookup) on both listeners.
+	Admin http.Handler
 }
+
+// AdminPrefix is the path prefix of the program's own endpoints. Requests
+// under it are never forwarded upstream.
+const AdminPrefix = "/_shaperproxy/"
 
 // Proxy is an http.Handler that serves base-URL requests, proxy-form
 // requests and CONNECT tunnels on one listener. It is safe for concurrent
@@ -168,6 +175,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	case r.URL.Path == "/metrics":
 		p.metrics.Handler().ServeHTTP(w, r)
+	case strings.HasPrefix(r.URL.Path, AdminPrefix):
+		p.serveAdmin(w, r)
 	default:
 		route, path := p.route(r.URL.Path)
 		if route == nil {
@@ -184,7 +193,16 @@ func (p *Proxy) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.Handle("/metrics", p.metrics.Handler())
+	mux.HandleFunc(AdminPrefix, p.serveAdmin)
 	return mux
+}
+
+func (p *Proxy) serveAdmin(w http.ResponseWriter, r *http.Request) {
+	if p.opts.Admin == nil {
+		http.NotFound(w, r)
+		return
+	}
+	p.opts.Admin.ServeHTTP(w, r)
 }
 
 // route finds the route for a base-URL path by longest prefix and returns

@@ -110,4 +110,3 @@ func BenchmarkParseOnly(b *testing.B) {
 		view(b, body)
 	}
 }
-

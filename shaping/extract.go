@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -114,16 +115,40 @@ func extractN(text string, n, budget int) string {
 	if n <= budget {
 		return text
 	}
-	units := split(text, make([]unit, 0, 32))
+	sc := scratchPool.Get().(*scratch)
+	defer sc.release()
+	units := split(text, sc.units[:0])
+	sc.units = units
 	classifyAll(text, units)
 	setSeps(text, units)
-	scores := score(units, budget)
-	order := candidates(units, scores)
-	sel := make([]bool, len(units))
-	if !pick(units, order, sel, budget) {
-		return fallback(text, units, order, budget)
+	score(units, budget)
+	sc.order = candidates(units, sc.order[:0])
+	sc.sel = slices.Grow(sc.sel[:0], len(units))[:len(units)]
+	clear(sc.sel)
+	sc.taken = pick(units, sc.order, sc.sel, budget, sc.taken[:0])
+	if len(sc.taken) == 0 {
+		return fallback(text, units, sc.order, budget)
 	}
-	return join(text, units, sel)
+	return join(text, units, sc.sel)
+}
+
+// scratch holds the working slices of one extraction. They are reused
+// through scratchPool; nothing in them outlives the call, so reuse cannot
+// change a result.
+type scratch struct {
+	units []unit
+	order []int
+	sel   []bool
+	taken []int
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// release returns sc to the pool unless it grew large on a huge text.
+func (sc *scratch) release() {
+	if cap(sc.units) <= 4096 {
+		scratchPool.Put(sc)
+	}
 }
 
 // score gives every unit its score, tier*10000 + cue weight*1000 + bonus:
@@ -140,8 +165,7 @@ func extractN(text string, n, budget int) string {
 //   - Then plain units, informative ones (digits, code, paths) first (+200),
 //     later ones first (bonus up to 300), questions last.
 //   - Then code fences, later ones first. Filler scores 0 and is left out.
-func score(units []unit, budget int) []int {
-	scores := make([]int, len(units))
+func score(units []unit, budget int) {
 	last := max(len(units)-1, 1)
 	lead, task, detail := -1, -1, -1
 	for i := range units {
@@ -150,21 +174,21 @@ func score(units []unit, budget int) []int {
 		case u.kind == KindFiller, u.header:
 			continue // headers are taken only with their items (see pick)
 		case u.kind == KindCode:
-			scores[i] = tierCode*10000 + 300*i/last
+			u.score = tierCode*10000 + 300*i/last
 			continue
 		case u.kind == KindDecisive:
-			scores[i] = tierDecisive*10000 + int(u.cue)*1000 + 500*i/last
-			if lead < 0 || scores[i] > scores[lead] {
+			u.score = tierDecisive*10000 + int(u.cue)*1000 + 500*i/last
+			if lead < 0 || u.score > units[lead].score {
 				lead = i
 			}
 		default:
-			scores[i] = tierPlain * 10000
+			u.score = tierPlain * 10000
 			if u.question {
 				break
 			}
-			scores[i] += 300 * i / last
+			u.score += 300 * i / last
 			if u.info {
-				scores[i] += 200
+				u.score += 200
 			}
 			if u.runes <= budget/2 && (detail < 0 || u.info || !units[detail].info) {
 				detail = i
@@ -175,29 +199,28 @@ func score(units []unit, budget int) []int {
 		}
 	}
 	if lead >= 0 {
-		scores[lead] = tierLead * 10000
+		units[lead].score = tierLead * 10000
 	}
 	if task >= 0 && task != lead {
-		scores[task] = tierKey*10000 + 1
+		units[task].score = tierKey*10000 + 1
 	}
 	if detail >= 0 && detail != task {
-		scores[detail] = tierKey * 10000
+		units[detail].score = tierKey * 10000
 	}
-	return scores
+
 }
 
-// candidates returns the indices of units that are neither filler nor
-// list headers, best score first, ties by position.
-func candidates(units []unit, scores []int) []int {
-	order := make([]int, 0, len(units))
+// candidates appends to order the indices of units that are neither filler
+// nor list headers, best score first, ties by position.
+func candidates(units []unit, order []int) []int {
 	for i := range units {
 		if units[i].kind != KindFiller && !units[i].header {
 			order = append(order, i)
 		}
 	}
 	slices.SortFunc(order, func(a, b int) int {
-		if scores[a] != scores[b] {
-			return scores[b] - scores[a]
+		if sa, sb := units[a].score, units[b].score; sa != sb {
+			return sb - sa
 		}
 		return a - b
 	})
@@ -206,10 +229,10 @@ func candidates(units []unit, scores []int) []int {
 
 // pick marks in sel the units taken greedily in order while the joined
 // length, separators included, stays within budget. A list's header is tried
-// right after the first of its items is taken. It reports whether any unit
-// was taken.
-func pick(units []unit, order []int, sel []bool, budget int) bool {
-	p := picker{units: units, sel: sel, budget: budget, taken: make([]int, 0, 8)}
+// right after the first of its items is taken. It returns the indices
+// taken, ascending, appended to taken.
+func pick(units []unit, order []int, sel []bool, budget int, taken []int) []int {
+	p := picker{units: units, sel: sel, budget: budget, taken: taken}
 	for _, i := range order {
 		if !p.try(i) || !units[i].list {
 			continue
@@ -222,7 +245,7 @@ func pick(units []unit, order []int, sel []bool, budget int) bool {
 			p.try(h)
 		}
 	}
-	return len(p.taken) > 0
+	return p.taken
 }
 
 // picker selects units within a budget, keeping the exact joined length.

@@ -74,6 +74,7 @@ func Sentences(text string) []Sentence {
 type unit struct {
 	start, end int // byte offsets of the trimmed unit in text
 	runes      int
+	score      int    // see score
 	body       int    // offset in the unit of the text after list marker and filler
 	line       int    // line number among units (see setSeps)
 	sep        string // written before the unit after its neighbour (see setSeps)

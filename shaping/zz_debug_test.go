@@ -12,8 +12,8 @@ func TestZZDebug(t *testing.T) {
 	units := split(text, nil)
 	classifyAll(text, units)
 	setSeps(text, units)
-	sc := score(units, 240)
+	score(units, 240)
 	for i, u := range units {
-		fmt.Printf("%3d %-9v cue=%d info=%v score=%5d line=%d %q\n", i, u.kind, u.cue, u.info, sc[i], u.line, text[u.start:u.end])
+		fmt.Printf("%3d %-9v cue=%d info=%v score=%5d line=%d %q\n", i, u.kind, u.cue, u.info, u.score, u.line, text[u.start:u.end])
 	}
 }

@@ -39,7 +39,11 @@ flags of every command:
                   else $XDG_STATE_HOME/shaperproxy, else ~/.local/state/shaperproxy)
   --json          print JSON
 
-The table cannot be read while ` + "`shaperproxy serve`" + ` has it open.
+  --proxy URL     the running proxy to ask when it holds the table
+                  (default $SHAPERPROXY_URL, else http://127.0.0.1:8787)
+
+While ` + "`shaperproxy serve`" + ` has the table open no other process can read the file;
+the commands then ask the running proxy (on loopback) instead.
 `
 
 // runOriginals is the command "originals": stats, list and lookup over the
@@ -69,7 +73,18 @@ func originalsMain(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 type originalsFlags struct {
 	fs      *flag.FlagSet
 	dataDir string
+	proxy   string
 	json    bool
+}
+
+// originalsSource is what the commands read: the table file, or the
+// running proxy that holds it.
+type originalsSource interface {
+	Stats() (originals.Stats, error)
+	List(conv string) ([]originals.Entry, error)
+	LookupHash(sum [32]byte) ([]originals.Entry, error)
+	Path() string
+	Close() error
 }
 
 func newOriginalsFlags(name string, stderr io.Writer) *originalsFlags {
@@ -77,6 +92,7 @@ func newOriginalsFlags(name string, stderr io.Writer) *originalsFlags {
 	f.fs.SetOutput(stderr)
 	f.fs.StringVar(&f.dataDir, "data-dir", "", "data directory (default $SHAPERPROXY_DATA_DIR or the user's state directory)")
 	f.fs.BoolVar(&f.json, "json", false, "print JSON")
+	f.fs.StringVar(&f.proxy, "proxy", "", "the running proxy's `URL` (default $SHAPERPROXY_URL or http://127.0.0.1:8787)")
 	return f
 }
 
@@ -108,9 +124,9 @@ func (f *originalsFlags) parseNoArgs(args []string) error {
 	return err
 }
 
-// open opens the table read-only and turns the two common failures into
-// advice.
-func (f *originalsFlags) open() (*originals.Store, error) {
+// open opens the table read-only; when a running proxy holds it, it asks
+// that proxy instead. The common failures are turned into advice.
+func (f *originalsFlags) open() (originalsSource, error) {
 	dir, err := resolveDataDir(f.dataDir)
 	if err != nil {
 		return nil, err
@@ -121,11 +137,17 @@ func (f *originalsFlags) open() (*originals.Store, error) {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("no originals table at %s: nothing has been recorded yet, or --data-dir points elsewhere", path)
 	case errors.Is(err, originals.ErrLocked):
-		return nil, fmt.Errorf("the proxy is running and holds the originals table %s "+
-			"(while it has the table open no other process can read it); "+
-			"stop `shaperproxy serve` and run this again: the originals stay on disk until each conversation's next turn", path)
+		base := firstNonEmpty(f.proxy, os.Getenv("SHAPERPROXY_URL"), "http://127.0.0.1:8787")
+		remote, rerr := dialOriginals(base)
+		if rerr != nil {
+			return nil, fmt.Errorf("a running proxy holds the originals table %s, and asking it at %s failed: %w "+
+				"(pass --proxy URL, or stop `shaperproxy serve`: the originals stay on disk until each conversation's next turn)", path, base, rerr)
+		}
+		return remote, nil
+	case err != nil:
+		return nil, err
 	}
-	return st, err
+	return st, nil
 }
 
 func originalsStats(args []string, stdout, stderr io.Writer) error {
