@@ -54,6 +54,7 @@ var cues = []cue{
 }
 
 // notCues are openings that look like a cue but are not ("So far, ...").
+// All start with "s" (startCue relies on it).
 var notCues = []string{"so far", "so much", "so many"}
 
 // Indexes over the tables, by first byte (ASCII folded to lower case):
@@ -347,16 +348,18 @@ func startCue(s string, p int) int8 {
 	if p >= len(s) {
 		return 0
 	}
-	for _, n := range notCues {
-		if hasWordFold(s[p:], n) {
-			return 0
-		}
-	}
 	var w int8
 	for _, i := range cueIndex[lowerASCII(s[p])] {
 		c := &cues[i]
 		if c.weight > w && hasWordFold(s[p:], c.phrase) {
 			w = c.weight
+		}
+	}
+	if w > 0 && lowerASCII(s[p]) == 's' {
+		for _, n := range notCues {
+			if hasWordFold(s[p:], n) {
+				return 0
+			}
 		}
 	}
 	return w

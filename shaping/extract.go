@@ -211,19 +211,19 @@ func score(units []unit, budget int) {
 }
 
 // candidates appends to order the indices of units that are neither filler
-// nor list headers, best score first, ties by position.
+// nor list headers, best score first, ties by position. It sorts packed
+// keys (score, then inverted index) to avoid a comparison function.
 func candidates(units []unit, order []int) []int {
+	keys := make([]uint64, 0, 64)
 	for i := range units {
 		if units[i].kind != KindFiller && !units[i].header {
-			order = append(order, i)
+			keys = append(keys, uint64(units[i].score)<<32|uint64(^uint32(i)))
 		}
 	}
-	slices.SortFunc(order, func(a, b int) int {
-		if sa, sb := units[a].score, units[b].score; sa != sb {
-			return sb - sa
-		}
-		return a - b
-	})
+	slices.Sort(keys)
+	for k := len(keys) - 1; k >= 0; k-- {
+		order = append(order, int(^uint32(keys[k])))
+	}
 	return order
 }
 
