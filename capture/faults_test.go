@@ -53,7 +53,9 @@ func TestWriteErrorsDoNotBlock(t *testing.T) {
 	ffs := &faultFS{}
 	w, dir := openTest(t, Options{FS: ffs, FrameBytes: 8 << 10})
 	w.maxBackoff = 20 * time.Millisecond
-	ev := func(seq int) Record { return Record{Kind: KindEvent, Call: "c", Seq: seq, Data: []byte("data: {}\n\n")} }
+	ev := func(seq int) Record {
+		return Record{Kind: KindEvent, Call: "c", Seq: seq, Data: []byte("data: {}\n\n")}
+	}
 	seq := 0
 	for ; seq < 100; seq++ {
 		enqueue(t, w, ev(seq))

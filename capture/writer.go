@@ -354,7 +354,10 @@ func (w *Writer) drain(n int) {
 func (w *Writer) take(r Record) {
 	w.consumed++
 	w.queued.Add(-int64(len(r.Data)))
-	if len(w.fr.raw) > 0 && len(w.fr.raw)+len(r.Data) > w.opts.FrameBytes {
+	// A request is mostly stored as blobs the segment already holds: its
+	// size says little about what it adds to the frame.
+	isReq := r.Kind == KindRequest || r.Kind == KindClientRequest
+	if !isReq && len(w.fr.raw) > 0 && len(w.fr.raw)+len(r.Data) > w.opts.FrameBytes {
 		w.writeFrame()
 	}
 	r.URL = redact.URL(r.URL)

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -66,3 +67,9 @@ func isTimeout(err error) bool {
 }
 
 func quote(s string) string { return strconv.Quote(s) }
+
+type panicError struct{ v any }
+
+func (e panicError) Error() string { return "panic: " + fmt.Sprint(e.v) }
+
+func errPanic(v any) error { return panicError{v} }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,14 +43,19 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 		sinks.End(End{Outcome: OutcomeRetried, Status: resp.StatusCode, Duration: call.Since()})
 		return true
 	}
-	p.writeHeader(w, resp)
 	idle := time.AfterFunc(p.opts.StreamIdleTimeout, func() { cancel(errIdle) })
 	defer idle.Stop()
 	src := &idleReader{r: resp.Body, t: idle, d: p.opts.StreamIdleTimeout}
+	fin := p.startFinish(call, info)
 	var end End
-	if info.Stream && !info.Encoded {
-		end = p.copyEvents(w, src, call, sinks)
-	} else {
+	switch {
+	case info.Stream && !info.Encoded:
+		p.writeHeader(w, resp)
+		end = p.copyEvents(w, src, call, sinks, fin, clientCtx)
+	case fin != nil && !info.Stream:
+		end = p.copyHeldBody(w, resp, src, call, sinks, fin, clientCtx)
+	default:
+		p.writeHeader(w, resp)
 		end = p.copyRaw(w, src, call, info, sinks)
 	}
 	end.Status = resp.StatusCode
@@ -135,32 +141,100 @@ func (p *Proxy) writeHeader(w http.ResponseWriter, resp *http.Response) {
 }
 
 // copyEvents forwards an uncompressed SSE stream event by event: each
-// event's exact bytes are written and flushed before the next is read.
-func (p *Proxy) copyEvents(w http.ResponseWriter, src io.Reader, call *Call, sinks sinkList) End {
-	rc := http.NewResponseController(w)
+// event's exact bytes are written and flushed before the next is read. A
+// finish session may hold back the last events and write their
+// replacement when the stream has ended.
+func (p *Proxy) copyEvents(w http.ResponseWriter, src io.Reader, call *Call, sinks sinkList, fin FinishSession, clientCtx context.Context) End {
+	out := newEventWriter(w)
 	rd := sse.NewReader(src)
+	var held [][]byte
 	var end End
 	for seq := 0; ; seq++ {
 		ev, err := rd.Next()
 		if len(ev.Raw) > 0 {
-			if _, werr := w.Write(ev.Raw); werr != nil {
-				return clientGone(end)
-			}
-			if werr := rc.Flush(); werr != nil {
-				return clientGone(end)
-			}
-			end.Bytes += int64(len(ev.Raw))
-			end.Events++
-			p.metrics.events.Inc()
 			sinks.Event(&ev, seq, call.Since())
+			if fin != nil && (held != nil || fin.Hold(&ev)) {
+				held = append(held, bytes.Clone(ev.Raw))
+			} else if out.Write(ev.Raw) != nil {
+				return clientGone(end)
+			}
+			p.metrics.events.Inc()
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				end.Err = describeReadErr(err)
 			}
-			return end
+			break
 		}
 	}
+	switch {
+	case held == nil:
+	case end.Err == "" && !rd.Truncated():
+		p.finishHeld(clientCtx, call, fin, held, out)
+	default:
+		for _, raw := range held { // a cut stream is passed on as the same cut
+			if out.Write(raw) != nil {
+				break
+			}
+		}
+	}
+	end.Bytes, end.Events, _ = out.stats()
+	if _, _, werr := out.stats(); werr != nil {
+		return clientGone(end)
+	}
+	return end
+}
+
+// copyHeldBody reads a whole non-stream body, lets the finish session
+// replace it, and writes the result with its own Content-Length.
+func (p *Proxy) copyHeldBody(w http.ResponseWriter, resp *http.Response, src io.Reader, call *Call, sinks sinkList, fin FinishSession, clientCtx context.Context) End {
+	body, err := io.ReadAll(io.LimitReader(src, p.opts.MaxBodyBytes))
+	sinks.Body(body)
+	var end End
+	if err != nil {
+		p.writeHeader(w, resp)
+		n, _ := w.Write(body)
+		end.Bytes, end.Err = int64(n), describeReadErr(err)
+		return end
+	}
+	committed := false
+	keepAlive := func() {
+		if !committed {
+			resp.Header.Del("Content-Length")
+			p.writeHeader(w, resp)
+			committed = true
+		}
+		_, _ = w.Write([]byte("\n"))
+		_ = http.NewResponseController(w).Flush()
+	}
+	out, ferr := safeEndBody(clientCtx, fin, body, keepAlive)
+	if ferr != nil || out == nil {
+		if ferr != nil {
+			p.log.Warn("finisher failed; the body goes out as it came", "call", call.ID, "err", ferr)
+		}
+		out = body
+	}
+	if !committed {
+		if !bytes.Equal(out, body) {
+			resp.Header.Set("Content-Length", strconv.Itoa(len(out)))
+		}
+		p.writeHeader(w, resp)
+	}
+	n, werr := w.Write(out)
+	end.Bytes = int64(n)
+	if werr != nil {
+		return clientGone(end)
+	}
+	return end
+}
+
+func safeEndBody(ctx context.Context, fin FinishSession, body []byte, keepAlive func()) (out []byte, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			out, err = nil, errPanic(v)
+		}
+	}()
+	return fin.EndBody(ctx, body, keepAlive)
 }
 
 // copyRaw forwards a body as it arrives, flushing after every read. When

@@ -404,7 +404,14 @@ func TestHealthzAndMetrics(t *testing.T) {
 	if resp, body := do(t, rawClient(), "GET", px.URL+"/healthz", nil, nil); resp.StatusCode != 200 || string(body) != "ok\n" {
 		t.Fatalf("healthz: %d %q", resp.StatusCode, body)
 	}
-	_, body := do(t, rawClient(), "GET", px.URL+"/metrics", nil, nil)
+	// The call is counted when the handler returns, which may be just
+	// after the client read the last byte: wait for it.
+	var body []byte
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, body = do(t, rawClient(), "GET", px.URL+"/metrics", nil, nil); strings.Contains(string(body), "shaperproxy_requests_total{") {
+			break
+		}
+	}
 	for _, want := range []string{`shaperproxy_requests_total{method="POST",outcome="complete",route="default",status="200"} 1`, "shaperproxy_stream_events_total 2", "shaperproxy_request_duration_seconds_bucket"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q", want)

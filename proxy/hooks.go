@@ -55,6 +55,7 @@ type Call struct {
 
 	clientView *conv.Request
 	changedBy  []RequestTransform
+	route      *Route
 }
 
 // Note sets a per-call value for later hooks.

@@ -59,6 +59,8 @@ type Options struct {
 	Transforms []RequestTransform
 	// Observers see every call.
 	Observers []Observer
+	// Finishers may take over the end of chat responses (see Finisher).
+	Finishers []Finisher
 	// Logger receives one line per call; nil discards. No body and no
 	// header value is ever logged.
 	Logger *slog.Logger

@@ -192,8 +192,9 @@ func splitLine(text string, a, b int, dst []unit) []unit {
 		list, i = true, a+m
 	}
 	ticks := tickState{}
-	for i < b {
-		c := text[i]
+	line := text[:b] // lets the compiler drop the bounds check below
+	for i < len(line) {
+		c := line[i]
 		if !splitByte[c] {
 			i++
 			continue

@@ -57,7 +57,12 @@ type Reader struct {
 	name    []byte
 	ndata   int // data fields seen in the current event
 	pending error
+	partial bool // the last event returned was cut short
 }
+
+// Truncated reports whether the stream ended inside an event (the last
+// event returned had Partial set).
+func (r *Reader) Truncated() bool { return r.partial }
 
 // NewReader returns a Reader that reads from r.
 func NewReader(r io.Reader) *Reader {
@@ -101,6 +106,7 @@ func (r *Reader) Next() (Event, error) {
 }
 
 func (r *Reader) event(hasData, partial bool) Event {
+	r.partial = partial
 	ev := Event{Raw: r.raw, HasData: hasData, Partial: partial}
 	if hasData {
 		ev.Data = r.data

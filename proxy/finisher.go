@@ -1,0 +1,146 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/shaperproxy/shaperproxy/sse"
+)
+
+// Finisher may take over the end of a chat response: the masked review
+// holds back the final events of a turn, asks for a second look, and lets
+// the model revise before the client sees the turn end.
+type Finisher interface {
+	// Start returns a session for this response, or nil to leave it
+	// alone. It is called when the response header arrives, only for
+	// chat requests the client made, never for compressed bodies.
+	Start(call *Call, info *ResponseInfo) FinishSession
+}
+
+// FinishSession handles the end of one response.
+type FinishSession interface {
+	// Hold is called for each stream event before it is written. Once it
+	// returns true, that event and every later one are held back.
+	Hold(ev *sse.Event) bool
+	// End is called when the upstream stream ended cleanly, with the raw
+	// bytes of the held events. It writes to out what the client gets in
+	// their place: the same bytes, or a revision. ctx ends when the
+	// client goes away. If End returns having written nothing, the held
+	// events are written as they were.
+	End(ctx context.Context, held [][]byte, out *EventWriter) error
+	// EndBody is called with a whole non-stream body and returns the body
+	// to send (body itself to leave it). The proxy holds the response
+	// header meanwhile; keepAlive commits it (without Content-Length) and
+	// writes a blank line, which JSON readers ignore.
+	EndBody(ctx context.Context, body []byte, keepAlive func()) ([]byte, error)
+}
+
+// EventWriter writes SSE events to the client, flushing each. It is safe
+// for concurrent use (a keep-alive goroutine may write comments while a
+// review runs).
+type EventWriter struct {
+	mu      sync.Mutex
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	written int64
+	events  int
+	err     error
+}
+
+func newEventWriter(w http.ResponseWriter) *EventWriter {
+	return &EventWriter{w: w, rc: http.NewResponseController(w)}
+}
+
+// Write writes one whole event (its raw bytes, blank line included) and
+// flushes it.
+func (e *EventWriter) Write(raw []byte) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err != nil {
+		return e.err
+	}
+	if _, err := e.w.Write(raw); err != nil {
+		e.err = err
+		return err
+	}
+	e.written += int64(len(raw))
+	e.events++
+	if err := e.rc.Flush(); err != nil {
+		e.err = err
+	}
+	return e.err
+}
+
+// Comment writes an SSE comment line (": text"), which clients ignore.
+func (e *EventWriter) Comment(text string) error {
+	return e.Write([]byte(": " + text + "\n\n"))
+}
+
+// KeepAlive writes a comment every period until the returned func is
+// called.
+func (e *EventWriter) KeepAlive(period time.Duration, text string) (stop func()) {
+	done := make(chan struct{})
+	var once sync.Once
+	go func() {
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if e.Comment(text) != nil {
+					return
+				}
+			}
+		}
+	}()
+	return func() { once.Do(func() { close(done) }) }
+}
+
+func (e *EventWriter) stats() (int64, int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.written, e.events, e.err
+}
+
+// startFinish asks the finishers for a session for this response.
+func (p *Proxy) startFinish(call *Call, info *ResponseInfo) FinishSession {
+	if !call.Chat || call.Internal || info.Encoded || info.Status != http.StatusOK {
+		return nil
+	}
+	for _, f := range p.opts.Finishers {
+		if s := f.Start(call, info); s != nil {
+			return s
+		}
+	}
+	return nil
+}
+
+// finishHeld lets the session write the client's end of a stream, and
+// writes the held events unchanged if it wrote nothing.
+func (p *Proxy) finishHeld(ctx context.Context, call *Call, fin FinishSession, held [][]byte, out *EventWriter) {
+	before, _, _ := out.stats()
+	err := safeEnd(ctx, fin, held, out)
+	if err != nil {
+		p.log.Warn("finisher failed; the held events go out as they came", "call", call.ID, "err", err)
+	}
+	if after, _, werr := out.stats(); after == before && werr == nil {
+		for _, raw := range held {
+			if out.Write(raw) != nil {
+				return
+			}
+		}
+	}
+}
+
+func safeEnd(ctx context.Context, fin FinishSession, held [][]byte, out *EventWriter) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = errPanic(v)
+		}
+	}()
+	return fin.End(ctx, held, out)
+}
