@@ -176,17 +176,24 @@ func (o *recordingObserver) End(end End) {
 
 func (o *recordingObserver) waitEnd(t *testing.T) End {
 	t.Helper()
+	ends := o.waitEnds(t, 1)
+	return ends[len(ends)-1]
+}
+
+// waitEnds waits until the observer has seen n ends and returns them.
+func (o *recordingObserver) waitEnds(t *testing.T, n int) []End {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		o.mu.Lock()
-		if len(o.ends) > 0 {
-			e := o.ends[len(o.ends)-1]
+		if len(o.ends) >= n {
+			ends := append([]End(nil), o.ends...)
 			o.mu.Unlock()
-			return e
+			return ends
 		}
 		o.mu.Unlock()
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Fatal("observer saw no end")
-	return End{}
+	t.Fatalf("observer saw fewer than %d ends", n)
+	return nil
 }

@@ -58,10 +58,7 @@ func TestRetryWithoutTransform(t *testing.T) {
 	if reqs := rec.all(); len(reqs) != 2 || string(reqs[1].Body) != body {
 		t.Fatalf("upstream saw %d requests; want the transformed one then the client's", len(reqs))
 	}
-	obs.waitEnd(t)
-	obs.mu.Lock()
-	ends := append([]End(nil), obs.ends...)
-	obs.mu.Unlock()
+	ends := obs.waitEnds(t, 2)
 	if len(ends) != 2 || ends[0].Outcome != OutcomeRetried || ends[1].Outcome != OutcomeComplete {
 		t.Fatalf("observer ends = %+v", ends)
 	}

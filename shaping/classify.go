@@ -109,15 +109,29 @@ func init() {
 	}
 }
 
-// openingMinRunes is how much text must follow the filler of a text's first
+// openingMinWidth is how much text must follow the filler of a text's first
 // unit for it to count as the task statement ("Hmm, the user wants ...").
-const openingMinRunes = 12
+// Width counts a CJK character as 2, any other rune as 1, so that
+// "用户要导出。" (12) weighs like "the user asks" (13).
+const openingMinWidth = 12
+
+// width returns the display width of s: 2 per CJK rune, 1 per other rune.
+func width(s string) int {
+	w := 0
+	for _, r := range s {
+		w++
+		if isCJK(r) {
+			w++
+		}
+	}
+	return w
+}
 
 // classifyAll classifies units and applies the two rules that look at
 // neighbours:
 //
 //   - Opening: the first unit that is not code, if it is filler followed by
-//     at least openingMinRunes runes, is plain: reasoning models open with
+//     text of at least openingMinWidth, is plain: reasoning models open with
 //     "Hmm, the user says ..." / "嗯，用户说……", which states the task.
 //   - Header: a unit ending in ":" or "：" right before a list item is a
 //     header; extraction takes it only with one of its items. The items of
@@ -129,7 +143,7 @@ func classifyAll(text string, units []unit) {
 		classify(text, u)
 		if opening && u.kind != KindCode {
 			opening = false
-			if u.kind == KindFiller && utf8.RuneCountInString(text[u.start+u.body:u.end]) >= openingMinRunes {
+			if u.kind == KindFiller && width(text[u.start+u.body:u.end]) >= openingMinWidth {
 				u.kind = KindNormal
 				if u.list {
 					u.kind = KindListItem

@@ -96,7 +96,7 @@ func Shape(text string, o Options) (out string, changed bool) {
 	}
 	out = extractN(clean, nc, budget)
 	m := utf8.RuneCountInString(out)
-	if m > budget { // nothing to extract (only white space or large fences)
+	if m > budget { // nothing to cut: only white space or fences too large
 		return text, false
 	}
 	if mark {
@@ -154,12 +154,12 @@ func (sc *scratch) release() {
 // score gives every unit its score, tier*10000 + cue weight*1000 + bonus:
 //
 //   - Three key units are tried first, in this order: the lead (the best
-//     decisive unit), the task (the first unit that is neither filler nor
-//     code; it usually states what was asked) and the detail (the last
-//     plain unit that is not a question, at most half the budget long,
-//     preferring informative ones: what was found). Together
-//     they say what was asked, found and decided, and they keep texts that
-//     reach the same decision apart (see TestDistinctness).
+//     decisive unit), the task (the first unit that is not filler, code or
+//     a list header; it usually states what was asked) and the detail (the
+//     last plain unit that is not a question and is at most half the budget
+//     long, informative ones preferred: what was found). Together they say
+//     what was asked, found and decided, and they keep texts that reach the
+//     same decision apart (see TestDistinctness).
 //   - Then decisive units by cue weight (conclusions 3, plans 2, inner cues
 //     1), later ones first (bonus up to 500).
 //   - Then plain units, informative ones (digits, code, paths) first (+200),
@@ -207,7 +207,6 @@ func score(units []unit, budget int) {
 	if detail >= 0 && detail != task {
 		units[detail].score = tierKey * 10000
 	}
-
 }
 
 // candidates appends to order the indices of units that are neither filler
