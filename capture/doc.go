@@ -58,9 +58,12 @@
 // byte. Segments are self-contained: a blob is written again in every
 // segment that references it, so retention can delete any old segment.
 //
-// To resolve a blob, a reader finds its frame from the blob ordinal range
+// To resolve a blob, a reader finds its frame from the blob ordinal ranges
 // in the trailers (walking back over trailers only, 52 bytes each, no
-// decompression) and keeps the blob positions it has seen in memory. The
-// trade-off: no side index file to keep consistent, at the cost of
-// decompressing every frame that holds a blob of the rebuilt request.
+// decompression), remembers the ranges of the frames it has walked over,
+// and keeps recently decompressed frames in a bounded cache. The trade-off:
+// no side index file to keep consistent with the segment (a crash cannot
+// make them disagree), at the cost of a walk over the trailers back to the
+// oldest blob of a rebuilt request (bounded by the segment size, not the
+// log size) and of decompressing every frame that holds one of its blobs.
 package capture

@@ -178,8 +178,10 @@ func (p *Proxy) copyEvents(w http.ResponseWriter, src io.Reader, call *Call, sin
 			}
 		}
 	}
-	end.Bytes, end.Events, _ = out.stats()
-	if _, _, werr := out.stats(); werr != nil {
+	var werr error
+	end.Bytes, end.Events, werr = out.stats()
+	out.close()
+	if werr != nil {
 		return clientGone(end)
 	}
 	return end

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -45,7 +46,7 @@ type EventWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	written int64
-	events  int
+	events  int // events written, comments not included
 	err     error
 }
 
@@ -55,7 +56,14 @@ func newEventWriter(w http.ResponseWriter) *EventWriter {
 
 // Write writes one whole event (its raw bytes, blank line included) and
 // flushes it.
-func (e *EventWriter) Write(raw []byte) error {
+func (e *EventWriter) Write(raw []byte) error { return e.write(raw, true) }
+
+// Comment writes an SSE comment line (": text"), which clients ignore.
+func (e *EventWriter) Comment(text string) error {
+	return e.write([]byte(": "+text+"\n\n"), false)
+}
+
+func (e *EventWriter) write(raw []byte, event bool) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.err != nil {
@@ -66,24 +74,22 @@ func (e *EventWriter) Write(raw []byte) error {
 		return err
 	}
 	e.written += int64(len(raw))
-	e.events++
+	if event {
+		e.events++
+	}
 	if err := e.rc.Flush(); err != nil {
 		e.err = err
 	}
 	return e.err
 }
 
-// Comment writes an SSE comment line (": text"), which clients ignore.
-func (e *EventWriter) Comment(text string) error {
-	return e.Write([]byte(": " + text + "\n\n"))
-}
-
 // KeepAlive writes a comment every period until the returned func is
-// called.
+// called; stop returns once the writing goroutine has ended.
 func (e *EventWriter) KeepAlive(period time.Duration, text string) (stop func()) {
-	done := make(chan struct{})
+	done, exited := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	go func() {
+		defer close(exited)
 		t := time.NewTicker(period)
 		defer t.Stop()
 		for {
@@ -97,8 +103,22 @@ func (e *EventWriter) KeepAlive(period time.Duration, text string) (stop func())
 			}
 		}
 	}()
-	return func() { once.Do(func() { close(done) }) }
+	return func() {
+		once.Do(func() { close(done) })
+		<-exited
+	}
 }
+
+// close makes every later write fail: the response is over.
+func (e *EventWriter) close() {
+	e.mu.Lock()
+	if e.err == nil {
+		e.err = errWriterClosed
+	}
+	e.mu.Unlock()
+}
+
+var errWriterClosed = errors.New("proxy: the response is over")
 
 func (e *EventWriter) stats() (int64, int, error) {
 	e.mu.Lock()
@@ -122,12 +142,12 @@ func (p *Proxy) startFinish(call *Call, info *ResponseInfo) FinishSession {
 // finishHeld lets the session write the client's end of a stream, and
 // writes the held events unchanged if it wrote nothing.
 func (p *Proxy) finishHeld(ctx context.Context, call *Call, fin FinishSession, held [][]byte, out *EventWriter) {
-	before, _, _ := out.stats()
+	_, before, _ := out.stats()
 	err := safeEnd(ctx, fin, held, out)
 	if err != nil {
 		p.log.Warn("finisher failed; the held events go out as they came", "call", call.ID, "err", err)
 	}
-	if after, _, werr := out.stats(); after == before && werr == nil {
+	if _, after, werr := out.stats(); after == before && werr == nil {
 		for _, raw := range held {
 			if out.Write(raw) != nil {
 				return

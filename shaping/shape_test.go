@@ -189,3 +189,63 @@ func TestValidRuneCount(t *testing.T) {
 		}
 	}
 }
+
+func TestExtractRules(t *testing.T) {
+	pad := " " + strings.Repeat("Hmm, wait. ", 30)
+	tests := []struct {
+		name  string
+		in    string
+		limit int
+		want  string
+	}{
+		{
+			name:  "lead task detail",
+			in:    "The user wants a CSV export. Maybe use a pool? The writer flushes every 4096 bytes. I'll buffer rows." + pad,
+			limit: 100,
+			want:  "The user wants a CSV export. The writer flushes every 4096 bytes. I'll buffer rows.",
+		},
+		{
+			name:  "later conclusion wins",
+			in:    "Plain start here. So it is A. So it is B." + pad,
+			limit: 30,
+			want:  "Plain start here. So it is B.",
+		},
+		{
+			name:  "header comes with its item",
+			in:    "Task: fix it.\nSo the fix is:\n1. reset the buffer\n2. return an error on timeout from load." + pad,
+			limit: 60,
+			want:  "So the fix is:\n2. return an error on timeout from load.",
+		},
+		{
+			name:  "no header without items",
+			in:    "Task: fix it now please.\nSo the fix is:\n1. reset the buffer and every pooled writer too" + pad,
+			limit: 30,
+			want:  "Task: fix it now please.",
+		},
+		{
+			name:  "line break between kept units",
+			in:    "First plain line. Dropped plain.\nSecond: I'll do it." + pad,
+			limit: 40,
+			want:  "First plain line.\nSecond: I'll do it.",
+		},
+		{
+			name:  "newline after fence",
+			in:    "```\ncode\n```\n所以用A。嗯。我决定用B。" + pad,
+			limit: 30,
+			want:  "```\ncode\n```\n所以用A。我决定用B。",
+		},
+		{
+			name:  "fence dropped whole",
+			in:    "Intro line here.\n```\n" + strings.Repeat("code code\n", 20) + "```\nSo I'll ship." + pad,
+			limit: 40,
+			want:  "Intro line here.\nSo I'll ship.",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Extract(tt.in, Options{MaxChars: tt.limit}); got != tt.want {
+				t.Errorf("Extract =\n%q\nwant\n%q", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,151 @@
+package guard
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+// ErrNotPlaceable is wrapped by ApplyPlacements when a placement names a
+// message it cannot append to (see Decide's placement rules).
+var ErrNotPlaceable = errors.New("guard: notice cannot be placed")
+
+// noticeSep separates a notice from the content before it.
+const noticeSep = "\n\n"
+
+// ApplyPlacements returns a copy of req.Body with each placement's text
+// appended to its message's content; req.Body is not changed. Only the
+// content value of the named messages changes, and only at its end:
+//
+//   - a string gets "\n\n" and the text before its closing quote (no
+//     separator when it is empty); its original escapes are kept;
+//   - an array of parts gets a new {"type":"text","text":...} part;
+//   - null, or no content key, becomes the text.
+//
+// Texts for one message are joined with "\n\n". With no placements the
+// body is returned as it is. On error (ErrNotPlaceable) the body is
+// returned unchanged and nothing should be sent differently.
+func ApplyPlacements(req *conv.Request, ps []Placement) ([]byte, error) {
+	if len(ps) == 0 {
+		return req.Body, nil
+	}
+	texts := map[int][]string{}
+	for _, p := range ps {
+		if !placeable(req, p.Message) {
+			return req.Body, fmt.Errorf("%w: message %d", ErrNotPlaceable, p.Message)
+		}
+		texts[p.Message] = append(texts[p.Message], p.Text)
+	}
+	idx := make([]int, 0, len(texts))
+	for i := range texts {
+		idx = append(idx, i)
+	}
+	sort.Sort(sort.Reverse(sort.IntSlice(idx)))
+	out := append([]byte(nil), req.Body...)
+	for _, i := range idx { // from the end, so earlier offsets hold
+		var err error
+		if out, err = appendToContent(out, req.Messages[i], strings.Join(texts[i], noticeSep)); err != nil {
+			return req.Body, err
+		}
+	}
+	return out, nil
+}
+
+// appendToContent edits message m of body (offsets from the parsed view,
+// still valid because only later bytes changed).
+func appendToContent(body []byte, m conv.Message, text string) ([]byte, error) {
+	raw := body[m.Start:m.End]
+	c := gjson.GetBytes(raw, "content")
+	var at int     // where to splice, relative to the message
+	var cut int    // bytes replaced there
+	var ins []byte // bytes inserted
+	switch {
+	case c.Type == gjson.String && c.Index > 0:
+		add := text
+		if c.Str != "" {
+			add = noticeSep + text
+		}
+		q := appendString(nil, add)
+		at, ins = c.Index+len(c.Raw)-1, q[1:len(q)-1]
+	case c.IsArray() && c.Index > 0:
+		part := appendString([]byte(`{"type":"text","text":`), text)
+		part = append(part, '}')
+		if len(c.Array()) > 0 {
+			part = append([]byte{','}, part...)
+		}
+		at, ins = c.Index+len(c.Raw)-1, part
+	case c.Type == gjson.Null && c.Index > 0:
+		at, cut, ins = c.Index, len(c.Raw), appendString(nil, text)
+	case !c.Exists():
+		edited, err := sjson.SetBytes(append([]byte(nil), raw...), "content", text)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrNotPlaceable, err)
+		}
+		return splice(body, m.Start, len(raw), edited), nil
+	default:
+		return nil, fmt.Errorf("%w: message %d content", ErrNotPlaceable, m.Index)
+	}
+	return splice(body, m.Start+at, cut, ins), nil
+}
+
+// splice returns body with n bytes at off replaced by ins.
+func splice(body []byte, off, n int, ins []byte) []byte {
+	out := make([]byte, 0, len(body)-n+len(ins))
+	out = append(out, body[:off]...)
+	out = append(out, ins...)
+	return append(out, body[off+n:]...)
+}
+
+// StepDown lowers the reasoning effort of a request body by one step of
+// the route's lowering when active is true: the string at l.Path is
+// replaced by l.Values[value]. The body is returned unchanged (changed
+// false) when active is false, the key is absent or not a string, the
+// value has no mapping, or a key on the path is repeated (gjson and sjson
+// would read the first, the upstream the last). The edit is made in place
+// with sjson: every other byte, key order and spelling are kept; body
+// itself is not modified.
+func StepDown(body []byte, l Lowering, active bool) (out []byte, changed bool) {
+	if !active || l.Path == "" || repeatedOnPath(body, l.Path) {
+		return body, false
+	}
+	v := gjson.GetBytes(body, l.Path)
+	to, ok := l.Values[v.Str]
+	if v.Type != gjson.String || !ok || to == v.Str {
+		return body, false
+	}
+	edited, err := sjson.SetRawBytes(body, l.Path, appendString(nil, to))
+	if err != nil {
+		return body, false
+	}
+	return edited, true
+}
+
+// repeatedOnPath reports whether a key of the dotted path appears twice
+// in its object.
+func repeatedOnPath(body []byte, path string) bool {
+	obj := gjson.ParseBytes(body)
+	for _, key := range strings.Split(path, ".") {
+		if !obj.IsObject() {
+			return false
+		}
+		var next gjson.Result
+		seen := 0
+		obj.ForEach(func(k, v gjson.Result) bool {
+			if k.Str == key {
+				seen++
+				next = v
+			}
+			return seen < 2
+		})
+		if seen > 1 {
+			return true
+		}
+		obj = next
+	}
+	return false
+}

@@ -1,0 +1,287 @@
+package guard
+
+import (
+	"encoding/binary"
+	"hash/maphash"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/shaperproxy/shaperproxy/conv"
+)
+
+// Call states.
+const (
+	pending uint8 = iota
+	succeeded
+	failed
+)
+
+// callRec is one call of the history, in call order.
+type callRec struct {
+	id   string
+	name string
+	// sig is Signature when known, else rawSig: comparing two records'
+	// (known, sig) tells whether two occurrences of an id agree.
+	sig       Sig
+	known     bool
+	untrusted bool
+	state     uint8
+	result    int32
+}
+
+// fold is the state of one pass over the messages, message by message.
+// Its content after n messages depends only on those n messages, which is
+// what lets a Projection continue it.
+type fold struct {
+	calls []callRec
+	byID  map[string]int32
+
+	// The open turn, by conv's rules (see conv/doc.go).
+	inTurn       bool // a user message was seen
+	steps        int  // assistant messages in the open turn
+	turnChars    int
+	lastChars    int
+	lastKnown    bool // the newest step carries reasoning
+	lastHasCalls bool // the newest step has tool calls: a tool loop
+}
+
+func (f *fold) init() {
+	*f = fold{byID: make(map[string]int32)}
+}
+
+// add folds message m (whose bytes are body[m.Start:m.End]).
+func (f *fold) add(g *Guard, body []byte, m *conv.Message) {
+	switch m.Role {
+	case conv.RoleUser:
+		if !f.inTurn || !f.lastHasCalls {
+			f.openTurn()
+		}
+	case conv.RoleAssistant:
+		f.addCalls(m)
+		if f.inTurn {
+			f.addStep(m)
+		}
+	case conv.RoleTool:
+		f.addResult(g, body, m)
+	}
+}
+
+// openTurn starts a turn at a user message.
+func (f *fold) openTurn() {
+	f.inTurn = true
+	f.steps, f.turnChars, f.lastChars = 0, 0, 0
+	f.lastKnown, f.lastHasCalls = false, false
+}
+
+// addStep records assistant message m as the newest step of the open turn.
+func (f *fold) addStep(m *conv.Message) {
+	chars, known := messageReasoning(m)
+	f.steps++
+	f.turnChars += chars
+	f.lastChars, f.lastKnown = chars, known
+	f.lastHasCalls = len(m.ToolCalls) > 0
+}
+
+// addCalls records the tool calls of assistant message m in call order.
+func (f *fold) addCalls(m *conv.Message) {
+	for _, tc := range m.ToolCalls {
+		rec := callRec{id: tc.ID, name: tc.Name, result: -1}
+		rec.sig, rec.known = Signature(tc.Name, tc.Arguments)
+		if !rec.known {
+			rec.sig = rawSig(tc.Name, tc.Arguments)
+		}
+		if tc.ID == "" {
+			// No identity: the call breaks the chain, nothing can
+			// answer it.
+			rec.untrusted = true
+			f.calls = append(f.calls, rec)
+			continue
+		}
+		if i, ok := f.byID[tc.ID]; ok {
+			first := &f.calls[i]
+			if first.name == rec.name && first.known == rec.known && first.sig == rec.sig {
+				continue // the same call again: counted once
+			}
+			// One id, two different calls: neither can be trusted,
+			// and the later one breaks the chain where it was made.
+			first.untrusted = true
+			f.calls = append(f.calls, callRec{untrusted: true, result: -1})
+			continue
+		}
+		f.byID[tc.ID] = int32(len(f.calls))
+		f.calls = append(f.calls, rec)
+	}
+}
+
+// addResult records the first result that names a known call.
+func (f *fold) addResult(g *Guard, body []byte, m *conv.Message) {
+	if m.ToolCallID == "" {
+		return // orphan
+	}
+	i, ok := f.byID[m.ToolCallID]
+	if !ok {
+		return // orphan: no call made before it has this id
+	}
+	c := &f.calls[i]
+	if c.state != pending {
+		return // a duplicate result
+	}
+	c.result = int32(m.Index)
+	c.state = succeeded
+	if g.rules.failed(body[m.Start:m.End], m.Content) {
+		c.state = failed
+	}
+}
+
+// signals computes the Signals of the messages folded so far.
+func (f *fold) signals(g *Guard) Signals {
+	s := Signals{Echo: f.echo(), NewTurn: f.inTurn && f.steps == 0}
+	known := f.inTurn && (f.steps == 0 || f.lastKnown)
+	s.Stall = g.stall(known, f.lastChars, f.turnChars, f.steps)
+	return s
+}
+
+// echo returns the tail run: from the newest call backwards in call
+// order, while calls are trusted failures with known arguments and the
+// newest call's signature.
+func (f *fold) echo() Echo {
+	n := len(f.calls)
+	if n == 0 || !f.calls[n-1].failing() {
+		return Echo{}
+	}
+	last := f.calls[n-1]
+	i := n - 1
+	for i > 0 && f.calls[i-1].failing() && f.calls[i-1].sig == last.sig {
+		i--
+	}
+	e := Echo{Tool: last.name, Sig: last.sig, Chain: make([]Call, 0, n-i)}
+	for j := i; j < n; j++ {
+		e.Chain = append(e.Chain, Call{ID: f.calls[j].id, Seq: j, Result: int(f.calls[j].result)})
+	}
+	return e
+}
+
+func (c *callRec) failing() bool {
+	return c.known && !c.untrusted && c.state == failed
+}
+
+// messageReasoning returns the reasoning length of an assistant message
+// in characters, and whether the message carries reasoning at all (a
+// reasoning key, or an inline <think> block at the start of its content).
+func messageReasoning(m *conv.Message) (int, bool) {
+	if m.HasReasoningKey {
+		return utf8.RuneCountInString(m.Reasoning), true
+	}
+	if t, ok := thinkBlock(m.Content); ok {
+		return utf8.RuneCountInString(t), true
+	}
+	return 0, false
+}
+
+// thinkBlock returns the text of a <think>…</think> block at the start of
+// content (to its end when the block is not closed).
+func thinkBlock(content string) (string, bool) {
+	s := strings.TrimLeft(content, " \t\r\n")
+	if !strings.HasPrefix(s, "<think>") {
+		return "", false
+	}
+	s = s[len("<think>"):]
+	if i := strings.Index(s, "</think>"); i >= 0 {
+		s = s[:i]
+	}
+	return s, true
+}
+
+// StepChars measures one step of a response: the characters (runes) of
+// reasoning it produced before any visible content or tool call. All
+// reasoning deltas come before content and tool calls (PROTOCOLS.md,
+// "Streams"), so this is the whole reasoning of the choice; for an inline
+// <think> block it is the block's text.
+func StepChars(c conv.Choice) int {
+	if c.Reasoning != "" {
+		return utf8.RuneCountInString(c.Reasoning)
+	}
+	t, _ := thinkBlock(c.Content)
+	return utf8.RuneCountInString(t)
+}
+
+// Projection is the fold of one conversation kept between requests.
+// Agent histories only grow, so Update folds only the messages appended
+// since the last request, after checking that the messages folded before
+// are unchanged; a history that was edited, reordered or shortened is
+// folded again from the start. The result always equals Guard.Fold.
+//
+// The check hashes every message's bytes with hash/maphash (a seed per
+// Projection; it guards against accidents, not adversaries) and compares
+// the count and the hash of the prefix. The cost is one pass of a fast
+// hash over the body, instead of parsing failures and canonical JSON for
+// every call again.
+//
+// A Projection belongs to the Guard that made it: a changed Config needs
+// new Projections. It is not safe for concurrent use.
+type Projection struct {
+	g    *Guard
+	f    fold
+	n    int    // messages folded
+	sum  uint64 // hash of their bytes
+	seed maphash.Seed
+}
+
+// NewProjection returns an empty Projection for one conversation.
+func (g *Guard) NewProjection() *Projection {
+	p := &Projection{g: g, seed: maphash.MakeSeed()}
+	p.f.init()
+	return p
+}
+
+// Stats tell what an Update did.
+type Stats struct {
+	// Messages is the number of messages in the request.
+	Messages int
+	// Processed is the number of messages folded by this Update.
+	Processed int
+	// Refold is true when the folded prefix did not match and the
+	// history was folded again from the start.
+	Refold bool
+}
+
+// Update brings the projection to req's history and returns its signals.
+func (p *Projection) Update(req *conv.Request) (Signals, Stats) {
+	msgs := req.Messages
+	st := Stats{Messages: len(msgs)}
+	if !p.g.Enabled() {
+		return Signals{}, st
+	}
+	var h maphash.Hash
+	h.SetSeed(p.seed)
+	start := 0
+	if p.n > 0 && len(msgs) >= p.n {
+		hashMessages(&h, req.Body, msgs[:p.n])
+		if h.Sum64() == p.sum {
+			start = p.n
+		}
+	}
+	if start == 0 {
+		st.Refold = p.n > 0
+		p.f.init()
+		h.Reset()
+	}
+	for i := start; i < len(msgs); i++ {
+		p.f.add(p.g, req.Body, &msgs[i])
+	}
+	hashMessages(&h, req.Body, msgs[start:])
+	p.n, p.sum = len(msgs), h.Sum64()
+	st.Processed = len(msgs) - start
+	return p.f.signals(p.g), st
+}
+
+// hashMessages writes each message's length and bytes.
+func hashMessages(h *maphash.Hash, body []byte, msgs []conv.Message) {
+	var n [8]byte
+	for i := range msgs {
+		m := &msgs[i]
+		binary.LittleEndian.PutUint64(n[:], uint64(m.End-m.Start))
+		h.Write(n[:])
+		h.Write(body[m.Start:m.End])
+	}
+}

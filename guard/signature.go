@@ -1,0 +1,200 @@
+package guard
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+)
+
+// Sig is the SHA-256 of a call's signature: its tool name and its
+// arguments as canonical JSON. Only the hash is kept in state.
+type Sig [32]byte
+
+// String returns the first 12 hex digits, enough for a log line.
+func (s Sig) String() string { return hex.EncodeToString(s[:6]) }
+
+// maxDepth bounds the nesting of arguments; deeper arguments are unknown.
+const maxDepth = 128
+
+// maxExponent bounds the exponent of a number; larger ones are unknown.
+const maxExponent = 1_000_000_000
+
+// Signature returns the signature hash of a call to tool name with the
+// given arguments (the decoded "function.arguments" string). ok is false
+// when the arguments are unknown (see Canonical): such a call matches no
+// other call, not even one with the same bytes.
+func Signature(name, args string) (s Sig, ok bool) {
+	c, ok := Canonical(args)
+	if !ok {
+		return Sig{}, false
+	}
+	return hashSig(0, name, c), true
+}
+
+// rawSig hashes a call with unknown arguments over their raw bytes, in a
+// separate domain so that it never equals a Signature. It only serves to
+// tell whether two occurrences of one call id agree.
+func rawSig(name, args string) Sig { return hashSig(1, name, []byte(args)) }
+
+func hashSig(domain byte, name string, body []byte) Sig {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64 + 1]byte
+	n[0] = domain
+	h.Write(n[:1+binary.PutUvarint(n[1:], uint64(len(name)))])
+	h.Write([]byte(name))
+	h.Write(body)
+	var s Sig
+	h.Sum(s[:0])
+	return s
+}
+
+// Canonical returns args as canonical JSON, or ok false when args are
+// unknown.
+//
+// Canonical JSON: no white space; object keys sorted by their bytes,
+// recursively; array order kept; strings, true, false and null kept with
+// their type ("1" and 1 differ); strings written with only '"', '\\' and
+// control characters escaped; numbers written by their exact decimal
+// value as the shortest digits-and-exponent form (1, 1.0, 1e0 and 10e-1
+// are all "1"; 100 and 1e2 are "1e2"; -0 is "0"), without rounding
+// through float64, so 9007199254740993 and 9007199254740992 differ.
+//
+// Arguments are unknown when they are not valid UTF-8 JSON (the empty
+// string included), when an object repeats a key (its meaning then
+// depends on the reader), when they nest deeper than 128 levels, or when a
+// number's exponent is beyond ±10⁹.
+func Canonical(args string) ([]byte, bool) {
+	if !utf8.ValidString(args) || !gjson.Valid(args) {
+		return nil, false
+	}
+	return canon(make([]byte, 0, len(args)), gjson.Parse(args), 0)
+}
+
+func canon(dst []byte, v gjson.Result, depth int) ([]byte, bool) {
+	switch v.Type {
+	case gjson.Null:
+		return append(dst, "null"...), true
+	case gjson.False:
+		return append(dst, "false"...), true
+	case gjson.True:
+		return append(dst, "true"...), true
+	case gjson.String:
+		return appendString(dst, v.Str), true
+	case gjson.Number:
+		return appendNumber(dst, v.Raw)
+	}
+	if depth >= maxDepth {
+		return nil, false
+	}
+	if v.IsArray() {
+		return canonArray(dst, v, depth)
+	}
+	return canonObject(dst, v, depth)
+}
+
+func canonArray(dst []byte, v gjson.Result, depth int) ([]byte, bool) {
+	ok := true
+	dst = append(dst, '[')
+	first := true
+	v.ForEach(func(_, e gjson.Result) bool {
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst, ok = canon(dst, e, depth+1)
+		return ok
+	})
+	if !ok {
+		return nil, false
+	}
+	return append(dst, ']'), true
+}
+
+type member struct {
+	key string
+	val gjson.Result
+}
+
+func canonObject(dst []byte, v gjson.Result, depth int) ([]byte, bool) {
+	var ms []member
+	v.ForEach(func(k, e gjson.Result) bool {
+		ms = append(ms, member{k.Str, e})
+		return true
+	})
+	sort.Slice(ms, func(i, j int) bool { return ms[i].key < ms[j].key })
+	dst = append(dst, '{')
+	for i, m := range ms {
+		if i > 0 {
+			if m.key == ms[i-1].key {
+				return nil, false // a repeated key
+			}
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, m.key)
+		dst = append(dst, ':')
+		var ok bool
+		if dst, ok = canon(dst, m.val, depth+1); !ok {
+			return nil, false
+		}
+	}
+	return append(dst, '}'), true
+}
+
+// appendString writes s as a JSON string, escaping only '"', '\\' and
+// control characters. s is valid UTF-8 (gjson decodes lone surrogates to
+// U+FFFD).
+func appendString(dst []byte, s string) []byte {
+	const hexDigits = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c < 0x20:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
+}
+
+// appendNumber writes the JSON number literal raw (already validated) by
+// its exact decimal value: an optional '-', the significant digits
+// without leading or trailing zeros, and "e" with the exponent when it is
+// not zero.
+func appendNumber(dst []byte, raw string) ([]byte, bool) {
+	neg := strings.HasPrefix(raw, "-")
+	raw = strings.TrimPrefix(raw, "-")
+	mant, exp := raw, int64(0)
+	if i := strings.IndexAny(raw, "eE"); i >= 0 {
+		e, err := strconv.ParseInt(strings.TrimPrefix(raw[i+1:], "+"), 10, 64)
+		if err != nil || e > maxExponent || e < -maxExponent {
+			return nil, false
+		}
+		mant, exp = raw[:i], e
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(intPart+frac, "0")
+	exp -= int64(len(frac))
+	if digits == "" {
+		return append(dst, '0'), true
+	}
+	trimmed := strings.TrimRight(digits, "0")
+	exp += int64(len(digits) - len(trimmed))
+	if neg {
+		dst = append(dst, '-')
+	}
+	dst = append(dst, trimmed...)
+	if exp != 0 {
+		dst = append(dst, 'e')
+		dst = strconv.AppendInt(dst, exp, 10)
+	}
+	return dst, true
+}

@@ -1,0 +1,60 @@
+package review
+
+import (
+	"github.com/shaperproxy/shaperproxy/conv"
+)
+
+// Draft is one assistant response as the upstream produced it: the answer
+// the model was about to end its turn with (the draft), or the
+// continuation it wrote after the review notice. Build it from the
+// assembled response with DraftOf.
+type Draft struct {
+	// ReasoningField is the key the upstream sent the reasoning under
+	// ("reasoning_content" or "reasoning"), or "" when it sent none. The
+	// message built from the Draft uses the same key (PROTOCOLS.md rule 3).
+	ReasoningField string
+	Reasoning      string
+	Content        string
+	ToolCalls      []conv.ToolCall
+}
+
+// DraftOf returns the Draft of one assembled choice.
+func DraftOf(c conv.Choice) Draft {
+	return Draft{ReasoningField: c.ReasoningField, Reasoning: c.Reasoning, Content: c.Content, ToolCalls: c.ToolCalls}
+}
+
+// Message returns d as a raw assistant message:
+// {"role":"assistant","content":…,"<field>":…,"tool_calls":[…]}. The
+// reasoning key is present (possibly "") when ReasoningField is set, so a
+// DeepSeek-style upstream finds it (PROTOCOLS.md rule 1); tool_calls is
+// present only when there are calls.
+func (d Draft) Message() []byte {
+	b := append([]byte(`{"role":"assistant","content":`), quote(d.Content)...)
+	if d.ReasoningField != "" {
+		b = append(append(append(b, ','), quote(d.ReasoningField)...), ':')
+		b = appendString(b, d.Reasoning)
+	}
+	if len(d.ToolCalls) > 0 {
+		b = appendToolCalls(append(b, `,"tool_calls":`...), d.ToolCalls)
+	}
+	return append(b, '}')
+}
+
+// appendToolCalls appends calls as a message's tool_calls array.
+func appendToolCalls(b []byte, calls []conv.ToolCall) []byte {
+	b = append(b, '[')
+	for i, c := range calls {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		typ := c.Type
+		if typ == "" {
+			typ = "function"
+		}
+		b = append(appendString(append(b, `{"id":`...), c.ID), `,"type":`...)
+		b = append(appendString(b, typ), `,"function":{"name":`...)
+		b = append(appendString(b, c.Name), `,"arguments":`...)
+		b = append(appendString(b, c.Arguments), "}}"...)
+	}
+	return append(b, ']')
+}
