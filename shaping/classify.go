@@ -8,15 +8,19 @@ import (
 
 // fillers is the one table of filler openings. A unit whose text (after a
 // list marker and leading markdown "#>*_") starts with one of these, matched
-// case-insensitively for ASCII and followed by a character that is neither
-// a letter nor a digit, is filler unless what follows the filler decides
-// something (see classify). A phrase repeated ("嗯嗯", "hmm hmm") and any
-// run of "h" then "m" ("Hm", "Hmmm") count too. Longer phrases come first.
+// case-insensitively for ASCII and followed by a character that is neither a
+// letter nor a digit in any script ("Ohio" and "好的方法" are not filler), is
+// filler unless what follows decides something (see classify). Fillers chain
+// ("Hmm, wait, okay"), a phrase may repeat ("嗯嗯"), any run of "h" then "m"
+// counts ("Hm", "Hmmm"), and a "so" right after a filler is part of it
+// ("Okay, so" is filler, "Okay, so the fix is" decisive). Longer phrases
+// come first.
 var fillers = []string{
 	// English
 	"actually, wait", "actually wait", "let me think", "let me see",
 	"okay so", "ok so", "alright so", "all right", "alright", "okay", "ok",
-	"wait a moment", "wait a second", "wait a minute", "hold on", "wait", "well,", "oh", "ah", "um", "uh", "hmm", "hm",
+	"wait a moment", "wait a second", "wait a minute", "hold on", "wait",
+	"well,", "oh", "ah", "um", "uh", "hmm", "hm",
 	// Chinese
 	"让我想想", "让我看看", "我想想", "等等", "好的", "好吧", "嗯", "啊", "哦", "呃", "唔",
 }
@@ -30,8 +34,10 @@ type cue struct {
 
 // cues is the one table of decisive phrases. At the start of a unit (after
 // a list marker, markdown and filler) a cue gives its weight; a cue marked
-// inner also gives weight 1 anywhere in the unit (English at a word start,
-// Chinese anywhere). English cues need a non-letter after them.
+// inner also gives weight 1 anywhere in the unit, English at a word start,
+// Chinese anywhere (so only unambiguous Chinese connectives are inner:
+// "问我应该从哪里开始" must not count as "我应该"). English cues need a
+// non-letter after them.
 var cues = []cue{
 	// conclusions
 	{"so", 3, false}, {"therefore", 3, true}, {"thus", 3, true}, {"hence", 3, false},
@@ -46,8 +52,7 @@ var cues = []cue{
 	{"i'll", 2, true}, {"i’ll", 2, true}, {"i will", 2, true}, {"i need to", 2, true},
 	{"i should", 2, true}, {"i must", 2, true}, {"i'm going to", 2, true}, {"i’m going to", 2, true},
 	{"let's", 2, true}, {"let’s", 2, true}, {"the plan is", 2, true}, {"plan:", 2, false},
-	{"next,", 2, false}, {"next step", 2, false},
-	{"steps:", 2, false},
+	{"next,", 2, false}, {"next step", 2, false}, {"steps:", 2, false},
 	{"我将", 2, false}, {"我需要", 2, false}, {"接下来", 2, false}, {"我应该", 2, false},
 	{"我要", 2, false}, {"我会", 2, false}, {"下一步", 2, false}, {"那么", 2, false},
 	{"步骤", 2, false}, {"计划", 2, false},

@@ -1,9 +1,11 @@
 package shaping
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -191,5 +193,33 @@ func TestPathologicalLinear(t *testing.T) {
 		if d > 5*time.Second {
 			t.Errorf("%s: %v for 1 MB", name, d)
 		}
+	}
+}
+
+// TestConcurrent shapes the same texts from several goroutines (Shape
+// reuses pooled scratch space) and compares with a sequential run.
+func TestConcurrent(t *testing.T) {
+	texts := corpus(3, 40_000, 30)
+	want := make([]string, len(texts))
+	for i, x := range texts {
+		want[i], _ = Shape(x, Options{})
+	}
+	errs := make(chan string, 8)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for k := range texts {
+				i := (k + g*7) % len(texts)
+				if got, _ := Shape(texts[i], Options{}); got != want[i] {
+					errs <- fmt.Sprintf("goroutine %d, text %d: %q != %q", g, i, got, want[i])
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }

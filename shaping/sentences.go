@@ -56,7 +56,8 @@ type Sentence struct {
 //     So "3.14", "main.go", "1.2.3" and "Hmm... let me" stay whole.
 //   - ? and ! also end a unit when a CJK character follows directly;
 //     。？！； end a unit whatever follows (Chinese needs no space).
-//   - Nothing is split inside an inline code span (`…`, “…“, ```…```).
+//   - Nothing is split inside an inline code span of one to three
+//     backticks.
 //
 // Text need not be valid UTF-8; invalid bytes are kept inside units.
 func Sentences(text string) []Sentence {

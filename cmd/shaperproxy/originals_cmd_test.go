@@ -106,7 +106,7 @@ func TestOriginalsWhileServing(t *testing.T) {
 		t.Fatalf("lookup through the proxy: %v\n%s", err, out)
 	}
 	out, _, err = runOrig(t, "", "list", "--conversation", "conv-b", "--data-dir", dir, "--proxy", srv.URL)
-	if err != nil || !strings.Contains(out, "second way to think") || strings.Contains(out, "first way") {
+	if err != nil || !strings.Contains(out, "conv-b") || strings.Contains(out, "conv-a") {
 		t.Fatalf("list through the proxy: %v\n%s", err, out)
 	}
 	out, _, err = runOrig(t, "", "stats", "--data-dir", dir, "--proxy", srv.URL)
