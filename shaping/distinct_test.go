@@ -12,7 +12,7 @@ type pairFamily struct {
 	name string
 	// build returns the pair for index k.
 	build func(r *rng, k int) (a, b string)
-	// wantCollisions is the collision count this family must show.
+	// wantCollisions is the collision count its 100 pairs must show.
 	wantCollisions int
 }
 
@@ -86,6 +86,21 @@ var pairFamilies = []pairFamily{
 		},
 	},
 	{
+		// Everything equal but the expectation written after the decision.
+		name: "finding after the decision",
+		build: func(r *rng, k int) (string, string) {
+			zh := k%4 == 0
+			task, body, d := r.task(zh), r.body(zh, 300+r.intn(1500)), r.decision(zh)
+			tmpl := "That should bring p99 latency down to about %d ms."
+			if zh {
+				tmpl = "这样 p99 延迟应该能降到 %d 毫秒左右。"
+			}
+			n := 10 + r.intn(500)
+			return task + "\n\n" + body + "\n\n" + d + " " + fmt.Sprintf(tmpl, n),
+				task + "\n\n" + body + "\n\n" + d + " " + fmt.Sprintf(tmpl, n+7)
+		},
+	},
+	{
 		// Long texts whose difference is an early plain sentence the budget
 		// cannot reach.
 		name: "early detail in a long text",
@@ -95,7 +110,7 @@ var pairFamilies = []pairFamily{
 			return task + " " + r.fill(r.pick(enPlain)) + "\n\n" + body + "\n\n" + d,
 				task + " " + r.fill(r.pick(enPlain)) + "\n\n" + body + "\n\n" + d
 		},
-		wantCollisions: -1, // measured and reported, see TestDistinctness
+		wantCollisions: 100, // invisible to any extract of this budget
 	},
 	{
 		// Only the filler differs. Shaping drops filler, so these collide
@@ -114,11 +129,12 @@ var pairFamilies = []pairFamily{
 	},
 }
 
-// TestDistinctness shapes 100 adversarial pairs per family. The first three
-// families (300 pairs) plus the 100 filler-only pairs make the 400 pairs of
-// the original design; only filler-only pairs may collide, and they must
-// (filler is dropped). The early-detail family shows the limit of any
-// extract: a difference the budget cannot reach is invisible.
+// TestDistinctness shapes 100 adversarial pairs per family: two texts with
+// the same decisive sentence that differ elsewhere. The first four families
+// (400 pairs: exploration, task, one detail before or after the decision)
+// must not collide. The last two show what no extract can keep apart and
+// must collide on every pair: a difference early in a long text, beyond the
+// budget, and a difference in filler only (filler is dropped).
 func TestDistinctness(t *testing.T) {
 	o := Options{}
 	for fi, fam := range pairFamilies {
@@ -136,7 +152,7 @@ func TestDistinctness(t *testing.T) {
 		}
 		in, out, fan := Collisions(texts, o)
 		t.Logf("%-28s inputs %d outputs %d collisions %d max fanout %d", fam.name, in, out, in-out, fan)
-		if fam.wantCollisions >= 0 && in-out != fam.wantCollisions {
+		if in-out != fam.wantCollisions {
 			t.Errorf("%s: %d collisions, want %d", fam.name, in-out, fam.wantCollisions)
 		}
 	}
