@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -22,11 +23,21 @@ type env struct {
 	fake      *fakeupstream.Server
 	fakeURL   string
 	streamURL string
-	proxyURL  string // routes: /fake -> fake upstream, /stream -> stream upstream
-	app       *app.App
-	closers   []func()
-	dir       string
+	// proxies by variant; each routes /fake -> fake upstream and
+	// /stream -> stream upstream.
+	proxyURL map[string]string
+	apps     []*app.App
+	closers  []func()
+	dir      string
 }
+
+// The proxy variants measured against the direct baseline.
+const (
+	bare     = "proxy"         // shaping and capture off: the transparent core
+	captured = "proxy+capture" // capture on
+	shaped   = "proxy+shaping" // shaping and originals on
+	full     = "proxy+all"     // the defaults: shaping, originals and capture
+)
 
 func newEnv() (*env, error) {
 	e := &env{fake: fakeupstream.New()}
@@ -40,24 +51,40 @@ func newEnv() (*env, error) {
 	if e.dir, err = os.MkdirTemp("", "shaperproxy-bench-"); err != nil {
 		return nil, err
 	}
+	e.proxyURL = map[string]string{}
+	for _, v := range []string{bare, captured, shaped, full} {
+		if err := e.startProxy(v); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+func (e *env) startProxy(variant string) error {
 	c := config.Default()
-	c.DataDir = e.dir
+	c.DataDir = filepath.Join(e.dir, strings.ReplaceAll(variant, "+", "-"))
 	c.Routes = []config.Route{
 		{Name: "fake", Prefix: "/fake", Upstream: e.fakeURL},
 		{Name: "stream", Prefix: "/stream", Upstream: e.streamURL},
 	}
-	if e.app, err = app.Build(c, slog.New(slog.DiscardHandler)); err != nil {
-		return nil, err
+	c.Shaping.Enabled = variant == shaped || variant == full
+	c.Capture.Enabled = variant == captured || variant == full
+	a, err := app.Build(c, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
 	}
-	e.proxyURL, err = startServer(e.app.Proxy, &e.closers)
-	return e, err
+	e.apps = append(e.apps, a)
+	e.proxyURL[variant], err = startServer(a.Proxy, &e.closers)
+	return err
 }
 
 func (e *env) close() {
 	for i := len(e.closers) - 1; i >= 0; i-- {
 		e.closers[i]()
 	}
-	_ = e.app.Close()
+	for _, a := range e.apps {
+		_ = a.Close()
+	}
 	_ = os.RemoveAll(e.dir)
 }
 

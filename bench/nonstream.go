@@ -21,29 +21,45 @@ func benchNonStream(ctx context.Context, e *env, sz sizes, t *table) error {
 	})
 	body := []byte(`{"model":"deepseek-reasoner","stream":false,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hello"}]}`)
 	c := newClient()
-	if _, err := fire(ctx, c, e.fakeURL+"/v1/chat/completions", body, sz.warmup, sz.rate); err != nil {
-		return err
+	urls := map[string]string{"direct": e.fakeURL + "/v1/chat/completions"}
+	for _, v := range []string{bare, captured} {
+		urls[v] = e.proxyURL[v] + "/fake/v1/chat/completions"
 	}
-	if _, err := fire(ctx, c, e.proxyURL+"/fake/v1/chat/completions", body, sz.warmup, sz.rate); err != nil {
-		return err
-	}
-	var direct, proxied []time.Duration
-	for round := 0; round < 4; round++ {
-		d, err := fire(ctx, c, e.fakeURL+"/v1/chat/completions", body, sz.nonStream/4, sz.rate)
-		if err != nil {
+	order := []string{"direct", bare, captured}
+	for _, k := range order {
+		if _, err := fire(ctx, c, urls[k], body, sz.warmup, sz.rate); err != nil {
 			return err
 		}
-		p, err := fire(ctx, c, e.proxyURL+"/fake/v1/chat/completions", body, sz.nonStream/4, sz.rate)
-		if err != nil {
-			return err
+	}
+	lat := map[string][]time.Duration{}
+	for round := 0; round < 4; round++ { // interleaved, so drift hits every side alike
+		for _, k := range order {
+			d, err := fire(ctx, c, urls[k], body, sz.nonStream/4, sz.rate)
+			if err != nil {
+				return err
+			}
+			lat[k] = append(lat[k], d...)
 		}
-		direct, proxied = append(direct, d...), append(proxied, p...)
 	}
 	title := fmt.Sprintf("non-streaming, %d requests at %d/s", sz.nonStream, sz.rate)
-	t.add(title, "latency p50", pct(direct, 50), pct(proxied, 50), "added ≤ 150 µs")
-	t.add(title, "latency p99", pct(direct, 99), pct(proxied, 99), "added ≤ 1 ms")
+	t.add(title, "latency p50 via "+bare, pct(lat["direct"], 50), pct(lat[bare], 50), "added ≤ 150 µs")
+	t.add(title, "latency p99 via "+bare, pct(lat["direct"], 99), pct(lat[bare], 99), "added ≤ 1 ms")
+	t.add(title, "latency p50 via "+captured, pct(lat["direct"], 50), pct(lat[captured], 50), "")
+	t.add(title, "latency p99 via "+captured, pct(lat["direct"], 99), pct(lat[captured], 99), "")
+	t.ratio(title, "capture's share of the added p50", addedShare(lat, 50), "≤ 10%")
 	e.fake.Reset()
 	return nil
+}
+
+// addedShare is how much capture adds to the proxy's added latency:
+// (captured − direct) / (bare − direct) − 1.
+func addedShare(lat map[string][]time.Duration, p float64) float64 {
+	d := pct(lat["direct"], p)
+	b, c := pct(lat[bare], p)-d, pct(lat[captured], p)-d
+	if b <= 0 {
+		return 0
+	}
+	return float64(c)/float64(b) - 1
 }
 
 // fire sends n requests at rate per second without waiting for answers

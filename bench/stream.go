@@ -114,25 +114,33 @@ func readStamped(ctx context.Context, c *http.Client, url string, st *streamStat
 func benchStream(ctx context.Context, e *env, sz sizes, t *table) error {
 	c := newClient()
 	q := fmt.Sprintf("/v1/chat/completions?n=%d&gap=%s", sz.events, sz.eventGap)
-	var direct, proxied streamStats
+	var direct, proxied, capt streamStats
 	for i := 0; i < sz.streams; i++ {
 		if err := readStamped(ctx, c, e.streamURL+q, &direct); err != nil {
 			return err
 		}
-		if err := readStamped(ctx, c, e.proxyURL+"/stream"+q, &proxied); err != nil {
+		if err := readStamped(ctx, c, e.proxyURL[bare]+"/stream"+q, &proxied); err != nil {
+			return err
+		}
+		if err := readStamped(ctx, c, e.proxyURL[captured]+"/stream"+q, &capt); err != nil {
 			return err
 		}
 	}
 	title := fmt.Sprintf("streaming, %d streams × %d events, %s apart", sz.streams, sz.events, sz.eventGap)
-	t.add(title, "time to first event p50", pct(direct.ttfb, 50), pct(proxied.ttfb, 50), "")
-	t.add(title, "time to first event p99", pct(direct.ttfb, 99), pct(proxied.ttfb, 99), "")
-	t.add(title, "inter-chunk gap p50", pct(direct.gaps, 50), pct(proxied.gaps, 50), "")
-	t.add(title, "inter-chunk gap p99", pct(direct.gaps, 99), pct(proxied.gaps, 99), "added ≤ 250 µs")
-	t.add(title, "event delivery latency p50", pct(direct.delivery, 50), pct(proxied.delivery, 50), "")
-	t.add(title, "event delivery latency p99", pct(direct.delivery, 99), pct(proxied.delivery, 99), "")
-	t.addCount(title, "events coalesced", direct.coalesced, proxied.coalesced, "must be 0")
-	if direct.events != proxied.events || proxied.events != sz.streams*sz.events {
-		return fmt.Errorf("stream lost events: direct %d, proxy %d", direct.events, proxied.events)
+	t.add(title, "time to first event p50 via "+bare, pct(direct.ttfb, 50), pct(proxied.ttfb, 50), "")
+	t.add(title, "time to first event p99 via "+bare, pct(direct.ttfb, 99), pct(proxied.ttfb, 99), "")
+	t.add(title, "inter-chunk gap p50 via "+bare, pct(direct.gaps, 50), pct(proxied.gaps, 50), "")
+	t.add(title, "inter-chunk gap p99 via "+bare, pct(direct.gaps, 99), pct(proxied.gaps, 99), "added ≤ 250 µs")
+	t.add(title, "event delivery latency p50 via "+bare, pct(direct.delivery, 50), pct(proxied.delivery, 50), "")
+	t.add(title, "event delivery latency p99 via "+bare, pct(direct.delivery, 99), pct(proxied.delivery, 99), "")
+	t.add(title, "event delivery latency p50 via "+captured, pct(direct.delivery, 50), pct(capt.delivery, 50), "")
+	t.add(title, "event delivery latency p99 via "+captured, pct(direct.delivery, 99), pct(capt.delivery, 99), "")
+	t.addCount(title, "events coalesced via "+bare, direct.coalesced, proxied.coalesced, "must be 0")
+	t.addCount(title, "events coalesced via "+captured, direct.coalesced, capt.coalesced, "must be 0")
+	for _, n := range []int{direct.events, proxied.events, capt.events} {
+		if n != sz.streams*sz.events {
+			return fmt.Errorf("stream lost events: direct %d, proxy %d, capture %d", direct.events, proxied.events, capt.events)
+		}
 	}
 	return nil
 }
@@ -176,11 +184,13 @@ func benchRSS(ctx context.Context, e *env, sz sizes, t *table) error {
 	if err != nil {
 		return err
 	}
-	p, err := growth(e.proxyURL + "/stream" + q)
-	if err != nil {
-		return err
-	}
 	title := fmt.Sprintf("memory, one %d MiB stream", sz.bigStream>>20)
-	t.addBytes(title, "RSS growth (whole process)", d, p, "< 10 MB")
+	for _, v := range []string{bare, full} {
+		p, err := growth(e.proxyURL[v] + "/stream" + q)
+		if err != nil {
+			return err
+		}
+		t.addBytes(title, "RSS growth (whole process) via "+v, d, p, "< 10 MB")
+	}
 	return nil
 }

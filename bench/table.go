@@ -23,6 +23,10 @@ func (t *table) addBytes(section, metric string, direct, proxied int64, target s
 	t.rows = append(t.rows, [5]string{section, metric, mb(direct), mb(proxied), mb(proxied) + targetNote(target)})
 }
 
+func (t *table) ratio(section, metric string, r float64, target string) {
+	t.rows = append(t.rows, [5]string{section, metric, "", "", fmt.Sprintf("%+.0f%%", 100*r) + targetNote(target)})
+}
+
 func targetNote(target string) string {
 	if target == "" {
 		return ""
@@ -31,7 +35,7 @@ func targetNote(target string) string {
 }
 
 func (t *table) print(w io.Writer) {
-	fmt.Fprintln(w, "| workload | metric | direct | proxy | proxy − direct |")
+	fmt.Fprintln(w, "| workload | metric | direct | via proxy | difference |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---|")
 	for _, r := range t.rows {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", r[0], r[1], r[2], r[3], r[4])

@@ -55,22 +55,16 @@ func MergeBodies(draftBody, contBody []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("review: continuation: %w", err)
 	}
-	out := bytes.Clone(draftBody)
 	msg := gjson.GetBytes(contBody, "choices.0.message")
-	edits := []struct {
-		path string
-		raw  []byte
-	}{
+	edits := []pathEdit{
 		{"choices.0.message.content", quote(MergedContent(d.Content, c.Content))},
 		{"choices.0.finish_reason", []byte(gjson.GetBytes(contBody, "choices.0.finish_reason").Raw)},
 		{"choices.0.message.tool_calls", []byte(msg.Get("tool_calls").Raw)},
 	}
 	if field := reasoningField(d, c); field != "" {
-		edits = append(edits, struct {
-			path string
-			raw  []byte
-		}{"choices.0.message." + field, quote(mergedReasoning(d.Reasoning, c.Reasoning))})
+		edits = append(edits, pathEdit{"choices.0.message." + field, quote(mergedReasoning(d.Reasoning, c.Reasoning))})
 	}
+	out := bytes.Clone(draftBody)
 	for _, e := range edits {
 		if out, err = setOrDelete(out, e.path, e.raw); err != nil {
 			return nil, fmt.Errorf("review: merge %s: %w", e.path, err)
@@ -99,6 +93,12 @@ func reasoningField(d, c conv.Choice) string {
 		return d.ReasoningField
 	}
 	return c.ReasoningField
+}
+
+// pathEdit sets the value at path to raw (deletes it when raw is empty).
+type pathEdit struct {
+	path string
+	raw  []byte
 }
 
 // setOrDelete sets path to raw, or deletes it when raw is empty.

@@ -60,26 +60,43 @@ func NewStreamMerger(draftFirstChunk []byte, draft Draft) (*StreamMerger, error)
 	return m, nil
 }
 
-// Next returns the bytes to send to the client for one raw SSE event of
-// the continuation (the whole event, its blank line included): none, the
-// event rewritten, or synthetic events followed by it. An event that is
-// not a JSON chunk (a comment, "[DONE]", an event without data) passes
-// unchanged, after the separator when it carries data.
+// Next returns the bytes to send to the client for raw, one SSE event of
+// the continuation (the whole event, its blank line included; several
+// events are handled in turn): nothing, the event rewritten, or synthetic
+// events followed by it. An event that is not a JSON chunk (a comment,
+// "[DONE]", an event without data) passes unchanged, after the separator
+// when it carries data.
 func (m *StreamMerger) Next(raw []byte) ([]byte, error) {
-	ev, err := sse.NewReader(bytes.NewReader(raw)).Next()
-	if err != nil || ev.Comment || !ev.HasData {
-		return raw, nil
-	}
+	r := sse.NewReader(bytes.NewReader(raw))
 	var out []byte
-	if !m.started {
-		m.started = true
-		if out, err = m.synthetic(`{"content":` + string(quote(Separator)) + `}`); err != nil {
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			return out, nil // io.EOF; a bytes.Reader has no other error
+		}
+		if out, err = m.event(out, ev); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// event appends to out what the client gets for ev.
+func (m *StreamMerger) event(out []byte, ev sse.Event) ([]byte, error) {
+	if ev.Comment || !ev.HasData {
+		return append(out, ev.Raw...), nil
+	}
+	var err error
+	if !m.started {
+		m.started = true
+		sep, err := m.synthetic(`{"content":` + string(quote(Separator)) + `}`)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sep...)
+	}
 	data := ev.Data
 	if ev.IsDone() || !gjson.ValidBytes(data) || !gjson.ParseBytes(data).IsObject() {
-		return append(out, raw...), nil
+		return append(out, ev.Raw...), nil
 	}
 	if roleOnly(data) {
 		return out, nil
@@ -87,11 +104,10 @@ func (m *StreamMerger) Next(raw []byte) ([]byte, error) {
 	if out, err = m.joinReasoning(out, data); err != nil {
 		return nil, err
 	}
-	data, err = m.rewrite(data)
-	if err != nil {
+	if data, err = m.rewrite(data); err != nil {
 		return nil, err
 	}
-	return append(out, withData(raw, data)...), nil
+	return append(out, withData(ev.Raw, data)...), nil
 }
 
 // synthetic renders an event made from the draft's first chunk with one
@@ -186,8 +202,10 @@ func nonEmpty(v gjson.Result) bool {
 		return false
 	case v.Type == gjson.String:
 		return v.Str != ""
-	case v.IsArray() || v.IsObject():
-		return len(bytes.TrimSpace([]byte(v.Raw))) > 2 && (len(v.Array()) > 0 || len(v.Map()) > 0)
+	case v.IsArray():
+		return len(v.Array()) > 0
+	case v.IsObject():
+		return len(v.Map()) > 0
 	}
 	return true
 }
