@@ -12,9 +12,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/shaperproxy/shaperproxy/app"
+	"github.com/shaperproxy/shaperproxy/capture"
 	"github.com/shaperproxy/shaperproxy/config"
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/fakeupstream"
@@ -41,6 +43,8 @@ type Result struct {
 	Conversations int // distinct conversation keys
 	Shaped, Raw   int // reasoning blocks the upstream received shaped / as sent
 	LookupOK      bool
+	CapturedCalls  int // streamed calls in the capture log
+	CapturedShaped int // outgoing reasoning blocks the capture counted as shaped
 }
 
 // Run starts the fake upstream and the proxy on loopback, drives the
@@ -99,7 +103,44 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	if err := showShaping(out, agent.lastBody, up.Requests(), a, &res); err != nil {
 		return res, err
 	}
+	if err := showCapture(out, a, &res); err != nil {
+		return res, err
+	}
 	return res, nil
+}
+
+// showCapture prints what the wire capture recorded: the numbers of
+// `shaperproxy capture stats` and the last call as `capture show` rebuilds it.
+func showCapture(out io.Writer, a *app.App, res *Result) error {
+	if a.Capture == nil {
+		return nil
+	}
+	if err := a.Capture.Flush(); err != nil {
+		return err
+	}
+	dir := filepath.Join(a.Config.DataDir, app.CaptureDir)
+	fmt.Fprintf(out, "\n── capture: shaperproxy capture stats --data-dir %s\n", a.Config.DataDir)
+	if err := capture.StatsCmd(out, capture.StatsOptions{CmdOptions: capture.CmdOptions{Dir: dir}}); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\n── capture: shaperproxy capture show (the last call, reassembled field by field)\n")
+	if err := capture.ShowCmd(out, capture.ShowOptions{CmdOptions: capture.CmdOptions{Dir: dir}}); err != nil {
+		return err
+	}
+	r, err := capture.OpenReader(dir)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	st, err := capture.ComputeStats(r, time.Time{}, nil)
+	if err != nil {
+		return err
+	}
+	res.CapturedCalls = st.Chunks.Calls
+	for _, rr := range st.Reasoning {
+		res.CapturedShaped += int(rr.Shaped)
+	}
+	return nil
 }
 
 func printStep(out io.Writer, n int, r StepReport) {

@@ -27,6 +27,16 @@ func TestDemoRuns(t *testing.T) {
 	if res.Shaped+res.Raw != 6 || res.Shaped < 3 || !res.LookupOK {
 		t.Errorf("shaping: %d shaped, %d raw, lookup ok %v", res.Shaped, res.Raw, res.LookupOK)
 	}
+	if res.CapturedCalls != len(replies) {
+		t.Errorf("capture holds %d streamed calls, want %d", res.CapturedCalls, len(replies))
+	}
+	// Request k of a turn carries the turn's earlier steps; every step but
+	// the latest goes out shaped when it is longer than max_chars. The
+	// script's first two replies (410 and 500 chars) are shaped in requests
+	// 3–7 and 4–7, the fifth (295 chars) in request 7: 5 + 4 + 1.
+	if res.CapturedShaped != 10 {
+		t.Errorf("capture counted %d shaped blocks, want 10", res.CapturedShaped)
+	}
 	if strings.Contains(out.String(), "chars omitted") {
 		t.Errorf("a marker reached the upstream")
 	}

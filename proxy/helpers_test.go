@@ -73,7 +73,7 @@ func writeEvents(w http.ResponseWriter, body []byte) {
 }
 
 // newTestProxy starts the proxy in front of upstream on loopback.
-func newTestProxy(t *testing.T, upstream string, mod func(*Options)) (*Proxy, *httptest.Server) {
+func newTestProxy(t testing.TB, upstream string, mod func(*Options)) (*Proxy, *httptest.Server) {
 	t.Helper()
 	u, err := url.Parse(upstream)
 	if err != nil {

@@ -1,0 +1,187 @@
+package guard
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/shaperproxy/shaperproxy/conv"
+)
+
+// agentHistory returns a history of n messages: a system prompt, a user
+// task, then steps of an assistant call and its result (some failing).
+func agentHistory(n int, reasoning, output int) *hist {
+	h := (&hist{}).system(strings.Repeat("You are a coding agent. ", 400)).user("fix the failing test")
+	files := []string{"main.go", "go.mod", "guard/fold.go", "README.md", "conv/turns.go"}
+	for i := 0; len(h.msgs) < n; i++ {
+		id := fmt.Sprintf("call_%05d", i)
+		args := fmt.Sprintf(`{"path":%q,"offset":%d}`, files[i%len(files)], i%7)
+		h.assistant(strings.Repeat("Let me look at the file. ", reasoning/25), tc{id, "read_file", args})
+		if len(h.msgs) == n {
+			break
+		}
+		out := strings.Repeat("func f() { return nil }\n", output/24)
+		if i%9 == 4 {
+			out = "Exit code: 1\n" + out
+		}
+		h.tool(id, out)
+	}
+	return h
+}
+
+func TestProjectionIncremental40000(t *testing.T) {
+	g := mustGuard(t, nil)
+	h := agentHistory(40000, 50, 50)
+	p := g.NewProjection()
+	check := func(req *conv.Request, processed int, refold bool) {
+		t.Helper()
+		sig, st := p.Update(req)
+		if st.Processed != processed || st.Refold != refold || st.Messages != len(req.Messages) {
+			t.Fatalf("stats %+v, want processed %d refold %v", st, processed, refold)
+		}
+		if want := g.Fold(req); !reflect.DeepEqual(sig, want) {
+			t.Fatalf("incremental %+v != full %+v", sig, want)
+		}
+	}
+	req := h.req(t)
+	check(req, 40000, false)
+	check(h.req(t), 0, false) // the same history again, in a new body
+	h.tool(fmt.Sprintf("call_%05d", 19998), "Error: boom")
+	check(h.req(t), 1, false)
+	body := h.body()
+	i := strings.Index(string(body), "fix the failing test")
+	body[i] = 'F' // one byte of an early message
+	check(mustParse(t, body), 40001, true)
+	check(mustParse(t, body), 0, false)
+}
+
+func TestProjectionStats(t *testing.T) {
+	g := mustGuard(t, nil)
+	p := g.NewProjection()
+	h := failingLoop(2)
+	for _, step := range []struct {
+		edit      func()
+		processed int
+		refold    bool
+	}{
+		{func() {}, 6, false},
+		{func() {}, 0, false},
+		{func() { h.user("more") }, 1, false},
+		{func() { h.msgs = h.msgs[:len(h.msgs)-2] }, 5, true},                    // shortened
+		{func() { h.msgs[2], h.msgs[3] = h.msgs[3], h.msgs[2] }, 5, true},         // reordered
+		{func() { h.msgs[0] = `{"role":"system", "content":"agent"}` }, 5, true}, // whitespace only
+		{func() { h.msgs = nil }, 0, true},
+		{func() { h.user("new") }, 1, false},
+	} {
+		step.edit()
+		_, st := p.Update(h.req(t))
+		if st.Processed != step.processed || st.Refold != step.refold {
+			t.Fatalf("after %d messages: %+v, want processed %d refold %v", len(h.msgs), st, step.processed, step.refold)
+		}
+	}
+}
+
+// randomMessage returns a message built from small pools, so that ids,
+// signatures, failures, turns and duplicates collide often.
+func randomMessage(r *rand.Rand) string {
+	ids := []string{"a", "b", "c", "d", "e", ""}
+	args := []string{`{"p":1}`, `{"p":1.0}`, `{"p":"1"}`, `{"p":`, `{"q":[1,2]}`, ``}
+	switch r.IntN(10) {
+	case 0:
+		return `{"role":"user","content":"u` + fmt.Sprint(r.IntN(3)) + `"}`
+	case 1, 2, 3:
+		var calls []string
+		for range r.IntN(3) {
+			calls = append(calls, `{"id":`+q(ids[r.IntN(len(ids))])+`,"type":"function","function":{"name":`+
+				q([]string{"ls", "cat"}[r.IntN(2)])+`,"arguments":`+q(args[r.IntN(len(args))])+`}}`)
+		}
+		m := `{"role":"assistant","content":"","reasoning_content":` + q(strings.Repeat("é", r.IntN(9000))) + ``
+		if len(calls) > 0 {
+			m += `,"tool_calls":[` + strings.Join(calls, ",") + `]`
+		}
+		return m + `}`
+	case 4:
+		return `{"role":"system","content":"s"}`
+	default:
+		out := []string{okOut, failOut, "exit status 1", `{"error":"x"}`, "fine"}[r.IntN(5)]
+		return `{"role":"tool","tool_call_id":` + q(ids[r.IntN(len(ids))]) + `,"content":` + q(out) + `}`
+	}
+}
+
+// TestProjectionEqualsFold: over random appends, edits, reorderings and
+// truncations, Update always returns what a full fold returns, and folds
+// only the new messages when the prefix is unchanged.
+func TestProjectionEqualsFold(t *testing.T) {
+	g := mustGuard(t, nil)
+	r := rand.New(rand.NewPCG(1, 2))
+	for run := range 20 {
+		p := g.NewProjection()
+		h := &hist{}
+		for op := range 200 {
+			before := len(h.msgs)
+			wantProcessed, wantRefold := -1, false
+			switch k := r.IntN(10); {
+			case k < 5 || before == 0: // append
+				n := 1 + r.IntN(4)
+				for range n {
+					h.raw(randomMessage(r))
+				}
+				wantProcessed = n
+			case k == 5: // same request
+				wantProcessed = 0
+			case k == 6: // truncate
+				h.msgs = h.msgs[:r.IntN(before)]
+				wantProcessed, wantRefold = len(h.msgs), true
+			case k == 7: // edit one message
+				i := r.IntN(before)
+				if m := randomMessage(r); m != h.msgs[i] {
+					h.msgs[i] = m
+					wantProcessed, wantRefold = len(h.msgs), true
+				}
+			case k == 8: // swap two messages
+				i, j := r.IntN(before), r.IntN(before)
+				h.msgs[i], h.msgs[j] = h.msgs[j], h.msgs[i]
+			default: // replace the tail
+				if before > 1 {
+					h.msgs = append(h.msgs[:before-1], randomMessage(r))
+				}
+			}
+			req := h.req(t)
+			sig, st := p.Update(req)
+			want := g.Fold(req)
+			if !reflect.DeepEqual(sig, want) {
+				t.Fatalf("run %d op %d: incremental %+v != full %+v", run, op, sig, want)
+			}
+			if wantProcessed >= 0 && (st.Processed != wantProcessed || st.Refold != wantRefold) && !(wantRefold && before == 0) {
+				t.Fatalf("run %d op %d: stats %+v, want processed %d refold %v", run, op, st, wantProcessed, wantRefold)
+			}
+			checkOpenTurn(t, req, want.Stall)
+		}
+	}
+}
+
+// checkOpenTurn compares the fold's turn measure with conv's own turns.
+func checkOpenTurn(t *testing.T, req *conv.Request, s Stall) {
+	t.Helper()
+	turn, ok := req.OpenTurn()
+	if !ok {
+		if s.Known || s.Steps != 0 {
+			t.Fatalf("no turn but %+v", s)
+		}
+		return
+	}
+	chars, last := 0, 0
+	for _, st := range turn.Steps {
+		last = utf8.RuneCountInString(req.Messages[st.Assistant].Reasoning)
+		chars += last
+	}
+	if s.Steps != len(turn.Steps) || s.TurnChars != chars || s.StepChars != last {
+		t.Fatalf("fold %+v, conv turn %d steps %d chars (last %d)", s, len(turn.Steps), chars, last)
+	}
+	if req.StartsNewTurn() != (s.Steps == 0) {
+		t.Fatalf("StartsNewTurn %v, steps %d", req.StartsNewTurn(), s.Steps)
+	}
+}

@@ -1,0 +1,42 @@
+package proxy
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+// BenchmarkRoundTrip measures one small non-stream chat request through
+// the proxy (b.N requests, sequential), against BenchmarkRoundTripDirect.
+func BenchmarkRoundTrip(b *testing.B) { benchRoundTrip(b, true) }
+
+// BenchmarkRoundTripDirect is the same request straight to the upstream.
+func BenchmarkRoundTripDirect(b *testing.B) { benchRoundTrip(b, false) }
+
+func benchRoundTrip(b *testing.B, viaProxy bool) {
+	resp := []byte(`{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok","reasoning_content":"short"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11}}`)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(resp)
+	}))
+	defer up.Close()
+	url := up.URL
+	if viaProxy {
+		_, px := newTestProxy(b, up.URL, nil)
+		url = px.URL
+	}
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	body := []byte(`{"model":"deepseek-reasoner","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hello"}]}`)
+	b.ResetTimer()
+	for b.Loop() {
+		r, err := c.Post(url+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+	}
+}
