@@ -35,14 +35,14 @@ type Options struct {
 
 // Result sums up a run, for tests.
 type Result struct {
-	Requests      int // requests the agent sent
-	UpstreamSeen  int // chat requests the upstream received
-	Chunks        int // stream chunks the agent received
-	Turns         int // turns the proxy's conversation model counted
-	NewTurns      int // requests that started a new turn
-	Conversations int // distinct conversation keys
-	Shaped, Raw   int // reasoning blocks the upstream received shaped / as sent
-	LookupOK      bool
+	Requests       int // requests the agent sent
+	UpstreamSeen   int // chat requests the upstream received
+	Chunks         int // stream chunks the agent received
+	Turns          int // turns the proxy's conversation model counted
+	NewTurns       int // requests that started a new turn
+	Conversations  int // distinct conversation keys
+	Shaped, Raw    int // reasoning blocks the upstream received shaped / as sent
+	LookupOK       bool
 	CapturedCalls  int // streamed calls in the capture log
 	CapturedShaped int // outgoing reasoning blocks the capture counted as shaped
 }

@@ -96,4 +96,3 @@ func (b *observedBody) end(err error) {
 		b.p.finish(b.call, b.info, end)
 	})
 }
-
