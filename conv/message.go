@@ -91,13 +91,13 @@ func parseMessage(i int, v gjson.Result, dup *bool) Message {
 		return m
 	}
 	k := lastKeys(v, dup, messageKeys...)
-	m.Role = str(k["role"])
-	m.Name = str(k["name"])
-	m.ToolCallID = str(k["tool_call_id"])
-	m.setReasoning(k[FieldReasoningContent], k[FieldReasoning])
-	m.setContent(k["content"])
-	m.ToolCalls = parseToolCalls(k["tool_calls"])
-	m.Signed = messageSigned(k) || partsSigned(k["content"]) || toolCallsSigned(k["tool_calls"])
+	m.Role = str(k.get("role"))
+	m.Name = str(k.get("name"))
+	m.ToolCallID = str(k.get("tool_call_id"))
+	m.setReasoning(k.get(FieldReasoningContent), k.get(FieldReasoning))
+	m.setContent(k.get("content"))
+	m.ToolCalls = parseToolCalls(k.get("tool_calls"))
+	m.Signed = messageSigned(k) || partsSigned(k.get("content")) || toolCallsSigned(k.get("tool_calls"))
 	return m
 }
 

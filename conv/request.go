@@ -1,9 +1,9 @@
 package conv
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
@@ -45,7 +45,7 @@ func ParseRequest(body []byte) (*Request, error) {
 	if !utf8.Valid(body) {
 		return nil, fmt.Errorf("%w: invalid utf-8", ErrNotChat)
 	}
-	if !json.Valid(body) {
+	if !gjson.ValidBytes(body) {
 		return nil, fmt.Errorf("%w: invalid json", ErrNotChat)
 	}
 	root := gjson.ParseBytes(body)
@@ -54,14 +54,14 @@ func ParseRequest(body []byte) (*Request, error) {
 	}
 	r := &Request{Body: body}
 	top := lastKeys(root, &r.DuplicateKeys, "messages", "model", "stream")
-	if !top["messages"].IsArray() {
+	if !top.get("messages").IsArray() {
 		return nil, fmt.Errorf("%w: no messages array", ErrNotChat)
 	}
-	if m := top["model"]; m.Type == gjson.String {
+	if m := top.get("model"); m.Type == gjson.String {
 		r.Model = m.Str
 	}
-	r.Stream = top["stream"].Type == gjson.True
-	r.Messages = parseMessages(top["messages"], &r.DuplicateKeys)
+	r.Stream = top.get("stream").Type == gjson.True
+	r.Messages = parseMessages(top.get("messages"), &r.DuplicateKeys)
 	return r, nil
 }
 
@@ -75,20 +75,38 @@ func parseMessages(arr gjson.Result, dup *bool) []Message {
 	return msgs
 }
 
+// keyVals holds the values lastKeys found, in the order of the wanted
+// names.
+type keyVals struct {
+	names []string
+	vals  []gjson.Result
+}
+
+// get returns the value of key name (the zero Result when it is missing).
+func (k keyVals) get(name string) gjson.Result {
+	for i, n := range k.names {
+		if n == name {
+			return k.vals[i]
+		}
+	}
+	return gjson.Result{}
+}
+
 // lastKeys returns the last value of each wanted key of object obj (a
 // missing key maps to the zero Result) and sets *dup when any key of obj
-// appears twice.
-func lastKeys(obj gjson.Result, dup *bool, wanted ...string) map[string]gjson.Result {
-	out := make(map[string]gjson.Result, len(wanted))
-	seen := make(map[string]struct{})
+// appears twice. It allocates no map: objects here have a few keys.
+func lastKeys(obj gjson.Result, dup *bool, wanted ...string) keyVals {
+	out := keyVals{names: wanted, vals: make([]gjson.Result, len(wanted))}
+	var seenBuf [16]string
+	seen := seenBuf[:0]
 	obj.ForEach(func(k, v gjson.Result) bool {
-		if _, ok := seen[k.Str]; ok {
+		if slices.Contains(seen, k.Str) {
 			*dup = true
 		}
-		seen[k.Str] = struct{}{}
-		for _, w := range wanted {
+		seen = append(seen, k.Str)
+		for i, w := range wanted {
 			if k.Str == w {
-				out[w] = v
+				out.vals[i] = v
 			}
 		}
 		return true

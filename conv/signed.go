@@ -12,12 +12,12 @@ const maxSignedDepth = 16
 
 // messageSigned reports whether the message-level keys k (from lastKeys)
 // carry signed reasoning.
-func messageSigned(k map[string]gjson.Result) bool {
-	if nonEmptyArray(k["reasoning_details"]) || nonEmptyArray(k["thinking_blocks"]) {
+func messageSigned(k keyVals) bool {
+	if nonEmptyArray(k.get("reasoning_details")) || nonEmptyArray(k.get("thinking_blocks")) {
 		return true
 	}
 	for _, s := range signatureKeys {
-		if present(k[s]) {
+		if present(k.get(s)) {
 			return true
 		}
 	}
@@ -99,5 +99,10 @@ func present(v gjson.Result) bool {
 
 // nonEmptyArray reports whether v is an array with at least one element.
 func nonEmptyArray(v gjson.Result) bool {
-	return v.IsArray() && len(v.Array()) > 0
+	if !v.IsArray() {
+		return false
+	}
+	n := 0
+	v.ForEach(func(_, _ gjson.Result) bool { n++; return false })
+	return n > 0
 }

@@ -262,14 +262,24 @@ func messageHash(req *conv.Request, i int) uint64 {
 
 // Effort returns the request's reasoning effort: the top-level
 // "reasoning_effort" string, else "reasoning.effort" (OpenRouter), else "".
+// It reads the body once; Decide calls it only for an Event.
 func Effort(body []byte) string {
-	r := gjson.GetManyBytes(body, "reasoning_effort", "reasoning.effort")
-	for _, v := range r {
-		if v.Type == gjson.String {
-			return v.Str
+	var top, nested string
+	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+		switch {
+		case k.Str == "reasoning_effort" && v.Type == gjson.String:
+			top = v.Str
+		case k.Str == "reasoning" && v.IsObject():
+			if e := v.Get("effort"); e.Type == gjson.String {
+				nested = e.Str
+			}
 		}
+		return true
+	})
+	if top != "" {
+		return top
 	}
-	return ""
+	return nested
 }
 
 // EchoText is the ECHO notice for a tool whose same call failed count

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"bytes"
 	"regexp"
 	"strconv"
 	"strings"
@@ -37,18 +38,15 @@ func (r *failureRules) failed(raw []byte, content string) bool {
 }
 
 // flagged: one of the flags holds the JSON literal true on the message.
+// A flag whose name does not occur in the message bytes at all is not
+// looked up (a key spelt with escapes is not recognised).
 func (r *failureRules) flagged(raw []byte) bool {
-	if len(r.flags) == 0 {
-		return false
-	}
-	hit := false
-	gjson.ParseBytes(raw).ForEach(func(k, v gjson.Result) bool {
-		if v.Type == gjson.True && contains(r.flags, k.Str) {
-			hit = true
+	for _, f := range r.flags {
+		if bytes.Contains(raw, []byte(f)) && gjson.GetBytes(raw, f).Type == gjson.True {
+			return true
 		}
-		return !hit
-	})
-	return hit
+	}
+	return false
 }
 
 // errorObject: the content is a JSON object with an error key that holds
@@ -101,7 +99,11 @@ func (r *failureRules) lineFails(line string) bool {
 	if len(line) > maxLineLen {
 		return false
 	}
+	digit := strings.ContainsAny(line, "0123456789")
 	for _, re := range r.lines {
+		if re.NumSubexp() > 0 && !digit {
+			continue // the code group cannot hold a non-zero integer
+		}
 		m := re.FindStringSubmatch(line)
 		switch {
 		case m == nil:

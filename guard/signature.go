@@ -30,28 +30,30 @@ const maxExponent = 1_000_000_000
 // when the arguments are unknown (see Canonical): such a call matches no
 // other call, not even one with the same bytes.
 func Signature(name, args string) (s Sig, ok bool) {
-	c, ok := Canonical(args)
+	if !utf8.ValidString(args) || !gjson.Valid(args) {
+		return Sig{}, false
+	}
+	buf := sigPrefix(make([]byte, 0, 16+len(name)+len(args)), 0, name)
+	buf, ok = canon(buf, gjson.Parse(args), 0)
 	if !ok {
 		return Sig{}, false
 	}
-	return hashSig(0, name, c), true
+	return sha256.Sum256(buf), true
 }
 
 // rawSig hashes a call with unknown arguments over their raw bytes, in a
 // separate domain so that it never equals a Signature. It only serves to
 // tell whether two occurrences of one call id agree.
-func rawSig(name, args string) Sig { return hashSig(1, name, []byte(args)) }
+func rawSig(name, args string) Sig {
+	buf := sigPrefix(make([]byte, 0, 16+len(name)+len(args)), 1, name)
+	return sha256.Sum256(append(buf, args...))
+}
 
-func hashSig(domain byte, name string, body []byte) Sig {
-	h := sha256.New()
-	var n [binary.MaxVarintLen64 + 1]byte
-	n[0] = domain
-	h.Write(n[:1+binary.PutUvarint(n[1:], uint64(len(name)))])
-	h.Write([]byte(name))
-	h.Write(body)
-	var s Sig
-	h.Sum(s[:0])
-	return s
+// sigPrefix writes the domain byte and the length-prefixed tool name.
+func sigPrefix(dst []byte, domain byte, name string) []byte {
+	dst = append(dst, domain)
+	dst = binary.AppendUvarint(dst, uint64(len(name)))
+	return append(dst, name...)
 }
 
 // Canonical returns args as canonical JSON, or ok false when args are
@@ -147,8 +149,8 @@ func canonObject(dst []byte, v gjson.Result, depth int) ([]byte, bool) {
 }
 
 // appendString writes s as a JSON string, escaping only '"', '\\' and
-// control characters. s is valid UTF-8 (gjson decodes lone surrogates to
-// U+FFFD).
+// control characters (\n, \r and \t by their short form). s is valid
+// UTF-8 (gjson decodes lone surrogates to U+FFFD).
 func appendString(dst []byte, s string) []byte {
 	const hexDigits = "0123456789abcdef"
 	dst = append(dst, '"')
@@ -156,6 +158,12 @@ func appendString(dst []byte, s string) []byte {
 		switch c := s[i]; {
 		case c == '"' || c == '\\':
 			dst = append(dst, '\\', c)
+		case c == '\n':
+			dst = append(dst, '\\', 'n')
+		case c == '\r':
+			dst = append(dst, '\\', 'r')
+		case c == '\t':
+			dst = append(dst, '\\', 't')
 		case c < 0x20:
 			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 		default:

@@ -24,9 +24,11 @@ type Call struct {
 	// Chat reports whether the request is a chat completions request whose
 	// body was parsed (View is then non-nil).
 	Chat bool
-	// View is the conversation model's view of the body as it currently
-	// stands (after the transforms run so far). Nil for non-chat requests,
-	// bodies that are not valid JSON and bodies over the size limit.
+	// View is the conversation model's view of the body: as it stands
+	// after the transforms run so far (the last transform's output is
+	// parsed again only when a later transform or a finisher needs it).
+	// Nil for non-chat requests, bodies that are not valid JSON and bodies
+	// over the size limit.
 	View *conv.Request
 	// ClientBody is the body as received from the client (nil when it was
 	// streamed through unread).

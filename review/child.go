@@ -169,8 +169,10 @@ func BuildChild(primary *conv.Request, draft Draft, opts ChildOptions) (Child, e
 	if err := checkLimits(snap, opts); err != nil {
 		return Child{}, err
 	}
-	seed := seedBytes(primary, t)
-	body, err := childBody(primary.Body, messagesArray(seed, t.Start > 0, userMessage(Task+"\n\n"+snap.text)), opts)
+	start, end := arrayBounds(primary)
+	seed := seedBytes(primary, t, start)
+	arr := messagesArray(seed, t.Start > 0, userMessage(Task+"\n\n"+snap.text))
+	body, err := childBody(primary.Body, start, end, arr, opts)
 	if err != nil {
 		return Child{}, err
 	}
@@ -193,16 +195,24 @@ func checkLimits(s snapshot, opts ChildOptions) error {
 	return nil
 }
 
-// seedBytes returns the raw bytes of the messages array from its "[" up
-// to the end of the last message before turn t (or up to the first
-// message when the turn opens the conversation).
-func seedBytes(req *conv.Request, t conv.Turn) []byte {
-	arr := gjson.GetBytes(req.Body, "messages")
+// arrayBounds returns the offsets of the messages array of req: its "["
+// and one past its "]". req has at least one message (it has a turn).
+func arrayBounds(req *conv.Request) (start, end int) {
+	first, last := req.Messages[0].Start, req.Messages[len(req.Messages)-1].End
+	start = bytes.LastIndexByte(req.Body[:first], '[')
+	end = last + bytes.IndexByte(req.Body[last:], ']') + 1
+	return start, end
+}
+
+// seedBytes returns the raw bytes of the messages array from its "[" (at
+// start) up to the end of the last message before turn t, or up to the
+// first message when the turn opens the conversation.
+func seedBytes(req *conv.Request, t conv.Turn, start int) []byte {
 	end := req.Messages[0].Start
 	if t.Start > 0 {
 		end = req.Messages[t.Start-1].End
 	}
-	return req.Body[arr.Index:end]
+	return req.Body[start:end]
 }
 
 // userMessage returns {"role":"user","content":text}.
@@ -221,22 +231,27 @@ func messagesArray(seed []byte, comma bool, msg []byte) []byte {
 	return append(append(arr, msg...), ']')
 }
 
-// childBody edits a copy of the primary body into the child's, with arr
-// as its messages.
-func childBody(primary, arr []byte, opts ChildOptions) ([]byte, error) {
-	body, err := sjson.SetRawBytes(bytes.Clone(primary), "messages", arr)
-	if err != nil {
-		return nil, fmt.Errorf("review: child messages: %w", err)
-	}
+// childBody builds the child's body: the primary's top-level keys edited
+// (on a copy whose messages array, primary[start:end], is left out, so no
+// edit scans the history), then arr spliced in as the messages.
+func childBody(primary []byte, start, end int, arr []byte, opts ChildOptions) ([]byte, error) {
+	shell := make([]byte, 0, len(primary)-(end-start)+2)
+	shell = append(append(append(shell, primary[:start]...), "[]"...), primary[end:]...)
+	var err error
 	for _, k := range removedKeys {
 		if k == "tools" && opts.KeepTools {
 			continue
 		}
-		if body, err = deleteKey(body, k); err != nil {
+		if shell, err = deleteKey(shell, k); err != nil {
 			return nil, err
 		}
 	}
-	return setChildKeys(body, opts)
+	if shell, err = setChildKeys(shell, opts); err != nil {
+		return nil, err
+	}
+	at := gjson.GetBytes(shell, "messages").Index
+	body := make([]byte, 0, len(shell)+len(arr))
+	return append(append(append(body, shell[:at]...), arr...), shell[at+2:]...), nil
 }
 
 // setChildKeys sets stream, response_format and model.

@@ -2,7 +2,6 @@ package review
 
 import (
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -119,4 +118,6 @@ func raw(req *conv.Request, i int) string {
 
 func quoteTest(s string) string { b, _ := json.Marshal(s); return string(b) }
 
-var _ = fmt.Sprintf
+func testToolCalls() []conv.ToolCall {
+	return []conv.ToolCall{{ID: "call_9", Type: "function", Name: "search", Arguments: `{"q":"x"}`}}
+}

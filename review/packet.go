@@ -208,7 +208,6 @@ func checkKeys(obj gjson.Result, what string, allowed ...string) error {
 	return err
 }
 
-
 // orMissing returns v's raw JSON (cut to 80 bytes), or "missing".
 func orMissing(v gjson.Result) string {
 	if !v.Exists() {

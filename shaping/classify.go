@@ -69,8 +69,12 @@ var notCues = []string{"so far", "so much", "so many"}
 var (
 	cueIndex, innerIndex, fillerIndex [256][]uint8
 	byteClass                         [256]uint8
-	innerPair                         [256][4]uint64 // first, second byte of inner cues
+	innerPair                         [256][4]uint64  // first, second byte of inner cues
+	cueKey, cueMask                   [maxCues]uint64 // first 8 bytes of each cue (see prefix8)
 )
+
+// maxCues bounds the cues table (indexes are uint8; init checks the bound).
+const maxCues = 128
 
 // byteClass flags.
 const (
@@ -88,7 +92,11 @@ var wordByte = func() (t [256]bool) {
 }()
 
 func init() {
+	if len(cues) > maxCues || len(fillers) > 255 {
+		panic("shaping: cue or filler table too long")
+	}
 	for i, c := range cues {
+		cueKey[i], cueMask[i] = prefix8(c.phrase)
 		b := c.phrase[0]
 		cueIndex[b] = append(cueIndex[b], uint8(i))
 		if c.inner {
@@ -249,12 +257,25 @@ func scanUnit(s string, from int, wantInner bool) (runes int, info, inner bool) 
 
 // innerAt reports whether an inner cue starts s, whose first byte folds to b.
 func innerAt(s string, b byte) bool {
+	w, _ := prefix8(s)
 	for _, k := range innerIndex[b] {
-		if hasWordFold(s, cues[k].phrase) {
+		if w&cueMask[k] == cueKey[k] && hasWordFold(s, cues[k].phrase) {
 			return true
 		}
 	}
 	return false
+}
+
+// prefix8 packs the first (up to) eight bytes of s, ASCII folded to lower
+// case, into a word, with the mask of the bytes present: a cheap first test
+// before comparing a whole phrase ("the " starts seven cues).
+func prefix8(s string) (w, mask uint64) {
+	n := min(len(s), 8)
+	for i := 0; i < n; i++ {
+		w |= uint64(lowerASCII(s[i])) << (8 * i)
+		mask |= 0xFF << (8 * i)
+	}
+	return w, mask
 }
 
 // skipMarkdown skips white space and the markdown characters #>*_ at p.

@@ -75,7 +75,7 @@ var (
 	}
 )
 
-// gen fills templates with details drawn from r.
+// fill fills a template with details drawn from r.
 func (r *rng) fill(tmpl string) string {
 	return fmt.Sprintf(tmpl, r.pick(idents), r.pick(files), 2+r.intn(997))
 }

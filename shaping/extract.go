@@ -39,14 +39,17 @@ const (
 // text with no unit other than code fences that do not fit, or with no unit
 // at all (only white space), is returned as it is, over MaxChars.
 //
-// Invalid UTF-8 is first replaced by U+FFFD, so the result is always valid
-// UTF-8 and never empty for a non-empty text.
+// Invalid UTF-8 never reaches the result: a text that fits is returned
+// with invalid sequences replaced by U+FFFD; otherwise, if the units
+// extracted from the text as it is hold invalid UTF-8, extraction runs again
+// on the text with invalid sequences replaced. The result is never empty
+// for a non-empty text.
 func Extract(text string, o Options) string {
 	o = o.effective()
-	if !utf8.ValidString(text) {
-		text = strings.ToValidUTF8(text, "\uFFFD")
+	if fits(text, o.MaxChars) {
+		return strings.ToValidUTF8(text, "\uFFFD")
 	}
-	return extractN(text, validRuneCount(text), o.MaxChars)
+	return extractValid(text, o.MaxChars)
 }
 
 // Shape applies o.Op to one reasoning text and reports whether the result
@@ -72,49 +75,59 @@ func Shape(text string, o Options) (out string, changed bool) {
 	case OpDrop:
 		return "", text != ""
 	}
-	if len(text) <= o.MaxChars { // runes ≤ bytes
+	if fits(text, o.MaxChars) {
 		return text, false
-	}
-	valid := utf8.ValidString(text)
-	var n int
-	if valid {
-		n = validRuneCount(text)
-	} else {
-		n = utf8.RuneCountInString(text)
-	}
-	if n <= o.MaxChars {
-		return text, false
-	}
-	clean, nc := text, n
-	if !valid {
-		clean = strings.ToValidUTF8(text, "\uFFFD")
-		nc = validRuneCount(clean)
 	}
 	budget, mark := o.MaxChars, false
-	if o.Marker && o.MaxChars-markerRunes(n) >= 1 {
-		budget, mark = o.MaxChars-markerRunes(n), true
+	n := 0 // runes in text, counted only for the marker
+	if o.Marker {
+		n = utf8.RuneCountInString(text)
+		if o.MaxChars-markerRunes(n) >= 1 {
+			budget, mark = o.MaxChars-markerRunes(n), true
+		}
 	}
-	out = extractN(clean, nc, budget)
+	out = extractValid(text, budget)
 	m := utf8.RuneCountInString(out)
 	if m > budget { // nothing to cut: only white space or fences too large
 		return text, false
 	}
 	if mark {
 		out = marker(n-m) + out
-		m = utf8.RuneCountInString(out)
 	}
-	if m >= n {
-		return text, false
-	}
+	// text has more than MaxChars runes and out at most MaxChars, so the
+	// short-block guard holds here without another count.
 	return out, true
 }
 
-// extractN is Extract on valid UTF-8 text of n runes, with a budget of at
-// least 1.
-func extractN(text string, n, budget int) string {
-	if n <= budget {
-		return text
+// fits reports whether text has at most limit runes, counting only when
+// its length in bytes leaves a doubt (a rune is 1 to 4 bytes).
+func fits(text string, limit int) bool {
+	switch {
+	case len(text) <= limit:
+		return true
+	case len(text) > 4*limit:
+		return false
 	}
+	return utf8.RuneCountInString(text) <= limit
+}
+
+// extractValid extracts from a text of more than budget runes and returns
+// valid UTF-8 (see Extract).
+func extractValid(text string, budget int) string {
+	out := extractUnits(text, budget)
+	if !utf8.ValidString(out) {
+		clean := strings.ToValidUTF8(text, "\uFFFD")
+		if fits(clean, budget) {
+			return clean
+		}
+		out = extractUnits(clean, budget)
+	}
+	return out
+}
+
+// extractUnits chooses and joins the units of a text longer than budget
+// (at least 1). Invalid UTF-8 in text may reach the result.
+func extractUnits(text string, budget int) string {
 	sc := scratchPool.Get().(*scratch)
 	defer sc.release()
 	units := split(text, sc.units[:0])

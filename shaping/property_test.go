@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 	"unicode/utf8"
 )
 
@@ -162,11 +161,9 @@ func (f *fakeT) Fatalf(format string, args ...any) {
 	panic("fatal")
 }
 
-// TestPathologicalLinear runs inputs that make naive splitters quadratic.
-// Each is 1 MB; a quadratic step would take minutes, not milliseconds.
-func TestPathologicalLinear(t *testing.T) {
-	const n = 1 << 20
-	cases := map[string]string{
+// pathological are inputs that make naive splitters quadratic.
+func pathological(n int) map[string]string {
+	return map[string]string{
 		"dots":        "a" + strings.Repeat(".", n),
 		"spaced dots": strings.Repeat(". ", n/2),
 		"ticks":       strings.Repeat("`a``b```c", n/9),
@@ -180,19 +177,33 @@ func TestPathologicalLinear(t *testing.T) {
 		"newlines": strings.Repeat("\n", n),
 		"abbrevs":  strings.Repeat("vs. X ", n/6),
 	}
+}
+
+// TestPathological checks the properties on the pathological inputs at
+// 64 KiB. Their cost at 1 MiB is measured by BenchmarkPathological (speed
+// lives in benchmarks, not in timed tests).
+func TestPathological(t *testing.T) {
+	cases := pathological(64 << 10)
 	names := make([]string, 0, len(cases))
 	for name := range cases {
 		names = append(names, name)
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		start := time.Now()
 		checkProperties(t, cases[name], Options{})
-		d := time.Since(start)
-		t.Logf("%s: %v", name, d)
-		if d > 5*time.Second {
-			t.Errorf("%s: %v for 1 MB", name, d)
-		}
+	}
+}
+
+// BenchmarkPathological shapes each 1 MiB pathological input once per
+// iteration: a quadratic step shows as seconds instead of milliseconds.
+func BenchmarkPathological(b *testing.B) {
+	for name, text := range pathological(1 << 20) {
+		b.Run(strings.ReplaceAll(name, " ", "_"), func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				Shape(text, Options{})
+			}
+		})
 	}
 }
 

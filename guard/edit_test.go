@@ -1,0 +1,153 @@
+package guard
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+func TestApplyPlacements(t *testing.T) {
+	body := []byte(`{"model":"m",  "messages":[` +
+		`{"role":"user","content":"go"},` +
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"ls","arguments":"{}"}},{"id":"b","type":"function","function":{"name":"ls","arguments":"{}"}},{"id":"c","type":"function","function":{"name":"ls","arguments":"{}"}},{"id":"d","type":"function","function":{"name":"ls","arguments":"{}"}},{"id":"e","type":"function","function":{"name":"ls","arguments":"{}"}}]},` +
+		`{"role":"tool","tool_call_id":"a","content":"caf\u00e9 \"x\""},` +
+		`{"role":"tool","tool_call_id":"b","content":[{"type":"text","text":"part"}]},` +
+		`{"role":"tool","tool_call_id":"c","content":null},` +
+		`{"role":"tool","tool_call_id":"d"},` +
+		`{"role":"tool","tool_call_id":"e","content":""},` +
+		`{"role":"tool","tool_call_id":"f","content":[]}` +
+		`],"x":1}`)
+	req := mustParse(t, body)
+	orig := string(body)
+	out, err := ApplyPlacements(req, []Placement{
+		{2, "one"}, {3, "two"}, {4, "three"}, {5, "four"}, {6, "five"}, {7, "six"}, {2, "again"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(body) != orig {
+		t.Fatal("ApplyPlacements changed req.Body")
+	}
+	got := mustParse(t, out)
+	for i, want := range map[int]string{
+		2: "café \"x\"\n\none\n\nagain", 3: "part\ntwo", 4: "three", 5: "four", 6: "five", 7: "six",
+	} {
+		if c := got.Messages[i].Content; c != want {
+			t.Errorf("message %d content %q, want %q", i, c, want)
+		}
+	}
+	s := string(out)
+	for _, keep := range []string{`{"model":"m",  "messages":[`, `"content":"caf\u00e9 \"x\"\n\none\n\nagain"`, `],"x":1}`,
+		`[{"type":"text","text":"part"},{"type":"text","text":"two"}]`, `[{"type":"text","text":"six"}]`} {
+		if !strings.Contains(s, keep) {
+			t.Errorf("edited body lacks %s:\n%s", keep, s)
+		}
+	}
+	if len(got.Messages[1].ToolCalls) != 5 || got.Messages[0].Content != "go" {
+		t.Error("other messages changed")
+	}
+	if out, err := ApplyPlacements(req, nil); err != nil || &out[0] != &body[0] {
+		t.Error("no placements should return the body itself")
+	}
+}
+
+func TestApplyPlacementsRefuses(t *testing.T) {
+	req := mustParse(t, []byte(`{"messages":[{"role":"assistant","content":"x"},{"role":"tool","content":{"a":1}},{"role":"tool","content":"x","content":"y"}]}`))
+	for _, i := range []int{0, 1, 2, 3, -1} {
+		out, err := ApplyPlacements(req, []Placement{{i, "n"}})
+		if !errors.Is(err, ErrNotPlaceable) || string(out) != string(req.Body) {
+			t.Errorf("message %d: %v", i, err)
+		}
+	}
+}
+
+func TestStepDown(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		l          Lowering
+		active     bool
+		want       string // "" = unchanged
+	}{
+		{"deepseek max", `{"model":"deepseek-v4", "reasoning_effort" : "max","messages":[]}`, DeepSeekLowering, true,
+			`{"model":"deepseek-v4", "reasoning_effort" : "high","messages":[]}`},
+		{"deepseek high stays", `{"reasoning_effort":"high","messages":[]}`, DeepSeekLowering, true, ""},
+		{"inactive", `{"reasoning_effort":"max","messages":[]}`, DeepSeekLowering, false, ""},
+		{"openai xhigh", `{"messages":[],"reasoning_effort":"xhigh","z":0}`, OpenAILowering, true, `{"messages":[],"reasoning_effort":"high","z":0}`},
+		{"openai medium", `{"reasoning_effort":"medium"}`, OpenAILowering, true, `{"reasoning_effort":"low"}`},
+		{"openai low stays", `{"reasoning_effort":"low"}`, OpenAILowering, true, ""},
+		{"absent", `{"messages":[]}`, OpenAILowering, true, ""},
+		{"not a string", `{"reasoning_effort":3}`, OpenAILowering, true, ""},
+		{"openrouter", `{"reasoning":{"exclude":false,"effort":"high"},"messages":[]}`, OpenRouterLowering, true,
+			`{"reasoning":{"exclude":false,"effort":"medium"},"messages":[]}`},
+		{"openrouter max_tokens only", `{"reasoning":{"max_tokens":2000}}`, OpenRouterLowering, true, ""},
+		{"repeated key", `{"reasoning_effort":"max","reasoning_effort":"max"}`, DeepSeekLowering, true, ""},
+		{"repeated nested key", `{"reasoning":{"effort":"high","effort":"high"}}`, OpenRouterLowering, true, ""},
+		{"custom", `{"reasoning_effort":"max"}`, Lowering{Path: "reasoning_effort", Values: map[string]string{"max": "medium"}}, true,
+			`{"reasoning_effort":"medium"}`},
+	} {
+		in := []byte(tc.body)
+		out, changed := StepDown(in, tc.l, tc.active)
+		want := tc.want
+		if want == "" {
+			want = tc.body
+		}
+		if string(out) != want || changed != (tc.want != "") || string(in) != tc.body {
+			t.Errorf("%s: %s (changed %v), want %s", tc.name, out, changed, want)
+		}
+	}
+}
+
+// TestStepDownWindow runs StepDown on the decisions of an interrupt with
+// step_down_requests = 2: lowered, lowered, the client's own value.
+func TestStepDownWindow(t *testing.T) {
+	g := mustGuard(t, func(c *Config) { c.StallAction = StallInterrupt; c.StepDownRequests = 2 })
+	h := (&hist{}).user("go")
+	stallStep(h, 20000)
+	var st State
+	var got []string
+	for range 3 {
+		req := h.req(t)
+		var d Decision
+		d, st = g.Decide(st, req, g.Fold(req))
+		out, _ := StepDown(req.Body, g.Lowering("deepseek", "https://api.deepseek.com"), d.StepDown)
+		got = append(got, gjson.GetBytes(out, "reasoning_effort").Str)
+		stallStep(h, 10)
+	}
+	if strings.Join(got, ",") != "high,high,max" {
+		t.Fatalf("efforts %v", got)
+	}
+}
+
+func TestEffort(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"reasoning_effort":"max"}`:                           "max",
+		`{"reasoning":{"effort":"low"}}`:                       "low",
+		`{"reasoning":{"effort":"low"},"reasoning_effort":"x"}`: "x",
+		`{"messages":[]}`:                                      "",
+	} {
+		if got := Effort([]byte(body)); got != want {
+			t.Errorf("Effort(%s) = %q, want %q", body, got, want)
+		}
+	}
+}
+
+func TestDefaultLowering(t *testing.T) {
+	for up, want := range map[string]Lowering{
+		"https://api.deepseek.com":     DeepSeekLowering,
+		"https://openrouter.ai/api/v1": OpenRouterLowering,
+		"https://api.openai.com":       OpenAILowering,
+		"http://127.0.0.1:8000":        OpenAILowering,
+	} {
+		if got := DefaultLowering(up); got.Path != want.Path || len(got.Values) != len(want.Values) {
+			t.Errorf("DefaultLowering(%s) = %+v", up, got)
+		}
+	}
+	g := mustGuard(t, func(c *Config) {
+		c.StepDownMap = map[string]Lowering{"ds": {Path: "reasoning_effort", Values: map[string]string{"max": "high"}}}
+	})
+	if l := g.Lowering("ds", "https://openrouter.ai"); l.Path != "reasoning_effort" {
+		t.Errorf("configured lowering not used: %+v", l)
+	}
+}
