@@ -28,11 +28,17 @@ type shaper struct {
 	enabled bool
 	rules   reqshape.Rules
 	store   *originals.Writer // nil: no side table
+	memo    *reqshape.Memo
 	breaker *breaker
 	log     *slog.Logger
 	blocks  *prometheus.CounterVec
 	trips   *prometheus.CounterVec
 }
+
+// memoEntries bounds the shaped texts remembered across requests: enough
+// for the histories of a few dozen concurrent agents (a 631-message
+// history holds ~200 reasoning blocks).
+const memoEntries = 16384
 
 var (
 	_ proxy.RequestTransform = (*shaper)(nil)
@@ -40,7 +46,7 @@ var (
 )
 
 func newShaper(c config.Shaping, store *originals.Writer, log *slog.Logger) (*shaper, error) {
-	s := &shaper{enabled: c.Enabled, store: store, log: log, breaker: newBreaker(c.Breaker)}
+	s := &shaper{enabled: c.Enabled, store: store, log: log, breaker: newBreaker(c.Breaker), memo: reqshape.NewMemo(memoEntries)}
 	for _, r := range c.Effective() {
 		s.rules = append(s.rules, reqshape.Rule{
 			Route: r.Route, Model: r.Model, KeepRecent: r.KeepRecent, ThinkTags: r.ThinkTags,
@@ -72,7 +78,7 @@ func (s *shaper) TransformRequest(_ context.Context, call *proxy.Call, body []by
 	if !s.enabled || !ok || call.Retry || s.breaker.paused(call.Route) {
 		rule = reqshape.Rule{Shaping: shaping.Options{Op: shaping.OpKeep}}
 	}
-	res := reqshape.Apply(view, rule)
+	res := reqshape.ApplyMemo(view, rule, s.memo)
 	call.Note(NoteShaped, res.Shaped)
 	call.Note(NoteRaw, res.Raw)
 	s.blocks.WithLabelValues(call.Route, "shaped").Add(float64(res.Shaped))

@@ -138,7 +138,7 @@ func (g *Guard) Decide(st State, req *conv.Request, sig Signals) (Decision, Stat
 		return d, st
 	}
 	for _, n := range st.Notices {
-		if anchored(req, n) {
+		if anchored(req, n) && placeable(req, n.Message) {
 			d.Placements = append(d.Placements, Placement{n.Message, n.Text})
 		}
 	}

@@ -388,7 +388,7 @@ func TestInterruptFromResponse(t *testing.T) {
 	}
 	// The next request carries the response as history: it is placed
 	// there, once.
-	h.raw(`{"role":"assistant","content":null,"reasoning_content":` + q(resp.Reasoning) +
+	h.raw(`{"role":"assistant","content":null,"reasoning_content":`+q(resp.Reasoning)+
 		`,"tool_calls":[{"id":"z","type":"function","function":{"name":"ls","arguments":"{}"}}]}`).tool("z", okOut)
 	req = h.req(t)
 	d, st = g.Decide(st, req, g.Fold(req))

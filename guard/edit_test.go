@@ -122,10 +122,10 @@ func TestStepDownWindow(t *testing.T) {
 
 func TestEffort(t *testing.T) {
 	for body, want := range map[string]string{
-		`{"reasoning_effort":"max"}`:                           "max",
-		`{"reasoning":{"effort":"low"}}`:                       "low",
+		`{"reasoning_effort":"max"}`:                            "max",
+		`{"reasoning":{"effort":"low"}}`:                        "low",
 		`{"reasoning":{"effort":"low"},"reasoning_effort":"x"}`: "x",
-		`{"messages":[]}`:                                      "",
+		`{"messages":[]}`:                                       "",
 	} {
 		if got := Effort([]byte(body)); got != want {
 			t.Errorf("Effort(%s) = %q, want %q", body, got, want)

@@ -65,11 +65,11 @@ func TestFailureRulesConfigurable(t *testing.T) {
 		c.ErrorKeys = nil
 	})
 	for content, want := range map[string]bool{
-		"FAILED to open":                   true,
-		"Error: now just text":             false,
+		"FAILED to open":                    true,
+		"Error: now just text":              false,
 		"[INFO] x\nBUILD FAILURE\n[INFO] y": true,
-		`{"error":"x"}`:                    false,
-		"exit code: 1":                     false,
+		`{"error":"x"}`:                     false,
+		"exit code: 1":                      false,
 	} {
 		raw := `{"role":"tool","content":` + q(content) + `}`
 		if got := g.rules.failed([]byte(raw), content); got != want {

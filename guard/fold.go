@@ -205,6 +205,23 @@ func StepChars(c conv.Choice) int {
 	return utf8.RuneCountInString(t)
 }
 
+// TurnSteps returns the reasoning length, in characters, of each step of
+// req's open turn, oldest first (nil without a user message). It walks
+// conv's turns and is meant for logs and tests, not for every request:
+// Signals.Stall has the newest step and the sum.
+func TurnSteps(req *conv.Request) []int {
+	t, ok := req.OpenTurn()
+	if !ok {
+		return nil
+	}
+	out := make([]int, 0, len(t.Steps))
+	for _, s := range t.Steps {
+		n, _ := messageReasoning(&req.Messages[s.Assistant])
+		out = append(out, n)
+	}
+	return out
+}
+
 // Projection is the fold of one conversation kept between requests.
 // Agent histories only grow, so Update folds only the messages appended
 // since the last request, after checking that the messages folded before

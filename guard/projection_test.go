@@ -73,7 +73,7 @@ func TestProjectionStats(t *testing.T) {
 		{func() {}, 0, false},
 		{func() { h.user("more") }, 1, false},
 		{func() { h.msgs = h.msgs[:len(h.msgs)-2] }, 5, true},                    // shortened
-		{func() { h.msgs[2], h.msgs[3] = h.msgs[3], h.msgs[2] }, 5, true},         // reordered
+		{func() { h.msgs[2], h.msgs[3] = h.msgs[3], h.msgs[2] }, 5, true},        // reordered
 		{func() { h.msgs[0] = `{"role":"system", "content":"agent"}` }, 5, true}, // whitespace only
 		{func() { h.msgs = nil }, 0, true},
 		{func() { h.user("new") }, 1, false},
@@ -123,10 +123,10 @@ func randomMessage(r *rand.Rand) string {
 func TestProjectionEqualsFold(t *testing.T) {
 	g := mustGuard(t, nil)
 	r := rand.New(rand.NewPCG(1, 2))
-	for run := range 20 {
+	for run := range 12 {
 		p := g.NewProjection()
 		h := &hist{}
-		for op := range 200 {
+		for op := range 150 {
 			before := len(h.msgs)
 			wantProcessed, wantRefold := -1, false
 			switch k := r.IntN(10); {
@@ -183,6 +183,9 @@ func checkOpenTurn(t *testing.T, req *conv.Request, s Stall) {
 	for _, st := range turn.Steps {
 		last = utf8.RuneCountInString(req.Messages[st.Assistant].Reasoning)
 		chars += last
+	}
+	if steps := TurnSteps(req); len(steps) != len(turn.Steps) || (len(steps) > 0 && steps[len(steps)-1] != last) {
+		t.Fatalf("TurnSteps %v", steps)
 	}
 	if s.Steps != len(turn.Steps) || s.TurnChars != chars || s.StepChars != last {
 		t.Fatalf("fold %+v, conv turn %d steps %d chars (last %d)", s, len(turn.Steps), chars, last)

@@ -120,10 +120,14 @@ func readBody(r *http.Request, limit int64) (body []byte, rest io.Reader, err er
 	if r.ContentLength > limit {
 		return nil, r.Body, nil
 	}
-	buf, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	if err != nil {
+	var b bytes.Buffer
+	if r.ContentLength > 0 {
+		b.Grow(int(r.ContentLength) + bytes.MinRead) // one allocation: ReadFrom wants MinRead free to see EOF
+	}
+	if _, err := b.ReadFrom(io.LimitReader(r.Body, limit+1)); err != nil {
 		return nil, nil, err
 	}
+	buf := b.Bytes()
 	if int64(len(buf)) > limit {
 		return nil, io.MultiReader(bytes.NewReader(buf), r.Body), nil
 	}

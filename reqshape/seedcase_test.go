@@ -2,54 +2,13 @@ package reqshape
 
 import (
 	"bytes"
-	"fmt"
-	"math/rand/v2"
-	"strings"
 	"testing"
 
-	"github.com/tidwall/sjson"
+	"github.com/shaperproxy/shaperproxy/fixtures"
 )
 
-// seedCase builds a request shaped like the seed's real case: 631
-// messages and about 856,000 characters, 191 of them assistant steps with
-// reasoning, the rest tool results. It is deterministic.
-func seedCase() []byte {
-	rng := rand.New(rand.NewPCG(4, 856))
-	sentences := []string{
-		"Hmm, let me think about this again.", "Wait, that is not right.",
-		"The handler reads the whole body before it parses the header.",
-		"So the fix is to stream the body through a bounded buffer.",
-		"I'll run the tests for the proxy package next.", "Let me check the config loader first.",
-		"Actually the timeout is set in two places.", "Therefore the second one wins.",
-		"The test fails because the fixture has a trailing newline.", "Okay so the order of keys matters here.",
-		"I need to keep the reasoning field on messages with tool calls.", "Maybe the cache key includes the model name.",
-	}
-	para := func(chars int) string {
-		var b strings.Builder
-		for b.Len() < chars {
-			b.WriteString(sentences[rng.IntN(len(sentences))])
-			b.WriteByte(' ')
-		}
-		return b.String()
-	}
-	body := []byte(`{"model":"deepseek-reasoner","stream":true,"tools":[{"type":"function","function":{"name":"bash"}}],"messages":[{"role":"system","content":"You are a coding agent."},{"role":"user","content":"Fix the flaky proxy test."}]}`)
-	n := 2
-	for step := 0; n < 631; step++ {
-		m := []byte(`{"role":"assistant","content":"","reasoning_content":"","tool_calls":[{"id":"","type":"function","function":{"name":"bash","arguments":"{\"cmd\":\"go test ./...\"}"}}]}`)
-		m, _ = sjson.SetBytes(m, "reasoning_content", para(2300+rng.IntN(400)))
-		m, _ = sjson.SetBytes(m, "tool_calls.0.id", fmt.Sprintf("call_%d", step))
-		body, _ = sjson.SetRawBytes(body, "messages.-1", m)
-		n++
-		for k := 0; k < 2 && n < 631; k++ {
-			r := []byte(`{"role":"tool","tool_call_id":"","content":""}`)
-			r, _ = sjson.SetBytes(r, "tool_call_id", fmt.Sprintf("call_%d", step))
-			r, _ = sjson.SetBytes(r, "content", para(860))
-			body, _ = sjson.SetRawBytes(body, "messages.-1", r)
-			n++
-		}
-	}
-	return bytes.Clone(body)
-}
+// seedCase is the seed's real case in size: 631 messages, ~856k chars.
+func seedCase() []byte { return fixtures.SeedHistory() }
 
 func TestSeedCaseShape(t *testing.T) {
 	body := seedCase()

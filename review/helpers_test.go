@@ -79,7 +79,7 @@ func requestBody(msgs []string) []byte {
 	return []byte(`{"model":"deepseek-reasoner", "messages": [` + strings.Join(msgs, ",\n  ") + ` ],` +
 		`"tools":[{"type":"function","function":{"name":"read_file","parameters":{"type":"object"}}}],` +
 		`"tool_choice":"auto","parallel_tool_calls":true,"stream":true,"stream_options":{"include_usage":true},` +
-		`"n":1,"temperature":0.2,"thinking":{"type":"enabled"}}`)
+		`"n":1,"functions":[],"function_call":"auto","response_format":{"type":"text"},"temperature":0.2,"thinking":{"type":"enabled"}}`)
 }
 
 func mustParse(tb testing.TB, body []byte) *conv.Request {

@@ -26,7 +26,7 @@ func TurnKey(req *conv.Request, conversation string) string {
 	h := sha256.New()
 	writeField(h, "shaperproxy/review/turn/v1")
 	writeField(h, conversation)
-
+	writeUint(h, uint64(t.Ordinal))
 	writeField(h, m.Role)
 	writeField(h, m.Content)
 	writeUint(h, uint64(m.Images))

@@ -1,0 +1,45 @@
+package app_test
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/shaperproxy/shaperproxy/app"
+	"github.com/shaperproxy/shaperproxy/config"
+	"github.com/shaperproxy/shaperproxy/fixtures"
+	"github.com/tidwall/sjson"
+)
+
+// BenchmarkSeedRequest sends the seed's 631-message request through the
+// proxy with the default configuration (shaping, originals, capture).
+func BenchmarkSeedRequest(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = w.Write([]byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`))
+	}))
+	defer up.Close()
+	c := config.Default()
+	c.DataDir = b.TempDir()
+	c.Routes = c.WithDefaultRoute(up.URL)
+	a, err := app.Build(c, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Close()
+	px := httptest.NewServer(a.Proxy)
+	defer px.Close()
+	body, _ := sjson.SetBytes(fixtures.SeedHistory(), "stream", false)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		resp, err := http.Post(px.URL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}
