@@ -3,6 +3,7 @@ package guard
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/url"
 	"regexp"
@@ -125,39 +126,45 @@ func DefaultConfig() Config {
 }
 
 // Effort lowerings of the upstreams the proxy knows (PROTOCOLS.md,
-// "Request controls").
+// "Request controls"). DefaultLowering hands out copies.
 var (
-	// DeepSeekLowering: DeepSeek accepts high and max (low and medium are
-	// read as high), so max is the only value that can go down.
-	DeepSeekLowering = Lowering{Path: "reasoning_effort", Values: map[string]string{"max": "high"}}
-	// OpenAILowering stops at low: minimal and none are not accepted by
-	// every model, and none turns reasoning off rather than lowering it.
-	OpenAILowering = Lowering{Path: "reasoning_effort", Values: map[string]string{
+	// DeepSeek accepts high and max (low and medium are read as high), so
+	// max is the only value that can go down.
+	deepSeekLowering = Lowering{Path: "reasoning_effort", Values: map[string]string{"max": "high"}}
+	// OpenAI stops at low: minimal and none are not accepted by every
+	// model, and none turns reasoning off rather than lowering it.
+	openAILowering = Lowering{Path: "reasoning_effort", Values: map[string]string{
 		"xhigh": "high", "high": "medium", "medium": "low",
 	}}
-	// OpenRouterLowering is OpenAILowering on reasoning.effort.
-	OpenRouterLowering = Lowering{Path: "reasoning.effort", Values: map[string]string{
+	// OpenRouter takes the OpenAI values on reasoning.effort.
+	openRouterLowering = Lowering{Path: "reasoning.effort", Values: map[string]string{
 		"xhigh": "high", "high": "medium", "medium": "low",
 	}}
 )
 
-// DefaultLowering returns the lowering for an upstream base URL: DeepSeek
-// for api.deepseek.com, OpenRouter for openrouter.ai, and the OpenAI
-// values on reasoning_effort for anything else (vLLM, OpenAI). The
-// returned value shares its map with the package variables: do not
-// modify it.
+// DefaultLowering returns the lowering for an upstream base URL:
+//
+//   - api.deepseek.com: reasoning_effort max→high (DeepSeek knows only
+//     high and max);
+//   - openrouter.ai: reasoning.effort xhigh→high, high→medium,
+//     medium→low;
+//   - anything else (OpenAI, vLLM): reasoning_effort, the same values.
+//
+// The lowering stops at low: minimal and none are not accepted by every
+// model, and none turns reasoning off rather than lowering it.
 func DefaultLowering(upstream string) Lowering {
 	host := upstream
 	if u, err := url.Parse(upstream); err == nil && u.Host != "" {
 		host = u.Hostname()
 	}
+	l := openAILowering
 	switch {
 	case host == "api.deepseek.com" || strings.HasSuffix(host, ".deepseek.com"):
-		return DeepSeekLowering
+		l = deepSeekLowering
 	case host == "openrouter.ai" || strings.HasSuffix(host, ".openrouter.ai"):
-		return OpenRouterLowering
+		l = openRouterLowering
 	}
-	return OpenAILowering
+	return Lowering{Path: l.Path, Values: maps.Clone(l.Values)}
 }
 
 // Validate checks c and returns every problem, each naming its key

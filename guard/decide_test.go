@@ -366,7 +366,7 @@ func TestInterruptStepDown(t *testing.T) {
 		t.Fatalf("state %+v", st)
 	}
 	body := h.body()
-	if got, changed := StepDown(body, DeepSeekLowering, true); !changed || !strings.Contains(string(got), `"reasoning_effort":"high"`) {
+	if got, changed := StepDown(body, deepseek, true); !changed || !strings.Contains(string(got), `"reasoning_effort":"high"`) {
 		t.Fatalf("lowered body %s", got)
 	}
 }

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -70,20 +71,20 @@ func TestStepDown(t *testing.T) {
 		active     bool
 		want       string // "" = unchanged
 	}{
-		{"deepseek max", `{"model":"deepseek-v4", "reasoning_effort" : "max","messages":[]}`, DeepSeekLowering, true,
+		{"deepseek max", `{"model":"deepseek-v4", "reasoning_effort" : "max","messages":[]}`, deepseek, true,
 			`{"model":"deepseek-v4", "reasoning_effort" : "high","messages":[]}`},
-		{"deepseek high stays", `{"reasoning_effort":"high","messages":[]}`, DeepSeekLowering, true, ""},
-		{"inactive", `{"reasoning_effort":"max","messages":[]}`, DeepSeekLowering, false, ""},
-		{"openai xhigh", `{"messages":[],"reasoning_effort":"xhigh","z":0}`, OpenAILowering, true, `{"messages":[],"reasoning_effort":"high","z":0}`},
-		{"openai medium", `{"reasoning_effort":"medium"}`, OpenAILowering, true, `{"reasoning_effort":"low"}`},
-		{"openai low stays", `{"reasoning_effort":"low"}`, OpenAILowering, true, ""},
-		{"absent", `{"messages":[]}`, OpenAILowering, true, ""},
-		{"not a string", `{"reasoning_effort":3}`, OpenAILowering, true, ""},
-		{"openrouter", `{"reasoning":{"exclude":false,"effort":"high"},"messages":[]}`, OpenRouterLowering, true,
+		{"deepseek high stays", `{"reasoning_effort":"high","messages":[]}`, deepseek, true, ""},
+		{"inactive", `{"reasoning_effort":"max","messages":[]}`, deepseek, false, ""},
+		{"openai xhigh", `{"messages":[],"reasoning_effort":"xhigh","z":0}`, openai, true, `{"messages":[],"reasoning_effort":"high","z":0}`},
+		{"openai medium", `{"reasoning_effort":"medium"}`, openai, true, `{"reasoning_effort":"low"}`},
+		{"openai low stays", `{"reasoning_effort":"low"}`, openai, true, ""},
+		{"absent", `{"messages":[]}`, openai, true, ""},
+		{"not a string", `{"reasoning_effort":3}`, openai, true, ""},
+		{"openrouter", `{"reasoning":{"exclude":false,"effort":"high"},"messages":[]}`, openrouter, true,
 			`{"reasoning":{"exclude":false,"effort":"medium"},"messages":[]}`},
-		{"openrouter max_tokens only", `{"reasoning":{"max_tokens":2000}}`, OpenRouterLowering, true, ""},
-		{"repeated key", `{"reasoning_effort":"max","reasoning_effort":"max"}`, DeepSeekLowering, true, ""},
-		{"repeated nested key", `{"reasoning":{"effort":"high","effort":"high"}}`, OpenRouterLowering, true, ""},
+		{"openrouter max_tokens only", `{"reasoning":{"max_tokens":2000}}`, openrouter, true, ""},
+		{"repeated key", `{"reasoning_effort":"max","reasoning_effort":"max"}`, deepseek, true, ""},
+		{"repeated nested key", `{"reasoning":{"effort":"high","effort":"high"}}`, openrouter, true, ""},
 		{"custom", `{"reasoning_effort":"max"}`, Lowering{Path: "reasoning_effort", Values: map[string]string{"max": "medium"}}, true,
 			`{"reasoning_effort":"medium"}`},
 	} {
@@ -133,16 +134,28 @@ func TestEffort(t *testing.T) {
 	}
 }
 
+// The default lowerings, as the tests use them.
+var (
+	deepseek   = DefaultLowering("https://api.deepseek.com")
+	openrouter = DefaultLowering("https://openrouter.ai/api/v1")
+	openai     = DefaultLowering("https://api.openai.com/v1")
+)
+
 func TestDefaultLowering(t *testing.T) {
-	for up, want := range map[string]Lowering{
-		"https://api.deepseek.com":     DeepSeekLowering,
-		"https://openrouter.ai/api/v1": OpenRouterLowering,
-		"https://api.openai.com":       OpenAILowering,
-		"http://127.0.0.1:8000":        OpenAILowering,
+	for up, want := range map[string]string{
+		"https://api.deepseek.com":     `reasoning_effort map[max:high]`,
+		"https://openrouter.ai/api/v1": `reasoning.effort map[high:medium medium:low xhigh:high]`,
+		"https://api.openai.com":       `reasoning_effort map[high:medium medium:low xhigh:high]`,
+		"http://127.0.0.1:8000/v1":     `reasoning_effort map[high:medium medium:low xhigh:high]`,
 	} {
-		if got := DefaultLowering(up); got.Path != want.Path || len(got.Values) != len(want.Values) {
-			t.Errorf("DefaultLowering(%s) = %+v", up, got)
+		if got := fmt.Sprint(DefaultLowering(up).Path, " ", DefaultLowering(up).Values); got != want {
+			t.Errorf("DefaultLowering(%s) = %s, want %s", up, got, want)
 		}
+	}
+	l := DefaultLowering("https://api.deepseek.com")
+	l.Values["max"] = "changed"
+	if DefaultLowering("https://api.deepseek.com").Values["max"] != "high" {
+		t.Error("DefaultLowering hands out a shared map")
 	}
 	g := mustGuard(t, func(c *Config) {
 		c.StepDownMap = map[string]Lowering{"ds": {Path: "reasoning_effort", Values: map[string]string{"max": "high"}}}

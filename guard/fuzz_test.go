@@ -154,7 +154,7 @@ func FuzzFold(f *testing.F) {
 		if err != nil || len(edited.Messages) != len(req.Messages) {
 			t.Fatalf("edited body: %v\n%s", err, out)
 		}
-		for _, l := range []Lowering{DeepSeekLowering, OpenRouterLowering} {
+		for _, l := range []Lowering{deepseek, openrouter} {
 			if lowered, _ := StepDown(out, l, true); !json.Valid(lowered) {
 				t.Fatalf("StepDown broke the body: %s", lowered)
 			}

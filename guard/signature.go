@@ -70,7 +70,7 @@ func sigPrefix(dst []byte, domain byte, name string) []byte {
 // Arguments are unknown when they are not valid UTF-8 JSON (the empty
 // string included), when an object repeats a key (its meaning then
 // depends on the reader), when they nest deeper than 128 levels, or when a
-// number's exponent is beyond ±10⁹.
+// number's exponent in the canonical form is beyond ±10⁹.
 func Canonical(args string) ([]byte, bool) {
 	if !utf8.ValidString(args) || !gjson.Valid(args) {
 		return nil, false
@@ -183,8 +183,8 @@ func appendNumber(dst []byte, raw string) ([]byte, bool) {
 	mant, exp := raw, int64(0)
 	if i := strings.IndexAny(raw, "eE"); i >= 0 {
 		e, err := strconv.ParseInt(strings.TrimPrefix(raw[i+1:], "+"), 10, 64)
-		if err != nil || e > maxExponent || e < -maxExponent {
-			return nil, false
+		if err != nil || e > 1<<50 || e < -1<<50 {
+			return nil, false // far beyond maxExponent; no overflow below
 		}
 		mant, exp = raw[:i], e
 	}
@@ -196,6 +196,9 @@ func appendNumber(dst []byte, raw string) ([]byte, bool) {
 	}
 	trimmed := strings.TrimRight(digits, "0")
 	exp += int64(len(digits) - len(trimmed))
+	if exp > maxExponent || exp < -maxExponent {
+		return nil, false
+	}
 	if neg {
 		dst = append(dst, '-')
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/fixtures"
+	"github.com/tidwall/gjson"
 )
 
 // FuzzParsePacket: ParsePacketText never panics, and whatever it accepts
@@ -121,6 +122,32 @@ func FuzzBuildChild(f *testing.F) {
 		open, _ := req.OpenTurn()
 		if len(creq.Messages) != open.Start+1 {
 			t.Fatalf("child has %d messages, seed %d", len(creq.Messages), open.Start)
+		}
+	})
+}
+
+// FuzzStreamMerger: Next never panics, on any bytes, and a continuation
+// event's data never keeps an id other than the draft's.
+func FuzzStreamMerger(f *testing.F) {
+	f.Add([]byte("data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null}}]}\n\n"))
+	f.Add([]byte("data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"x\"}}],\"usage\":{\"prompt_tokens\":1}}\r\n\r\n"))
+	f.Add([]byte(": keep-alive\n\ndata: [DONE]\n\n"))
+	f.Add([]byte("data: {\"a\":\ndata: 1}\n\nevent: x\ndata: {}"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		m, err := NewStreamMerger([]byte(`{"id":"draft","created":1,"model":"m","choices":[]}`), Draft{ReasoningField: "reasoning_content", Reasoning: "r"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.DraftUsage = []byte(`{"prompt_tokens":2}`)
+		out, err := m.Next(raw)
+		if err != nil {
+			return
+		}
+		for _, ev := range events(t, out) {
+			d := dataOf(t, ev)
+			if id := gjson.GetBytes(d, "id"); gjson.ValidBytes(d) && id.Exists() && id.Raw != `"draft"` && gjson.ParseBytes(d).IsObject() {
+				t.Fatalf("id %s passed: %q", id.Raw, ev)
+			}
 		}
 	})
 }
