@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shaperproxy/shaperproxy/capture"
+	"github.com/shaperproxy/shaperproxy/ledger"
 	"github.com/shaperproxy/shaperproxy/originals"
 
 	"github.com/shaperproxy/shaperproxy/config"
@@ -32,6 +33,7 @@ type App struct {
 	Store     *originals.Store
 	Originals *originals.Writer
 	Capture   *capture.Writer // nil when capture is off
+	Ledger    *ledger.Store
 	closers   []func() error
 }
 
@@ -47,6 +49,11 @@ func Build(c config.Config, logger *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	opts.Metrics = a.Metrics
+	rv, err := a.addLedger(&opts, logger)
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
 	if err := a.addShaping(&opts, logger); err != nil {
 		a.Close()
 		return nil, err
@@ -55,11 +62,66 @@ func Build(c config.Config, logger *slog.Logger) (*App, error) {
 		a.Close()
 		return nil, err
 	}
+	if rv != nil {
+		rv.capture = a.Capture
+		opts.Finishers = append(opts.Finishers, rv)
+	}
 	if a.Proxy, err = proxy.New(opts); err != nil {
 		a.Close()
 		return nil, err
 	}
+	if rv != nil {
+		rv.px = a.Proxy
+	}
 	return a, nil
+}
+
+// LedgerFile is the file of the proxy's own state (review insertions and
+// checkpoints, guard acknowledgements) in the data directory.
+const LedgerFile = "state.db"
+
+// addLedger opens the ledger, adds the transform that restores revised
+// turns (always: a turn revised while the review was on must stay
+// consistent after it is turned off) and returns the reviewer when the
+// review is on for some route.
+func (a *App) addLedger(opts *proxy.Options, logger *slog.Logger) (*reviewer, error) {
+	if err := os.MkdirAll(a.Config.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	st, err := ledger.Open(filepath.Join(a.Config.DataDir, LedgerFile), ledger.Options{})
+	if err != nil {
+		return nil, err
+	}
+	a.Ledger = st
+	a.closers = append(a.closers, st.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	a.closers = append(a.closers, func() error { cancel(); return nil })
+	go purgeEvery(ctx, time.Hour, func() { _, _ = st.Purge(time.Now()) })
+	restored := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shaperproxy_review_restored_total", Help: "Revised turns put back into requests as draft, notice and continuation.",
+	})
+	opts.Transforms = append(opts.Transforms, &restorer{ledger: st, restored: restored})
+	if err := a.Metrics.Register(restored); err != nil {
+		return nil, err
+	}
+	if len(a.Config.Review.Routes) == 0 {
+		return nil, nil
+	}
+	rv := &reviewer{cfg: a.Config.Review, ledger: st, log: logger, seen: newBoundedSet(4096), m: newReviewMetrics()}
+	return rv, a.Metrics.Register(rv.m.collectors()...)
+}
+
+func purgeEvery(ctx context.Context, every time.Duration, fn func()) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		fn()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // addShaping opens the originals table and adds the shaping transform.

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,6 +47,7 @@ type Config struct {
 	Shaping   Shaping   `toml:"shaping"`
 	Originals Originals `toml:"originals"`
 	Capture   Capture   `toml:"capture"`
+	Review    Review    `toml:"review"`
 }
 
 // Timeouts bound each phase of an upstream call.
@@ -103,6 +105,7 @@ func Default() Config {
 		Shaping:   defaultShaping(),
 		Originals: defaultOriginals(),
 		Capture:   defaultCapture(),
+		Review:    defaultReview(),
 	}
 }
 
@@ -167,6 +170,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Shaping.validate()...)
 	errs = append(errs, c.Originals.validate()...)
 	errs = append(errs, c.Capture.validate()...)
+	errs = append(errs, c.Review.validate(c.WithDefaultRoute(""))...)
 	return errors.Join(errs...)
 }
 
@@ -388,4 +392,73 @@ func (c *Capture) validate() []error {
 		errs = append(errs, errors.New("capture.retain_age: must be positive"))
 	}
 	return errs
+}
+
+// Review configures the masked review at the end of a turn.
+type Review struct {
+	// Routes lists the routes reviewed; empty (the default) is off.
+	Routes []string `toml:"routes"`
+	// Scope is "tool-bearing-turns" (only turns with a tool call) or
+	// "all-turns".
+	Scope string `toml:"scope"`
+	// Mask is "reasoning-only" or "action-only" (also hides the
+	// assistant's visible text; for evaluation).
+	Mask string `toml:"mask"`
+	// Policy is "updates-only" (publish only an update), "all" or
+	// "observe-only" (record, never change what the client gets).
+	Policy string `toml:"policy"`
+	// Timeout bounds the review (child and continuation).
+	Timeout Duration `toml:"timeout"`
+	// KeepAlive is the period of the SSE comments sent while a review runs.
+	KeepAlive        Duration `toml:"keepalive"`
+	MaxSnapshotChars int      `toml:"max_snapshot_chars"`
+	MaxImages        int      `toml:"max_images"`
+	// ResponseFormat is "json_object" (DeepSeek), "json_schema" or "none".
+	ResponseFormat string `toml:"response_format"`
+	// Model, when set, is used for the review instead of the primary's.
+	Model string `toml:"model"`
+}
+
+func defaultReview() Review {
+	return Review{
+		Scope: "tool-bearing-turns", Mask: "reasoning-only", Policy: "updates-only",
+		Timeout: Duration{300 * time.Second}, KeepAlive: Duration{10 * time.Second},
+		MaxSnapshotChars: 65536, MaxImages: 20, ResponseFormat: "json_object",
+	}
+}
+
+func (r *Review) validate(routes []Route) []error {
+	var errs []error
+	oneOf := func(key, v string, allowed ...string) {
+		for _, a := range allowed {
+			if v == a {
+				return
+			}
+		}
+		errs = append(errs, fmt.Errorf("review.%s: %q is not one of %s", key, v, strings.Join(allowed, ", ")))
+	}
+	oneOf("scope", r.Scope, "tool-bearing-turns", "all-turns")
+	oneOf("mask", r.Mask, "reasoning-only", "action-only")
+	oneOf("policy", r.Policy, "updates-only", "all", "observe-only")
+	oneOf("response_format", r.ResponseFormat, "json_object", "json_schema", "none")
+	if r.Timeout.Duration <= 0 {
+		errs = append(errs, errors.New("review.timeout: must be positive"))
+	}
+	if r.KeepAlive.Duration <= 0 {
+		errs = append(errs, errors.New("review.keepalive: must be positive"))
+	}
+	if r.MaxSnapshotChars <= 0 || r.MaxImages < 0 {
+		errs = append(errs, errors.New("review.max_snapshot_chars, review.max_images: must be positive"))
+	}
+	for i, name := range r.Routes {
+		if name != "*" && !slices.ContainsFunc(routes, func(rt Route) bool { return rt.Name == name }) {
+			errs = append(errs, fmt.Errorf("review.routes[%d]: no route named %q", i, name))
+		}
+	}
+	return errs
+}
+
+// Reviews reports whether the review is on for route.
+func (r *Review) Reviews(route string) bool {
+	return slices.Contains(r.Routes, route) || slices.Contains(r.Routes, "*")
 }

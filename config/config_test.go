@@ -23,6 +23,9 @@ func TestExampleIsDefault(t *testing.T) {
 		if len(cfg.Routes) == 0 {
 			cfg.Routes = nil
 		}
+		if len(cfg.Review.Routes) == 0 {
+			cfg.Review.Routes = nil
+		}
 	}
 	if !reflect.DeepEqual(c, d) {
 		t.Fatalf("example differs from the defaults:\n%+v\n%+v", c, d)
@@ -39,6 +42,8 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{`lisen = "127.0.0.1:1"`, "lisen"},
 		{"[[route]]\nname = \"a\"\nupstream = \"ftp://x\"\nprefix = \"/a\"", "route[0].upstream"},
 		{"[[route]]\nname = \"a\"\nupstream = \"https://x\"", "route[0].prefix"},
+		{"[review]\nroutes = [\"nope\"]", "review.routes[0]"},
+		{"[review]\npolicy = \"sometimes\"", "review.policy"},
 		{"[[route]]\nname = \"a\"\nupstream = \"https://x\"\ndefault = true\n[[route]]\nname = \"a\"\nupstream = \"https://y\"\nprefix = \"/y\"", "route[1].name"},
 	}
 	for _, tt := range tests {

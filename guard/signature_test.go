@@ -39,7 +39,7 @@ func TestCanonical(t *testing.T) {
 func TestCanonicalUnknown(t *testing.T) {
 	for _, in := range []string{
 		``, ` `, `{`, `{"a":1`, `{"a":1}x`, `{'a':1}`, `{"a":01}`, `{"a":1,}`, `NaN`,
-		`{"a":1,"a":2}`, `{"a":{"b":1,"b":1}}`, `1e99999999999`, "{\"a\":\"\xff\"}",
+		`{"a":1,"a":2}`, `{"a":{"b":1,"b":1}}`, `1e99999999999`, `10E1000000000`, "{\"a\":\"\xff\"}",
 		"\"a\nb\"",
 	} {
 		if got, ok := Canonical(in); ok {

@@ -1,0 +1,453 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shaperproxy/shaperproxy/capture"
+	"github.com/shaperproxy/shaperproxy/config"
+	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/ledger"
+	"github.com/shaperproxy/shaperproxy/proxy"
+	"github.com/shaperproxy/shaperproxy/review"
+	"github.com/shaperproxy/shaperproxy/sse"
+	"github.com/tidwall/gjson"
+)
+
+// OptOutHeader, set to "off" by a client, keeps its requests out of the
+// masked review.
+const OptOutHeader = "X-Shaper-Review"
+
+// maxChildBody bounds the review child's answer the proxy reads.
+const maxChildBody = 4 << 20
+
+// reviewer is the finisher that runs the masked review when a turn is
+// about to end (see package review for the child, packet and merge).
+type reviewer struct {
+	cfg     config.Review
+	px      *proxy.Proxy // set once the proxy is built
+	ledger  *ledger.Store
+	capture *capture.Writer // nil: capture off
+	log     *slog.Logger
+	seen    *boundedSet
+	m       *reviewMetrics
+}
+
+var _ proxy.Finisher = (*reviewer)(nil)
+
+type reviewMetrics struct {
+	outcomes *prometheus.CounterVec
+	skipped  *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	ratio    prometheus.Histogram
+}
+
+func newReviewMetrics() *reviewMetrics {
+	return &reviewMetrics{
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shaperproxy_review_total", Help: "Masked reviews by outcome: attempted, published, no_update, invalid, timeout, error, observed.",
+		}, []string{"outcome"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shaperproxy_review_skipped_total", Help: "Turn-stopping events not reviewed, by reason.",
+		}, []string{"reason"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "shaperproxy_review_added_seconds", Help: "Turn-end latency the review added, by phase (child, continuation).",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 16),
+		}, []string{"phase"}),
+		ratio: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "shaperproxy_review_child_prompt_ratio", Help: "The review child's prompt bytes over the primary's.",
+			Buckets: []float64{0.25, 0.5, 0.75, 0.9, 1, 1.1, 1.25, 1.5, 2},
+		}),
+	}
+}
+
+func (m *reviewMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.outcomes, m.skipped, m.latency, m.ratio}
+}
+
+// Start returns a session for every response of a reviewed route; the
+// session decides at the end whether this was a turn-stopping event.
+func (rv *reviewer) Start(call *proxy.Call, info *proxy.ResponseInfo) proxy.FinishSession {
+	if !rv.cfg.Reviews(call.Route) || call.View == nil || call.Conversation == "" {
+		return nil
+	}
+	if strings.EqualFold(call.Header.Get(OptOutHeader), "off") {
+		rv.m.skipped.WithLabelValues("opt_out").Inc()
+		return nil
+	}
+	return &reviewSession{rv: rv, call: call, view: call.View, asm: conv.NewAssembler()}
+}
+
+// reviewSession follows one response.
+type reviewSession struct {
+	rv      *reviewer
+	call    *proxy.Call
+	view    *conv.Request
+	asm     *conv.Assembler
+	first   []byte // the draft's first chunk
+	holding bool
+}
+
+// Hold assembles the draft and holds from the first event that carries a
+// finish_reason (the finish chunk, a usage chunk after it, [DONE]).
+func (s *reviewSession) Hold(ev *sse.Event) bool {
+	if ev.HasData && !ev.IsDone() {
+		if s.first == nil {
+			s.first = bytes.Clone(ev.Data)
+		}
+		_ = s.asm.AddChunk(ev.Data)
+	}
+	if s.holding {
+		return true
+	}
+	s.holding = ev.IsDone() || finishes(ev.Data)
+	return s.holding
+}
+
+// finishes reports whether a chunk carries a non-null finish_reason.
+func finishes(data []byte) bool {
+	if !bytes.Contains(data, []byte(`"finish_reason"`)) {
+		return false
+	}
+	for _, f := range gjson.GetBytes(data, "choices.#.finish_reason").Array() {
+		if f.Type == gjson.String {
+			return true
+		}
+	}
+	return false
+}
+
+// End runs the review of a streamed turn end.
+func (s *reviewSession) End(ctx context.Context, held [][]byte, out *proxy.EventWriter) error {
+	draft, ok := s.stopping()
+	if !ok {
+		return nil
+	}
+	stop := out.KeepAlive(s.rv.cfg.KeepAlive.Duration, "shaperproxy: masked review in progress")
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, s.rv.cfg.Timeout.Duration)
+	defer cancel()
+	packet, publish := s.ask(ctx, draft)
+	if !publish {
+		return nil
+	}
+	return s.continueStream(ctx, draft, packet, held, out)
+}
+
+// EndBody runs the review of a non-streamed turn end.
+func (s *reviewSession) EndBody(ctx context.Context, body []byte, keepAlive func()) ([]byte, error) {
+	if err := s.asm.AddBody(body); err != nil {
+		return body, nil
+	}
+	draft, ok := s.stopping()
+	if !ok {
+		return body, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.rv.cfg.Timeout.Duration)
+	defer cancel()
+	tick := time.AfterFunc(s.rv.cfg.KeepAlive.Duration, keepAlive) // at most once: the header is then committed
+	defer tick.Stop()
+	packet, publish := s.ask(ctx, draft)
+	if !publish {
+		return body, nil
+	}
+	return s.continueBody(ctx, draft, packet, body)
+}
+
+// stopping reports whether the response ends the turn (one choice,
+// finish_reason stop, no tool calls), whether the turn is in scope and not
+// reviewed yet, and marks it reviewed.
+func (s *reviewSession) stopping() (review.Draft, bool) {
+	resp := s.asm.Response()
+	if len(resp.Choices) != 1 || resp.Choices[0].FinishReason != "stop" || len(resp.Choices[0].ToolCalls) > 0 {
+		return review.Draft{}, false
+	}
+	rv := s.rv
+	if rv.cfg.Scope == "tool-bearing-turns" && !turnHasToolCall(s.view) {
+		rv.m.skipped.WithLabelValues("no_tool_in_turn").Inc()
+		return review.Draft{}, false
+	}
+	key := review.TurnKey(s.view, s.call.Conversation)
+	if key == "" || !rv.seen.add(key) {
+		rv.m.skipped.WithLabelValues("already_reviewed").Inc()
+		return review.Draft{}, false
+	}
+	first, err := rv.ledger.MarkReviewed(s.call.Conversation, key)
+	if err != nil || !first {
+		rv.m.skipped.WithLabelValues("already_reviewed").Inc()
+		return review.Draft{}, false
+	}
+	return review.DraftOf(resp.Choices[0]), true
+}
+
+// turnHasToolCall reports whether the open turn made a tool call.
+func turnHasToolCall(v *conv.Request) bool {
+	t, ok := v.OpenTurn()
+	if !ok {
+		return false
+	}
+	for _, st := range t.Steps {
+		if len(v.Messages[st.Assistant].ToolCalls) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// reviewNote is the capture record of one review.
+type reviewNote struct {
+	Review    string          `json:"review"` // the outcome
+	Turn      string          `json:"turn"`
+	Child     string          `json:"child_call,omitempty"`
+	Published bool            `json:"published"`
+	Packet    json.RawMessage `json:"packet,omitempty"`
+	Err       string          `json:"err,omitempty"`
+	ChildMS   int64           `json:"child_ms"`
+	Stats     any             `json:"stats,omitempty"`
+}
+
+// ask runs the child and decides, by the policy, whether to publish.
+func (s *reviewSession) ask(ctx context.Context, draft review.Draft) (review.Packet, bool) {
+	rv := s.rv
+	note := reviewNote{Turn: review.TurnKey(s.view, s.call.Conversation)}
+	defer func() { rv.note(s.call, note) }()
+	child, err := review.BuildChild(s.view, draft, review.ChildOptions{
+		Mask: rv.cfg.Mask, ResponseFormat: rv.cfg.ResponseFormat, Model: rv.cfg.Model,
+		MaxSnapshotChars: rv.cfg.MaxSnapshotChars, MaxImages: rv.cfg.MaxImages,
+	})
+	if reason, skipped := review.SkipReason(err); skipped {
+		rv.m.skipped.WithLabelValues(reason).Inc()
+		note.Review = "skipped: " + reason
+		return review.Packet{}, false
+	} else if err != nil {
+		return s.failed(&note, "error", err)
+	}
+	rv.m.outcomes.WithLabelValues("attempted").Inc()
+	rv.m.ratio.Observe(float64(len(child.Body)) / float64(max(len(s.view.Body), 1)))
+	note.Stats = child.Stats
+	start := time.Now()
+	body, childID, err := rv.send(ctx, s.call, child.Body)
+	note.Child, note.ChildMS = childID, time.Since(start).Milliseconds()
+	rv.m.latency.WithLabelValues("child").Observe(time.Since(start).Seconds())
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return s.failed(&note, "timeout", err)
+		}
+		return s.failed(&note, "error", err)
+	}
+	packet, err := review.ParsePacket(body)
+	if err != nil {
+		return s.failed(&note, "invalid", err)
+	}
+	note.Packet, _ = json.Marshal(packet)
+	note.Review = packet.Status
+	rv.m.outcomes.WithLabelValues(packet.Status).Inc()
+	switch rv.cfg.Policy {
+	case "observe-only":
+		rv.m.outcomes.WithLabelValues("observed").Inc()
+		return packet, false
+	case "updates-only":
+		note.Published = packet.Status == review.StatusUpdate
+	default:
+		note.Published = true
+	}
+	return packet, note.Published
+}
+
+func (s *reviewSession) failed(note *reviewNote, outcome string, err error) (review.Packet, bool) {
+	s.rv.m.outcomes.WithLabelValues(outcome).Inc()
+	note.Review, note.Err = outcome, err.Error()
+	s.rv.log.Warn("masked review found nothing to publish", "call", s.call.ID, "outcome", outcome, "err", err)
+	return review.Packet{}, false
+}
+
+// send makes the child request through the proxy (captured as internal)
+// and returns its body.
+func (rv *reviewer) send(ctx context.Context, call *proxy.Call, body []byte) ([]byte, string, error) {
+	resp, child, err := rv.px.Do(ctx, call, body)
+	id := ""
+	if child != nil {
+		id = child.ID
+	}
+	if err != nil {
+		return nil, id, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(io.LimitReader(resp.Body, maxChildBody))
+	if err != nil {
+		return nil, id, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, id, fmt.Errorf("review child: upstream answered %d", resp.StatusCode)
+	}
+	return out, id, nil
+}
+
+// continueStream asks the model to revise and streams the continuation
+// after the draft, as one message. If the continuation fails before its
+// first event, the held draft end goes out as it came (End wrote
+// nothing); after it, the held finish chunk closes the stream.
+func (s *reviewSession) continueStream(ctx context.Context, draft review.Draft, p review.Packet, held [][]byte, out *proxy.EventWriter) error {
+	notice := review.NoticeMessage(p)
+	body, err := review.ContinuationRequest(s.view.Body, draft, notice)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	defer func() { s.rv.m.latency.WithLabelValues("continuation").Observe(time.Since(start).Seconds()) }()
+	resp, _, err := s.rv.px.Do(ctx, s.call, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("continuation: upstream answered %d", resp.StatusCode)
+	}
+	merger, err := review.NewStreamMerger(s.first, draft)
+	if err != nil {
+		return err
+	}
+	merger.DraftUsage = s.asm.Response().Usage
+	cont := conv.NewAssembler()
+	rd := sse.NewReader(resp.Body)
+	wrote := false
+	for {
+		ev, rerr := rd.Next()
+		if ev.HasData && !ev.IsDone() {
+			_ = cont.AddChunk(ev.Data)
+		}
+		if len(ev.Raw) > 0 && !ev.Partial {
+			b, merr := merger.Next(ev.Raw)
+			if merr == nil && len(b) > 0 {
+				if out.Write(b) != nil {
+					return ctx.Err()
+				}
+				wrote = true
+			}
+		}
+		if rerr != nil {
+			if !errors.Is(rerr, io.EOF) || rd.Truncated() {
+				if wrote {
+					writeAll(out, held[len(held)-1:]) // end the stream as the draft ended it
+				}
+				return fmt.Errorf("continuation cut: %w", rerr)
+			}
+			break
+		}
+	}
+	s.rv.m.outcomes.WithLabelValues("published").Inc()
+	return s.record(draft, notice, cont)
+}
+
+func writeAll(out *proxy.EventWriter, events [][]byte) {
+	for _, e := range events {
+		if out.Write(e) != nil {
+			return
+		}
+	}
+}
+
+// continueBody is continueStream for a non-streamed turn end.
+func (s *reviewSession) continueBody(ctx context.Context, draft review.Draft, p review.Packet, draftBody []byte) ([]byte, error) {
+	notice := review.NoticeMessage(p)
+	body, err := review.ContinuationRequest(s.view.Body, draft, notice)
+	if err != nil {
+		return draftBody, err
+	}
+	start := time.Now()
+	contBody, _, err := s.rv.send(ctx, s.call, body)
+	s.rv.m.latency.WithLabelValues("continuation").Observe(time.Since(start).Seconds())
+	if err != nil {
+		return draftBody, err
+	}
+	merged, err := review.MergeBodies(draftBody, contBody)
+	if err != nil {
+		return draftBody, err
+	}
+	cont := conv.NewAssembler()
+	if err := cont.AddBody(contBody); err != nil {
+		return draftBody, err
+	}
+	s.rv.m.outcomes.WithLabelValues("published").Inc()
+	return merged, s.record(draft, notice, cont)
+}
+
+// record keeps the insertion so later requests get the real history back.
+func (s *reviewSession) record(draft review.Draft, notice []byte, cont *conv.Assembler) error {
+	resp := cont.Response()
+	if len(resp.Choices) == 0 {
+		return errors.New("continuation had no choice")
+	}
+	ins := review.NewInsertion(draft, notice, review.DraftOf(resp.Choices[0]))
+	return s.rv.ledger.PutInsertion(s.call.Conversation, ledger.Insertion(ins))
+}
+
+// note writes the review's record to the capture log.
+func (rv *reviewer) note(call *proxy.Call, n reviewNote) {
+	if rv.capture == nil {
+		return
+	}
+	data, _ := json.Marshal(n)
+	rv.capture.Enqueue(capture.Record{Kind: capture.KindNote, Call: call.ID, Route: call.Route, Model: call.Model, Where: "review", Data: data})
+}
+
+// restorer puts back, in every request, what the model actually saw of a
+// revised turn: draft, notice and continuation, where the client sends the
+// merged message. It runs before shaping.
+type restorer struct {
+	ledger   *ledger.Store
+	restored prometheus.Counter
+}
+
+func (r *restorer) TransformRequest(_ context.Context, call *proxy.Call, body []byte) ([]byte, error) {
+	if call.Conversation == "" || call.Internal {
+		return body, nil
+	}
+	_ = r.ledger.Touch(call.Conversation)
+	out, n, err := review.Restore(call.View, func(key [32]byte) (review.Insertion, bool) {
+		ins, ok, err := r.ledger.Insertion(call.Conversation, key)
+		return review.Insertion(ins), ok && err == nil
+	})
+	if err != nil || n == 0 {
+		return body, err
+	}
+	r.restored.Add(float64(n))
+	return out, nil
+}
+
+// boundedSet remembers up to n keys, forgetting the oldest first.
+type boundedSet struct {
+	mu   sync.Mutex
+	keys map[string]struct{}
+	ring []string
+	next int
+}
+
+func newBoundedSet(n int) *boundedSet {
+	return &boundedSet{keys: make(map[string]struct{}, n), ring: make([]string, n)}
+}
+
+// add reports whether key was new.
+func (b *boundedSet) add(key string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.keys[key]; ok {
+		return false
+	}
+	if old := b.ring[b.next]; old != "" {
+		delete(b.keys, old)
+	}
+	b.ring[b.next], b.keys[key] = key, struct{}{}
+	b.next = (b.next + 1) % len(b.ring)
+	return true
+}
