@@ -25,6 +25,11 @@ type Agent struct {
 	Header http.Header
 	// Tools runs a tool call and returns its result.
 	Tools func(name, args string) string
+	// NonStream asks for whole responses instead of streams.
+	NonStream bool
+	// RawBodies keeps every response body as received in RawResponses.
+	RawBodies    bool
+	RawResponses [][]byte
 
 	messages [][]byte
 	lastBody []byte
@@ -92,12 +97,37 @@ func (a *Agent) step(ctx context.Context) (StepReport, error) {
 	}
 	defer resp.Body.Close()
 	rep.Status = resp.StatusCode
-	rep.Response, err = readStream(resp.Body)
+	var src io.Reader = resp.Body
+	if a.RawBodies {
+		raw, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return rep, err
+		}
+		a.RawResponses = append(a.RawResponses, raw)
+		src = bytes.NewReader(raw)
+	}
+	if a.NonStream {
+		body, err := io.ReadAll(src)
+		if err != nil {
+			return rep, err
+		}
+		asm := conv.NewAssembler()
+		err = asm.AddBody(body)
+		rep.Response = asm.Response()
+		return rep, err
+	}
+	rep.Response, err = readStream(src)
 	return rep, err
 }
 
+// LastBody returns the body of the agent's last request.
+func (a *Agent) LastBody() []byte { return a.lastBody }
+
 func (a *Agent) requestBody() []byte {
 	body := []byte(`{"model":"","stream":true,"stream_options":{"include_usage":true},"messages":[]}`)
+	if a.NonStream {
+		body = []byte(`{"model":"","stream":false,"messages":[]}`)
+	}
 	body, _ = sjson.SetBytes(body, "model", a.Model)
 	msgs := append([]byte{'['}, bytes.Join(a.messages, []byte{','})...)
 	body, _ = sjson.SetRawBytes(body, "messages", append(msgs, ']'))
