@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/shaperproxy/shaperproxy/app"
@@ -20,6 +21,7 @@ import (
 	"github.com/shaperproxy/shaperproxy/config"
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/fakeupstream"
+	"github.com/shaperproxy/shaperproxy/review"
 )
 
 // Options configure a demo run.
@@ -43,8 +45,11 @@ type Result struct {
 	Conversations  int // distinct conversation keys
 	Shaped, Raw    int // reasoning blocks the upstream received shaped / as sent
 	LookupOK       bool
-	CapturedCalls  int // streamed calls in the capture log
-	CapturedShaped int // outgoing reasoning blocks the capture counted as shaped
+	Reviews        int  // review children the upstream answered
+	Revisions      int  // continuations the upstream answered
+	Restored       bool // a later request carried draft, notice and continuation
+	CapturedCalls  int  // streamed calls in the capture log
+	CapturedShaped int  // outgoing reasoning blocks the capture counted as shaped
 }
 
 // Run starts the fake upstream and the proxy on loopback, drives the
@@ -65,6 +70,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	for i := range replies {
 		up.Push(fakeupstream.Response{Reply: &replies[i]})
 	}
+	up.Handle(reviewAnswers(&res))
 	upURL, closeUp, err := up.Start("127.0.0.1:0")
 	if err != nil {
 		return res, err
@@ -74,6 +80,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	c := config.Default()
 	c.DataDir = dir
 	c.Routes = c.WithDefaultRoute(upURL)
+	c.Review.Routes = []string{"default"}
 	a, err := app.Build(c, opts.Logger)
 	if err != nil {
 		return res, err
@@ -99,7 +106,8 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 			return res, fmt.Errorf("turn %d: %w", i+1, err)
 		}
 	}
-	summarise(out, up.Requests(), &res)
+	summarise(out, primaries(up.Requests()), &res)
+	showReview(out, up.Requests(), &res)
 	if err := showShaping(out, agent.lastBody, up.Requests(), a, &res); err != nil {
 		return res, err
 	}
@@ -147,6 +155,9 @@ func printStep(out io.Writer, n int, r StepReport) {
 	ch := firstChoice(r.Response)
 	fmt.Fprintf(out, "  → request %d: %d messages, %d bytes\n", n, r.Messages, len(r.Body))
 	what := fmt.Sprintf("answer %q", clip(ch.Content, 60))
+	if draft, revised, ok := strings.Cut(ch.Content, review.Separator); ok {
+		what = fmt.Sprintf("answer %q, then after the review's separator %q", clip(draft, 40), clip(revised, 60))
+	}
 	if len(ch.ToolCalls) > 0 {
 		what = "tool call " + ch.ToolCalls[0].Name + " " + ch.ToolCalls[0].Arguments
 	}

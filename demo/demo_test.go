@@ -22,13 +22,18 @@ func TestDemoRuns(t *testing.T) {
 	if res.Chunks < 50 {
 		t.Errorf("only %d chunks", res.Chunks)
 	}
-	// The last request carries 6 reasoning blocks: the latest step is kept,
-	// and blocks within max_chars are left as they are by the short-block guard.
-	if res.Shaped+res.Raw != 6 || res.Shaped < 3 || !res.LookupOK {
+	// The last request carries 7 reasoning blocks (the first turn's answer
+	// went out as draft and revision): the latest step is kept, and blocks
+	// within max_chars are left as they are by the short-block guard.
+	if res.Shaped+res.Raw != 7 || res.Shaped < 3 || !res.LookupOK {
 		t.Errorf("shaping: %d shaped, %d raw, lookup ok %v", res.Shaped, res.Raw, res.LookupOK)
 	}
-	if res.CapturedCalls != len(replies) {
-		t.Errorf("capture holds %d streamed calls, want %d", res.CapturedCalls, len(replies))
+	// The agent's 7 streamed calls, and the revision the review streamed.
+	if res.CapturedCalls != len(replies)+1 {
+		t.Errorf("capture holds %d streamed calls, want %d", res.CapturedCalls, len(replies)+1)
+	}
+	if res.Reviews != 2 || res.Revisions != 1 || !res.Restored {
+		t.Errorf("review: %d reviews, %d revisions, restored %v", res.Reviews, res.Revisions, res.Restored)
 	}
 	// Request k of a turn carries the turn's earlier steps; every step but
 	// the latest goes out shaped when it is longer than max_chars. The

@@ -82,3 +82,18 @@ func runTool(name, args string) string {
 	}
 	return "error: unknown tool " + strings.TrimSpace(name)
 }
+
+// The review's scripted answers: the child finds a possible error in the
+// first turn's answer (once), the model revises; the second turn's review
+// finds nothing.
+const (
+	reviewPacket = `{"role":"masked-review","status":"update","items":[` +
+		`{"kind":"possible_error","certainty":"likely","content":"ParseDate is also called from cmd/report; the layout change was not checked there."},` +
+		`{"kind":"suggestion","certainty":"certain","content":"Run the tests of cmd/report too, or say why they are unaffected."}]}`
+	reviewNothing = `{"role":"masked-review","status":"no_update"}`
+)
+
+var revision = fakeupstream.Reply{
+	Reasoning: "The reviewer has a point: cmd/report calls ParseDate. It passes ISO dates, so the fixed layout is what it needs.",
+	Content:   "I also checked cmd/report: it passes ISO dates (2024-03-05), which the corrected layout now parses as 5 March.",
+}

@@ -3,48 +3,78 @@ package demo
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/shaperproxy/shaperproxy/app"
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/fakeupstream"
+	"github.com/shaperproxy/shaperproxy/shaping"
 )
 
-// showShaping compares the agent's last request with what the upstream
-// received, and looks one shaped block up in the originals table.
+// primaries are the requests the agent made, as the upstream received
+// them (the review's own requests left out).
+func primaries(reqs []fakeupstream.Recorded) []fakeupstream.Recorded {
+	var out []fakeupstream.Recorded
+	for _, r := range reqs {
+		last := lastContent(r.Body)
+		if !strings.HasPrefix(last, childPrefix) && !strings.HasPrefix(last, noticePrefix) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// scriptedOriginal returns the scripted reasoning that went out as text:
+// itself, or the one that shapes to it.
+func scriptedOriginal(text string) (string, bool) {
+	all := []string{revision.Reasoning}
+	for _, r := range replies {
+		all = append(all, r.Reasoning)
+	}
+	for _, o := range all {
+		if o == text {
+			return o, false
+		}
+		if s, changed := shaping.Shape(o, shaping.Options{}); changed && s == text {
+			return o, true
+		}
+	}
+	return text, false
+}
+
+// showShaping shows the reasoning of the agent's last request as the
+// upstream received it, and looks one shaped block up in the originals table.
 func showShaping(out io.Writer, sent []byte, reqs []fakeupstream.Recorded, a *app.App, res *Result) error {
-	if len(reqs) == 0 {
+	prim := primaries(reqs)
+	if len(prim) == 0 {
 		return nil
 	}
-	before, err := conv.ParseRequest(sent)
-	if err != nil {
-		return err
-	}
-	after, err := conv.ParseRequest(reqs[len(reqs)-1].Body)
+	after, err := conv.ParseRequest(prim[len(prim)-1].Body)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "\n── shaping: the agent's last request (%d bytes) reached the upstream as %d bytes\n", len(sent), len(after.Body))
 	var example *conv.Message
-	for i, m := range before.Messages {
+	var exampleOrig string
+	for i, m := range after.Messages {
 		if m.Role != "assistant" || m.Reasoning == "" {
 			continue
 		}
-		got := after.Messages[i].Reasoning
-		state := "kept (latest step)"
-		if got != m.Reasoning {
+		orig, shaped := scriptedOriginal(m.Reasoning)
+		state := "as sent (latest step, or within max_chars)"
+		if shaped {
 			state = "shaped"
 			res.Shaped++
-			example = &after.Messages[i] // the last shaped block: of the current turn
+			example, exampleOrig = &after.Messages[i], orig // the last shaped block: of the current turn
 		} else {
 			res.Raw++
 		}
-		fmt.Fprintf(out, "  message %2d: reasoning %4d -> %4d chars, %s\n", i, len([]rune(m.Reasoning)), len([]rune(got)), state)
+		fmt.Fprintf(out, "  message %2d: reasoning %4d -> %4d chars, %s\n", i, len([]rune(orig)), len([]rune(m.Reasoning)), state)
 	}
 	if example == nil {
 		return nil
 	}
-	orig := before.Messages[example.Index].Reasoning
-	fmt.Fprintf(out, "\n  message %d as the agent sent it:\n    %s\n  as the upstream received it (no marker added):\n    %s\n", example.Index, orig, example.Reasoning)
+	fmt.Fprintf(out, "\n  message %d as the agent sent it:\n    %s\n  as the upstream received it (no marker added):\n    %s\n", example.Index, exampleOrig, example.Reasoning)
 	a.Originals.Flush()
 	entries, err := a.Store.Lookup(example.Reasoning)
 	if err != nil {
@@ -53,7 +83,7 @@ func showShaping(out io.Writer, sent []byte, reqs []fakeupstream.Recorded, a *ap
 	if len(entries) != 1 {
 		return fmt.Errorf("originals lookup found %d entries", len(entries))
 	}
-	res.LookupOK = entries[0].Original == orig
+	res.LookupOK = entries[0].Original == exampleOrig
 	fmt.Fprintf(out, "\n  originals lookup of that shaped text: 1 entry (conversation %s, turn %d), original matches: %v\n",
 		entries[0].Conversation, entries[0].Turn, res.LookupOK)
 	return nil
