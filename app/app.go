@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shaperproxy/shaperproxy/capture"
+	"github.com/shaperproxy/shaperproxy/guard"
 	"github.com/shaperproxy/shaperproxy/ledger"
 	"github.com/shaperproxy/shaperproxy/originals"
 
@@ -54,6 +55,11 @@ func Build(c config.Config, logger *slog.Logger) (*App, error) {
 		a.Close()
 		return nil, err
 	}
+	gh, err := a.addGuard(&opts, logger)
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
 	if err := a.addShaping(&opts, logger); err != nil {
 		a.Close()
 		return nil, err
@@ -65,6 +71,9 @@ func Build(c config.Config, logger *slog.Logger) (*App, error) {
 	if rv != nil {
 		rv.capture = a.Capture
 		opts.Finishers = append(opts.Finishers, rv)
+	}
+	if gh != nil {
+		gh.capture = a.Capture
 	}
 	if a.Proxy, err = proxy.New(opts); err != nil {
 		a.Close()
@@ -109,6 +118,27 @@ func (a *App) addLedger(opts *proxy.Options, logger *slog.Logger) (*reviewer, er
 	}
 	rv := &reviewer{cfg: a.Config.Review, ledger: st, log: logger, seen: newBoundedSet(4096), m: newReviewMetrics()}
 	return rv, a.Metrics.Register(rv.m.collectors()...)
+}
+
+// addGuard adds the ECHO/STALL guard (transform and observer) when it is
+// enabled. It runs after the restorer and before shaping: it reads the
+// history as the client sent it.
+func (a *App) addGuard(opts *proxy.Options, logger *slog.Logger) (*guardHook, error) {
+	if !a.Config.Guard.Enabled {
+		return nil, nil
+	}
+	g, err := guard.New(a.Config.Guard)
+	if err != nil {
+		return nil, err
+	}
+	upstreams := map[string]string{}
+	for _, r := range a.Config.Routes {
+		upstreams[r.Name] = r.Upstream
+	}
+	h := newGuardHook(g, a.Ledger, upstreams, logger)
+	opts.Transforms = append(opts.Transforms, h)
+	opts.Observers = append(opts.Observers, h)
+	return h, a.Metrics.Register(h.events)
 }
 
 func purgeEvery(ctx context.Context, every time.Duration, fn func()) {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/shaperproxy/shaperproxy/guard"
 )
 
 // Config is the whole configuration. Its zero value is not useful; start
@@ -42,12 +43,13 @@ type Config struct {
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `toml:"log_level"`
 
-	Timeouts  Timeouts  `toml:"timeouts"`
-	Routes    []Route   `toml:"route"`
-	Shaping   Shaping   `toml:"shaping"`
-	Originals Originals `toml:"originals"`
-	Capture   Capture   `toml:"capture"`
-	Review    Review    `toml:"review"`
+	Timeouts  Timeouts     `toml:"timeouts"`
+	Routes    []Route      `toml:"route"`
+	Shaping   Shaping      `toml:"shaping"`
+	Originals Originals    `toml:"originals"`
+	Capture   Capture      `toml:"capture"`
+	Review    Review       `toml:"review"`
+	Guard     guard.Config `toml:"guard"`
 }
 
 // Timeouts bound each phase of an upstream call.
@@ -106,6 +108,7 @@ func Default() Config {
 		Originals: defaultOriginals(),
 		Capture:   defaultCapture(),
 		Review:    defaultReview(),
+		Guard:     guard.DefaultConfig(),
 	}
 }
 
@@ -171,6 +174,9 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Originals.validate()...)
 	errs = append(errs, c.Capture.validate()...)
 	errs = append(errs, c.Review.validate(c.WithDefaultRoute(""))...)
+	if err := c.Guard.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

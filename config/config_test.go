@@ -43,6 +43,9 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"[[route]]\nname = \"a\"\nupstream = \"ftp://x\"\nprefix = \"/a\"", "route[0].upstream"},
 		{"[[route]]\nname = \"a\"\nupstream = \"https://x\"", "route[0].prefix"},
 		{"[review]\nroutes = [\"nope\"]", "review.routes[0]"},
+		{"[guard]\nstep_down_requests = 1.5", "guard.step_down_requests"},
+		{"[guard]\nstep_down_requests = -1", "guard.step_down_requests"},
+		{"[guard]\nstall_action = \"shout\"", "guard.stall_action"},
 		{"[review]\npolicy = \"sometimes\"", "review.policy"},
 		{"[[route]]\nname = \"a\"\nupstream = \"https://x\"\ndefault = true\n[[route]]\nname = \"a\"\nupstream = \"https://y\"\nprefix = \"/y\"", "route[1].name"},
 	}

@@ -27,6 +27,8 @@ type Agent struct {
 	Tools func(name, args string) string
 	// NonStream asks for whole responses instead of streams.
 	NonStream bool
+	// Effort, when set, is sent as "reasoning_effort".
+	Effort string
 	// RawBodies keeps every response body as received in RawResponses.
 	RawBodies    bool
 	RawResponses [][]byte
@@ -129,6 +131,9 @@ func (a *Agent) requestBody() []byte {
 		body = []byte(`{"model":"","stream":false,"messages":[]}`)
 	}
 	body, _ = sjson.SetBytes(body, "model", a.Model)
+	if a.Effort != "" {
+		body, _ = sjson.SetBytes(body, "reasoning_effort", a.Effort)
+	}
 	msgs := append([]byte{'['}, bytes.Join(a.messages, []byte{','})...)
 	body, _ = sjson.SetRawBytes(body, "messages", append(msgs, ']'))
 	return body
