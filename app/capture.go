@@ -37,7 +37,7 @@ func (a *App) addCapture(opts *proxy.Options) error {
 		return nil
 	}
 	w, err := capture.Open(capture.Options{
-		Dir: filepath.Join(a.Config.DataDir, CaptureDir), QueueSize: cc.Queue,
+		Dir: filepath.Join(a.Config.DataDir, CaptureDir), QueueSize: cc.Queue, QueueBytes: cc.QueueBytes,
 		SegmentBytes: cc.SegmentBytes, RetainBytes: cc.RetainBytes, RetainAge: cc.RetainAge.Duration,
 	})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shaperproxy/shaperproxy/capture"
@@ -15,6 +16,7 @@ import (
 	"github.com/shaperproxy/shaperproxy/ledger"
 	"github.com/shaperproxy/shaperproxy/proxy"
 	"github.com/shaperproxy/shaperproxy/sse"
+	"github.com/tidwall/gjson"
 )
 
 // guardBucket holds each conversation's guard State in the ledger.
@@ -156,38 +158,56 @@ func (h *guardHook) Request(call *proxy.Call, _ *proxy.Upstream) proxy.ResponseS
 	if !ok || call.Internal || call.Retry {
 		return nil
 	}
-	return &guardSink{h: h, call: call, sig: sig, view: call.View, asm: conv.NewAssembler()}
+	return &guardSink{h: h, call: call, sig: sig, view: call.View}
 }
 
+// guardSink counts the reasoning characters of a response as it passes;
+// it keeps no text (a stream can be gigabytes long).
 type guardSink struct {
-	h    *guardHook
-	call *proxy.Call
-	view *conv.Request
-	sig  guard.Signals
-	asm  *conv.Assembler
-	body []byte // a non-stream body, whole at End
+	h     *guardHook
+	call  *proxy.Call
+	view  *conv.Request
+	sig   guard.Signals
+	chars int
+	body  []byte // a non-stream body, whole at End
 }
 
 func (s *guardSink) Response(*proxy.ResponseInfo) {}
 
 func (s *guardSink) Event(ev *sse.Event, _ int, _ time.Duration) {
-	if ev.HasData && !ev.IsDone() {
-		_ = s.asm.AddChunk(ev.Data)
+	if !ev.HasData || !bytes.Contains(ev.Data, []byte(`"reasoning`)) {
+		return
+	}
+	for _, f := range [...]string{"choices.0.delta.reasoning_content", "choices.0.delta.reasoning"} {
+		if r := gjson.GetBytes(ev.Data, f); r.Type == gjson.String {
+			s.chars += utf8.RuneCountInString(r.Str)
+			return
+		}
 	}
 }
 
-func (s *guardSink) Body(p []byte) { s.body = append(s.body, p...) }
+func (s *guardSink) Body(p []byte) {
+	if len(s.body) < maxGuardBody {
+		s.body = append(s.body, p...)
+	}
+}
+
+// maxGuardBody bounds the non-stream body the guard keeps to measure.
+const maxGuardBody = 16 << 20
 
 func (s *guardSink) End(end proxy.End) {
-	if s.body != nil {
-		_ = s.asm.AddBody(s.body)
-	}
-	resp := s.asm.Response()
-	if end.Outcome != proxy.OutcomeComplete || len(resp.Choices) == 0 {
+	if end.Outcome != proxy.OutcomeComplete {
 		return
 	}
+	if s.body != nil {
+		asm := conv.NewAssembler()
+		if asm.AddBody(s.body) != nil || len(asm.Response().Choices) == 0 {
+			return
+		}
+		s.chars = guard.StepChars(asm.Response().Choices[0])
+	}
 	st := s.h.state(s.call.Conversation)
-	events, next := s.h.g.ObserveResponse(st, s.view, s.sig, resp.Choices[0])
+	events, next := s.h.g.ObserveStep(st, s.view, s.sig, s.chars)
 	s.h.save(s.call.Conversation, st, next)
 	s.h.record(s.call, events)
 }

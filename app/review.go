@@ -96,16 +96,28 @@ type reviewSession struct {
 	asm     *conv.Assembler
 	first   []byte // the draft's first chunk
 	holding bool
+	seen    int  // bytes of data assembled so far
+	tooBig  bool // the draft outgrew maxDraftData: not reviewed
 }
+
+// maxDraftData bounds the stream data a review session assembles: a
+// response longer than this is not reviewed (its snapshot would be over
+// any sensible max_snapshot_chars anyway), and memory stays bounded.
+const maxDraftData = 32 << 20
 
 // Hold assembles the draft and holds from the first event that carries a
 // finish_reason (the finish chunk, a usage chunk after it, [DONE]).
 func (s *reviewSession) Hold(ev *sse.Event) bool {
-	if ev.HasData && !ev.IsDone() {
+	if ev.HasData && !ev.IsDone() && !s.tooBig {
 		if s.first == nil {
 			s.first = bytes.Clone(ev.Data)
 		}
-		_ = s.asm.AddChunk(ev.Data)
+		s.seen += len(ev.Data)
+		if s.tooBig = s.seen > maxDraftData; s.tooBig {
+			s.asm = conv.NewAssembler() // let the assembled text go
+		} else {
+			_ = s.asm.AddChunk(ev.Data)
+		}
 	}
 	if s.holding {
 		return true
@@ -168,6 +180,10 @@ func (s *reviewSession) EndBody(ctx context.Context, body []byte, keepAlive func
 // finish_reason stop, no tool calls), whether the turn is in scope and not
 // reviewed yet, and marks it reviewed.
 func (s *reviewSession) stopping() (review.Draft, bool) {
+	if s.tooBig {
+		s.rv.m.skipped.WithLabelValues("oversize").Inc()
+		return review.Draft{}, false
+	}
 	resp := s.asm.Response()
 	if len(resp.Choices) != 1 || resp.Choices[0].FinishReason != "stop" || len(resp.Choices[0].ToolCalls) > 0 {
 		return review.Draft{}, false

@@ -69,6 +69,7 @@ func (e *env) startProxy(variant string) error {
 	}
 	c.Shaping.Enabled = variant == shaped || variant == full
 	c.Capture.Enabled = variant == captured || variant == full
+	c.Guard.Enabled = variant == full
 	a, err := app.Build(c, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err

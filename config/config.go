@@ -373,20 +373,26 @@ type Capture struct {
 	ClientRequests bool `toml:"client_requests"`
 	// Queue is the number of records waiting for the disk; beyond it new
 	// records are dropped and counted (traffic is never held up).
-	Queue        int      `toml:"queue"`
+	Queue int `toml:"queue"`
+	// QueueBytes bounds the bytes of the records waiting: the capture's
+	// memory. Beyond it records are dropped and counted.
+	QueueBytes   int64    `toml:"queue_bytes"`
 	SegmentBytes int64    `toml:"segment_bytes"` // rotate segments at this size
 	RetainBytes  int64    `toml:"retain_bytes"`  // remove the oldest segments beyond this total
 	RetainAge    Duration `toml:"retain_age"`    // remove segments older than this
 }
 
 func defaultCapture() Capture {
-	return Capture{Enabled: true, Queue: 4096, SegmentBytes: 64 << 20, RetainBytes: 10 << 30, RetainAge: Duration{14 * 24 * time.Hour}}
+	return Capture{Enabled: true, Queue: 4096, QueueBytes: 64 << 20, SegmentBytes: 64 << 20, RetainBytes: 10 << 30, RetainAge: Duration{14 * 24 * time.Hour}}
 }
 
 func (c *Capture) validate() []error {
 	var errs []error
 	if c.Queue <= 0 {
 		errs = append(errs, errors.New("capture.queue: must be positive"))
+	}
+	if c.QueueBytes < 1<<20 {
+		errs = append(errs, errors.New("capture.queue_bytes: must be at least 1 MiB"))
 	}
 	if c.SegmentBytes < 1<<20 {
 		errs = append(errs, errors.New("capture.segment_bytes: must be at least 1 MiB"))

@@ -158,11 +158,17 @@ func (g *Guard) Decide(st State, req *conv.Request, sig Signals) (Decision, Stat
 // it schedules the notice for the conversation's next request. It never
 // touches ECHO.
 func (g *Guard) ObserveResponse(st State, req *conv.Request, sig Signals, c conv.Choice) ([]Event, State) {
+	return g.ObserveStep(st, req, sig, StepChars(c))
+}
+
+// ObserveStep is ObserveResponse for a caller that counted the response's
+// reasoning characters as it streamed by (so it need not keep the text).
+func (g *Guard) ObserveStep(st State, req *conv.Request, sig Signals, stepChars int) ([]Event, State) {
 	if !g.Enabled() {
 		return nil, st
 	}
 	var d Decision
-	g.noteStall(&d, &st, req, g.StallOfResponse(sig.Stall, c))
+	g.noteStall(&d, &st, req, g.stall(true, stepChars, sig.Stall.TurnChars+stepChars, sig.Stall.Steps+1))
 	return d.Events, st
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shaperproxy/shaperproxy/sse"
@@ -245,7 +246,9 @@ func (p *Proxy) copyRaw(w http.ResponseWriter, src io.Reader, call *Call, info *
 	rc := http.NewResponseController(w)
 	tee := newTee(sinks, call, info)
 	defer tee.Close()
-	buf := make([]byte, 32<<10)
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
 	var end End
 	for {
 		n, err := src.Read(buf)
@@ -266,6 +269,10 @@ func (p *Proxy) copyRaw(w http.ResponseWriter, src io.Reader, call *Call, info *
 		}
 	}
 }
+
+// copyBufs holds the buffers of copyRaw: one 32 KiB allocation per
+// request would be most of the proxy's garbage.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 func clientGone(end End) End {
 	end.Outcome, end.Err = OutcomeClientCancelled, errClientWrite.Error()
