@@ -43,6 +43,30 @@ func ConversationKey(r *Request, explicit string) string {
 	return "c:" + sum(h)
 }
 
+// TurnKey names the open turn of r within conversation (a
+// ConversationKey): the same for every request of the turn, so the proxy
+// reviews a turn once. It hashes the conversation, the turn's ordinal and
+// the role, visible text and image count of the message that opened the
+// turn. It uses the opener's text rather than its raw bytes because
+// clients re-serialize history between requests (and some move
+// cache_control markers onto the latest messages). It is "" when r has no
+// user message.
+func TurnKey(r *Request, conversation string) string {
+	t, ok := r.OpenTurn()
+	if !ok {
+		return ""
+	}
+	m := r.Messages[t.Start]
+	h := sha256.New()
+	writeField(h, "shaperproxy/review/turn/v1")
+	writeField(h, conversation)
+	writeUint(h, uint64(t.Ordinal))
+	writeField(h, m.Role)
+	writeField(h, m.Content)
+	writeUint(h, uint64(m.Images))
+	return "t:" + hex.EncodeToString(h.Sum(nil))[:32]
+}
+
 // writeField writes s length-prefixed, so field boundaries are unambiguous.
 func writeField(h hash.Hash, s string) {
 	writeUint(h, uint64(len(s)))

@@ -1,51 +1,11 @@
 package fakeupstream
 
 import (
-	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
 )
-
-func TestAppendString(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"", `""`},
-		{`a"b\c`, `"a\"b\\c"`},
-		{"line\nfeed\r\ttab", `"line\nfeed\r\ttab"`},
-		{"\x00\x1f", `"\u0000\u001f"`},
-		{"<b>&", `"<b>&"`},
-		{"héllo 🎉", `"héllo 🎉"`},
-		{"bad\xffbyte", `"bad\ufffdbyte"`},
-	}
-	for _, tt := range tests {
-		if got := string(appendString(nil, tt.in)); got != tt.want {
-			t.Errorf("appendString(%q) = %s, want %s", tt.in, got, tt.want)
-		}
-	}
-}
-
-func FuzzAppendString(f *testing.F) {
-	for _, s := range []string{"", "plain", "q\"uo\\te", "\n\x00\x7f", "日本🎉", "\xff\xfe", "\u2028"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		b := appendString(nil, s)
-		var got string
-		if err := json.Unmarshal(b, &got); err != nil {
-			t.Fatalf("%q encodes to invalid JSON %s: %v", s, b, err)
-		}
-		// encoding/json also turns each invalid byte into U+FFFD.
-		std, _ := json.Marshal(s)
-		var want string
-		if err := json.Unmarshal(std, &want); err != nil {
-			t.Fatal(err)
-		}
-		if got != want {
-			t.Fatalf("%q decodes to %q, want %q", s, got, want)
-		}
-	})
-}
 
 func TestPieces(t *testing.T) {
 	tests := []struct {

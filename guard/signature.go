@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/shaperproxy/shaperproxy/internal/jsonstr"
 	"github.com/tidwall/gjson"
 )
 
@@ -148,30 +149,9 @@ func canonObject(dst []byte, v gjson.Result, depth int) ([]byte, bool) {
 	return append(dst, '}'), true
 }
 
-// appendString writes s as a JSON string, escaping only '"', '\\' and
-// control characters (\n, \r and \t by their short form). s is valid
-// UTF-8 (gjson decodes lone surrogates to U+FFFD).
-func appendString(dst []byte, s string) []byte {
-	const hexDigits = "0123456789abcdef"
-	dst = append(dst, '"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			dst = append(dst, '\\', c)
-		case c == '\n':
-			dst = append(dst, '\\', 'n')
-		case c == '\r':
-			dst = append(dst, '\\', 'r')
-		case c == '\t':
-			dst = append(dst, '\\', 't')
-		case c < 0x20:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return append(dst, '"')
-}
+// appendString writes s as a JSON string (see package jsonstr); s is
+// valid UTF-8 (gjson decodes lone surrogates to U+FFFD).
+func appendString(dst []byte, s string) []byte { return jsonstr.Append(dst, s) }
 
 // appendNumber writes the JSON number literal raw (already validated) by
 // its exact decimal value: an optional '-', the significant digits

@@ -57,7 +57,7 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 		end = p.copyHeldBody(w, resp, src, call, sinks, fin, clientCtx)
 	default:
 		p.writeHeader(w, resp)
-		end = p.copyRaw(w, src, call, info, sinks)
+		end = p.copyRaw(w, src, resp.ContentLength, call, info, sinks)
 	}
 	end.Status = resp.StatusCode
 	end = classifyEnd(end, ctx, clientCtx)
@@ -242,7 +242,11 @@ func safeEndBody(ctx context.Context, fin FinishSession, body []byte, keepAlive 
 
 // copyRaw forwards a body as it arrives, flushing after every read. When
 // the body is compressed, the observers get the decoded bytes.
-func (p *Proxy) copyRaw(w http.ResponseWriter, src io.Reader, call *Call, info *ResponseInfo, sinks sinkList) End {
+//
+// The flush after a read is skipped when that read completes a body of
+// known length: the handler's return sends it, and a small answer then
+// goes out in one write instead of two.
+func (p *Proxy) copyRaw(w http.ResponseWriter, src io.Reader, length int64, call *Call, info *ResponseInfo, sinks sinkList) End {
 	rc := http.NewResponseController(w)
 	tee := newTee(sinks, call, info)
 	defer tee.Close()
@@ -256,8 +260,10 @@ func (p *Proxy) copyRaw(w http.ResponseWriter, src io.Reader, call *Call, info *
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return clientGone(end)
 			}
-			_ = rc.Flush()
 			end.Bytes += int64(n)
+			if end.Bytes != length {
+				_ = rc.Flush()
+			}
 			tee.Write(buf[:n])
 		}
 		if err != nil {

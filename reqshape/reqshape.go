@@ -16,13 +16,13 @@ package reqshape
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"path"
 	"sort"
 	"strings"
 
 	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/internal/jsonstr"
 	"github.com/shaperproxy/shaperproxy/shaping"
 	"github.com/tidwall/gjson"
 )
@@ -210,7 +210,7 @@ func shapeReasoning(body []byte, m *conv.Message, rule Rule, memo *Memo, editabl
 		return b, nil
 	}
 	b.Shaped, b.Changed = out, true
-	return b, []edit{{m.ReasoningStart, m.ReasoningEnd, jsonString(out)}}
+	return b, []edit{{m.ReasoningStart, m.ReasoningEnd, jsonstr.Quote(out)}}
 }
 
 // dropField removes `"field": value` and one adjacent comma from the
@@ -292,16 +292,7 @@ func shapeThink(body []byte, m *conv.Message, rule Rule, memo *Memo, editable bo
 	}
 	b.Shaped, b.Changed = out, true
 	content := lead + open + out + close + rest
-	return b, []edit{{cStart, cEnd, jsonString(content)}}
-}
-
-// jsonString encodes s as a JSON string without HTML escaping.
-func jsonString(s string) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s)
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	return b, []edit{{cStart, cEnd, jsonstr.Quote(content)}}
 }
 
 // applyEdits builds the new body in one pass; edits must not overlap.
