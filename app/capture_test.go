@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/shaperproxy/shaperproxy/app"
 	"github.com/shaperproxy/shaperproxy/capture"
+	"github.com/shaperproxy/shaperproxy/config"
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/fakeupstream"
 	"github.com/shaperproxy/shaperproxy/fixtures"
@@ -98,6 +100,29 @@ func TestCaptureStreamByteIdentical(t *testing.T) {
 	if g.Reasoning != w.Reasoning || g.Content != w.Content || len(g.ToolCalls) != 1 || g.ToolCalls[0] != w.ToolCalls[0] || w.Reasoning == "" {
 		t.Fatalf("rebuilt response differs:\n%+v\n%+v", g, w)
 	}
+	// `capture show` gives the same, per field.
+	var out bytes.Buffer
+	dir := filepath.Join(r.app.Config.DataDir, app.CaptureDir)
+	if err := capture.ShowCmd(&out, capture.ShowOptions{CmdOptions: capture.CmdOptions{Dir: dir, JSON: true}, Call: reqCall(recs)}); err != nil {
+		t.Fatal(err)
+	}
+	var view capture.CallView
+	if err := json.Unmarshal(out.Bytes(), &view); err != nil {
+		t.Fatalf("show --json: %v\n%s", err, out.Bytes())
+	}
+	sc := view.Response.Choices[0]
+	if sc.Reasoning != w.Reasoning || sc.Content != w.Content || sc.ToolCalls[0] != w.ToolCalls[0] || sc.FinishReason != w.FinishReason || view.Response.Chunks != len(chunks) {
+		t.Fatalf("capture show differs: %+v (%d chunks)", sc, view.Response.Chunks)
+	}
+}
+
+func reqCall(recs []capture.Record) string {
+	for _, r := range recs {
+		if r.Kind == capture.KindRequest {
+			return r.Call
+		}
+	}
+	return ""
 }
 
 // TestCaptureCountsShapedBlocks: on a scripted conversation where the
@@ -164,4 +189,31 @@ func flatten(h http.Header) []string {
 		out = append(out, vv...)
 	}
 	return out
+}
+
+// TestCaptureFullQueueNeverHoldsTraffic: with a queue of one record every
+// request still succeeds at once; what the queue could not take is counted
+// (in the writer's stats, /metrics and a drops record in the log).
+func TestCaptureFullQueueNeverHoldsTraffic(t *testing.T) {
+	r := newRig(t, func(c *config.Config) { c.Capture.Queue = 1 })
+	for i := 0; i < 20; i++ {
+		r.up.Push(fakeupstream.Response{Reply: &fakeupstream.Reply{Reasoning: strings.Repeat("r", 400), Content: "ok"}})
+		body := []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"q` + string(rune('a'+i)) + `"}]}`)
+		if got := post(t, r.url, body); !bytes.Contains(got, []byte("[DONE]")) {
+			t.Fatalf("request %d: %q", i, got)
+		}
+	}
+	_ = r.app.Capture.Flush()
+	if st := r.app.Capture.Stats(); st.Dropped == 0 {
+		t.Fatalf("no record dropped with a queue of one: %+v", st)
+	}
+	resp, err := http.Get(strings.TrimSuffix(r.url, "/v1") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	m, _ := io.ReadAll(resp.Body)
+	if !bytes.Contains(m, []byte("shaperproxy_capture_dropped_total")) || bytes.Contains(m, []byte("shaperproxy_capture_dropped_total 0\n")) {
+		t.Fatal("drops not exported")
+	}
 }
