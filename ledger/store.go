@@ -5,13 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/shaperproxy/shaperproxy/internal/boltdb"
 )
 
 // FileName is the name of the ledger inside the data directory.
@@ -20,7 +18,7 @@ const FileName = "state.db"
 // Defaults and limits.
 const (
 	DefaultTTL         = 7 * 24 * time.Hour
-	DefaultLockTimeout = 2 * time.Second
+	DefaultLockTimeout = boltdb.DefaultLockTimeout
 	// MaxConversationLen is the longest conversation key the Store accepts.
 	MaxConversationLen = 1024
 	// MaxKeyLen is the longest bucket name, key or turn key it accepts.
@@ -87,11 +85,8 @@ type Insertion struct {
 // concurrent use. Every write commits (and fsyncs) before it returns.
 // Close releases the file.
 type Store struct {
-	path string
 	opts Options
-
-	mu sync.RWMutex // write-locked only by Close
-	db *bolt.DB
+	db   *boltdb.DB
 }
 
 // Bucket and key names of the file layout:
@@ -113,69 +108,41 @@ var (
 // LockTimeout.
 func Open(path string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("ledger: %w", err)
-	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout, FreelistType: bolt.FreelistMapType})
-	if errors.Is(err, bolterrors.ErrTimeout) {
+	db, err := boltdb.Open(path, boltdb.Options{LockTimeout: opts.LockTimeout})
+	if errors.Is(err, boltdb.ErrLocked) {
 		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("ledger: open %s: %w", path, err)
+		return nil, fmt.Errorf("ledger: %w", err)
 	}
-	s := &Store{path: path, opts: opts, db: db}
-	if err := s.init(); err != nil {
+	s := &Store{opts: opts, db: db}
+	err = s.update(func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(bucketConv)
+		return err
+	})
+	if err != nil {
 		db.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-// init tightens the mode of a file created by someone else and creates
-// the root bucket.
-func (s *Store) init() error {
-	if fi, err := os.Stat(s.path); err == nil && fi.Mode().Perm()&0o077 != 0 {
-		if err := os.Chmod(s.path, 0o600); err != nil {
-			return fmt.Errorf("ledger: %w", err)
-		}
-	}
-	return s.update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(bucketConv)
-		return err
-	})
-}
-
 // Path returns the file the Store was opened on.
-func (s *Store) Path() string { return s.path }
+func (s *Store) Path() string { return s.db.Path() }
 
 // Close releases the file. Methods called after Close return ErrClosed.
-func (s *Store) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.db == nil {
+func (s *Store) Close() error { return ownErr(s.db.Close()) }
+
+func (s *Store) view(fn func(*bolt.Tx) error) error { return ownErr(s.db.View(fn)) }
+
+func (s *Store) update(fn func(*bolt.Tx) error) error { return ownErr(s.db.Update(fn)) }
+
+// ownErr gives boltdb's ErrClosed this package's name.
+func ownErr(err error) error {
+	if errors.Is(err, boltdb.ErrClosed) {
 		return ErrClosed
 	}
-	err := s.db.Close()
-	s.db = nil
 	return err
-}
-
-func (s *Store) view(fn func(*bolt.Tx) error) error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.db == nil {
-		return ErrClosed
-	}
-	return s.db.View(fn)
-}
-
-func (s *Store) update(fn func(*bolt.Tx) error) error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.db == nil {
-		return ErrClosed
-	}
-	return s.db.Update(fn)
 }
 
 // updateConv runs fn on conversation's bucket (created if needed) in a
@@ -442,7 +409,7 @@ func (s *Store) Purge(now time.Time) (int, error) {
 func (s *Store) Check() error {
 	return s.view(func(tx *bolt.Tx) error {
 		var errs []error
-		for err := range tx.Check() {
+		if err := boltdb.Check(tx); err != nil {
 			errs = append(errs, err)
 		}
 		root := tx.Bucket(bucketConv)

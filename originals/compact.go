@@ -2,17 +2,15 @@ package originals
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-)
 
-// compactSuffix names the file a compaction writes before renaming it over
-// the table.
-const compactSuffix = ".compact"
+	"github.com/shaperproxy/shaperproxy/internal/boltdb"
+)
 
 // DefaultMaintainEvery is Maintain's interval when none is given.
 const DefaultMaintainEvery = 10 * time.Minute
@@ -37,53 +35,19 @@ func (s *Store) Compact() error {
 	if s.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.db == nil {
+	switch err := s.db.Compact(compactTxSize); {
+	case err == nil:
+		return nil
+	case errors.Is(err, boltdb.ErrClosed):
 		return ErrClosed
-	}
-	tmp := s.path + compactSuffix
-	_ = os.Remove(tmp)
-	dst, err := openDB(tmp, s.opts)
-	if err != nil {
-		return err
-	}
-	if err := s.replaceWith(dst, tmp); err != nil {
-		dst.Close()
-		os.Remove(tmp)
+	default:
 		return fmt.Errorf("originals: compact: %w", err)
 	}
-	return nil
-}
-
-// replaceWith copies the table into dst, renames dst's file over the table
-// and makes dst the Store's database. s.mu must be write-locked.
-func (s *Store) replaceWith(dst *bolt.DB, tmp string) error {
-	if err := bolt.Compact(dst, s.db, compactTxSize); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, s.path); err != nil {
-		return err
-	}
-	old := s.db
-	s.db = dst
-	_ = syncDir(filepath.Dir(s.path))
-	_ = old.Close() // the old file is unlinked; nothing is lost if this fails
-	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // sizes returns the size of the file and the bytes of pages in use.
 func (s *Store) sizes() (size, inUse int64, err error) {
-	fi, err := os.Stat(s.path)
+	fi, err := os.Stat(s.Path())
 	if err != nil {
 		return 0, 0, err
 	}

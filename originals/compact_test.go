@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/shaperproxy/shaperproxy/internal/boltdb"
 )
 
 func fileSize(tb testing.TB, path string) int64 {
@@ -51,7 +53,7 @@ func TestCompactShrinksAndKeepsEntries(t *testing.T) {
 	if got := listKeys(t, s, ""); !slices.Equal(got, keys) {
 		t.Errorf("Compact changed the entries: %d before, %d after", len(keys), len(got))
 	}
-	if _, err := os.Stat(s.Path() + compactSuffix); !os.IsNotExist(err) {
+	if _, err := os.Stat(s.Path() + boltdb.CompactSuffix); !os.IsNotExist(err) {
 		t.Errorf("temporary file left behind: %v", err)
 	}
 

@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/shaperproxy/shaperproxy/internal/boltdb"
 )
 
 // FileName is the name of the table inside the data directory.
@@ -20,7 +19,7 @@ const FileName = "originals.db"
 const (
 	DefaultTTL         = 24 * time.Hour
 	DefaultMaxBytes    = 8 << 20
-	DefaultLockTimeout = 2 * time.Second
+	DefaultLockTimeout = boltdb.DefaultLockTimeout
 	// MaxConversationLen is the longest conversation key Put and BeginTurn accept.
 	MaxConversationLen = 1024
 )
@@ -108,62 +107,34 @@ type Stats struct {
 // for concurrent use. Writing methods commit (and fsync) before they return;
 // use Async to keep them off a request path. Close releases the file.
 type Store struct {
-	path string
 	opts Options
-
-	mu sync.RWMutex // write-locked only by Compact and Close, which replace db
-	db *bolt.DB
+	db   *boltdb.DB
 }
 
 // Open opens the table at path, creating it (mode 0600, directory 0700)
 // unless opts.ReadOnly.
 func Open(path string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
-	if !opts.ReadOnly {
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, fmt.Errorf("originals: %w", err)
-		}
-		// A leftover of a compaction that did not finish; the table is intact.
-		_ = os.Remove(path + compactSuffix)
+	db, err := boltdb.Open(path, boltdb.Options{ReadOnly: opts.ReadOnly, LockTimeout: opts.LockTimeout})
+	if errors.Is(err, boltdb.ErrLocked) {
+		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
 	}
-	db, err := openDB(path, opts)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("originals: %w", err)
 	}
-	s := &Store{path: path, opts: opts, db: db}
+	s := &Store{opts: opts, db: db}
 	if opts.ReadOnly {
 		return s, nil
 	}
-	if err := s.initFile(); err != nil {
+	if err := s.createBuckets(); err != nil {
 		db.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-func openDB(path string, opts Options) (*bolt.DB, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:      opts.LockTimeout,
-		ReadOnly:     opts.ReadOnly,
-		FreelistType: bolt.FreelistMapType,
-	})
-	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("originals: open %s: %w", path, err)
-	}
-	return db, nil
-}
-
-// initFile tightens the mode of a file created by someone else and creates
-// the top-level buckets.
-func (s *Store) initFile() error {
-	if fi, err := os.Stat(s.path); err == nil && fi.Mode().Perm()&0o077 != 0 {
-		if err := os.Chmod(s.path, 0o600); err != nil {
-			return fmt.Errorf("originals: %w", err)
-		}
-	}
+// createBuckets creates the top-level buckets.
+func (s *Store) createBuckets() error {
 	return s.update(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{bucketConv, bucketHash} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
@@ -175,40 +146,27 @@ func (s *Store) initFile() error {
 }
 
 // Path returns the file the Store was opened on.
-func (s *Store) Path() string { return s.path }
+func (s *Store) Path() string { return s.db.Path() }
 
 // Close releases the file. Methods called after Close return ErrClosed.
 // Close a Writer made by Async before closing its Store.
-func (s *Store) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.db == nil {
-		return ErrClosed
-	}
-	err := s.db.Close()
-	s.db = nil
-	return err
-}
+func (s *Store) Close() error { return ownErr(s.db.Close()) }
 
-func (s *Store) view(fn func(*bolt.Tx) error) error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.db == nil {
-		return ErrClosed
-	}
-	return s.db.View(fn)
-}
+func (s *Store) view(fn func(*bolt.Tx) error) error { return ownErr(s.db.View(fn)) }
 
 func (s *Store) update(fn func(*bolt.Tx) error) error {
 	if s.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.db == nil {
+	return ownErr(s.db.Update(fn))
+}
+
+// ownErr gives boltdb's ErrClosed this package's name.
+func ownErr(err error) error {
+	if errors.Is(err, boltdb.ErrClosed) {
 		return ErrClosed
 	}
-	return s.db.Update(fn)
+	return err
 }
 
 // Put records the originals of one request in one transaction. Several
@@ -437,7 +395,7 @@ func (s *Store) Stats() (Stats, error) {
 	if err != nil {
 		return st, err
 	}
-	fi, err := os.Stat(s.path)
+	fi, err := os.Stat(s.Path())
 	if err != nil {
 		return st, fmt.Errorf("originals: %w", err)
 	}
@@ -517,12 +475,8 @@ func removeConv(tx *bolt.Tx, name []byte) error {
 // entry has its index record and every index record its entry.
 func (s *Store) Check() error {
 	return s.view(func(tx *bolt.Tx) error {
-		var errs []error
-		for err := range tx.Check() {
-			errs = append(errs, err)
-		}
-		if len(errs) > 0 {
-			return fmt.Errorf("%w: %w", ErrCorrupt, errors.Join(errs...))
+		if err := boltdb.Check(tx); err != nil {
+			return fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
 		return checkIndex(tx)
 	})

@@ -40,7 +40,8 @@ flags of every command:
   --json          print JSON
 
   --proxy URL     the running proxy to ask when it holds the table
-                  (default $SHAPERPROXY_URL, else http://127.0.0.1:8787)
+                  (default $SHAPERPROXY_URL, else the address ` + "`serve`" + ` recorded
+                  in the data directory, else http://127.0.0.1:8787)
 
 While ` + "`shaperproxy serve`" + ` has the table open no other process can read the file;
 the commands then ask the running proxy (on loopback) instead.
@@ -137,7 +138,7 @@ func (f *originalsFlags) open() (originalsSource, error) {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("no originals table at %s: nothing has been recorded yet, or --data-dir points elsewhere", path)
 	case errors.Is(err, originals.ErrLocked):
-		base := firstNonEmpty(f.proxy, os.Getenv("SHAPERPROXY_URL"), "http://127.0.0.1:8787")
+		base := firstNonEmpty(f.proxy, os.Getenv("SHAPERPROXY_URL"), servedURL(dir), "http://127.0.0.1:8787")
 		remote, rerr := dialOriginals(base)
 		if rerr != nil {
 			return nil, fmt.Errorf("a running proxy holds the originals table %s, and asking it at %s failed: %w "+

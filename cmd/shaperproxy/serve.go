@@ -8,6 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/shaperproxy/shaperproxy/app"
@@ -80,7 +83,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	fmt.Fprintf(stdout, "shaperproxy %s listening on http://%s (data in %s)\n", version, ln.Addr(), c.DataDir)
+	url := "http://" + ln.Addr().String()
+	if err := writeServeURL(c.DataDir, url); err != nil {
+		logger.Warn("cannot record the listen address for the forensic commands", "err", err)
+	}
+	defer os.Remove(filepath.Join(c.DataDir, serveURLFile))
+	fmt.Fprintf(stdout, "shaperproxy %s listening on %s (data in %s)\n", version, url, c.DataDir)
 	fmt.Fprintf(stdout, "  base-URL mode:    OPENAI_BASE_URL=http://%s/v1\n", ln.Addr())
 	fmt.Fprintf(stdout, "  HTTPS_PROXY mode: HTTPS_PROXY=http://%s (intercepting %v)\n", ln.Addr(), c.Intercept)
 	return serveUntilDone(ctx, a.Proxy, ln, c.AdminListen, logger)
@@ -114,4 +122,24 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+// serveURLFile, in the data directory, holds the URL of the running proxy
+// so that the forensic commands can ask it (it holds the originals table).
+const serveURLFile = "serve.url"
+
+func writeServeURL(dir, url string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, serveURLFile), []byte(url+"\n"), 0o600)
+}
+
+// servedURL returns the URL a running proxy recorded in dir, or "".
+func servedURL(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, serveURLFile))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
