@@ -152,33 +152,20 @@ func benchRSS(ctx context.Context, e *env, sz sizes, t *table) error {
 	q := fmt.Sprintf("/v1/chat/completions?bytes=%d", sz.bigStream)
 	growth := func(url string) (int64, error) {
 		base := rssBytes()
-		var peak int64
-		done := make(chan struct{})
-		go func() {
-			tick := time.NewTicker(20 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-done:
-					return
-				case <-tick.C:
-					peak = max(peak, rssBytes())
-				}
-			}
-		}()
+		stop, peak := sampleRSS(20 * time.Millisecond)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader([]byte(`{"model":"m","stream":true,"messages":[]}`)))
 		resp, err := c.Do(req)
 		if err != nil {
-			close(done)
+			stop()
 			return 0, err
 		}
 		n, err := io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		close(done)
+		stop()
 		if err == nil && n < sz.bigStream {
 			err = fmt.Errorf("stream short: %d bytes", n)
 		}
-		return max(peak, rssBytes()) - base, err
+		return max(<-peak, rssBytes()) - base, err
 	}
 	d, err := growth(e.streamURL + q)
 	if err != nil {
@@ -193,4 +180,25 @@ func benchRSS(ctx context.Context, e *env, sz sizes, t *table) error {
 		t.addBytes(title, "RSS growth (whole process) via "+v, d, p, "< 10 MB")
 	}
 	return nil
+}
+
+// sampleRSS samples the resident set size every period until stop is
+// called; the peak is sent on the channel once sampling has ended.
+func sampleRSS(period time.Duration) (stop func(), peak <-chan int64) {
+	done, out := make(chan struct{}), make(chan int64, 1)
+	go func() {
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		var p int64
+		for {
+			select {
+			case <-done:
+				out <- p
+				return
+			case <-tick.C:
+				p = max(p, rssBytes())
+			}
+		}
+	}()
+	return func() { close(done) }, out
 }
