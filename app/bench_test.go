@@ -46,7 +46,12 @@ func BenchmarkSeedRequest(b *testing.B) {
 
 // BenchmarkSmallRequest sends a small non-stream chat request through the
 // proxy with shaping, capture and guard off (the transparent core).
-func BenchmarkSmallRequest(b *testing.B) {
+func BenchmarkSmallRequest(b *testing.B) { benchSmall(b, false) }
+
+// BenchmarkSmallRequestCapture is BenchmarkSmallRequest with capture on.
+func BenchmarkSmallRequestCapture(b *testing.B) { benchSmall(b, true) }
+
+func benchSmall(b *testing.B, withCapture bool) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		_, _ = w.Write([]byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`))
@@ -55,7 +60,7 @@ func BenchmarkSmallRequest(b *testing.B) {
 	c := config.Default()
 	c.DataDir = b.TempDir()
 	c.Routes = c.WithDefaultRoute(up.URL)
-	c.Shaping.Enabled, c.Capture.Enabled, c.Guard.Enabled = false, false, false
+	c.Shaping.Enabled, c.Capture.Enabled, c.Guard.Enabled = false, withCapture, false
 	a, err := app.Build(c, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)

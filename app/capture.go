@@ -23,7 +23,8 @@ const (
 )
 
 // captureObserver writes every call to the capture log. It never blocks:
-// the Writer's queue is bounded and counts what it drops.
+// the Writer's queue is bounded and counts what it drops. Headers are
+// handed over as they are: Enqueue stores a redacted copy at once.
 type captureObserver struct {
 	w              *capture.Writer
 	clientRequests bool
@@ -74,12 +75,12 @@ func (o *captureObserver) Request(call *proxy.Call, up *proxy.Upstream) proxy.Re
 	if o.clientRequests && !call.Retry {
 		r := base
 		r.Kind, r.Where, r.Offset = capture.KindClientRequest, whereClient, 0
-		r.Method, r.URL, r.Header, r.Data = call.Method, call.Path, call.Header.Clone(), call.ClientBody
+		r.Method, r.URL, r.Header, r.Data = call.Method, call.Path, call.Header, call.ClientBody
 		o.w.Enqueue(r)
 	}
 	r := base
 	r.Kind, r.Where, r.Offset = capture.KindRequest, whereWire, call.Since()
-	r.Method, r.URL, r.Header, r.Data = up.Method, up.URL, up.Header.Clone(), up.Body
+	r.Method, r.URL, r.Header, r.Data = up.Method, up.URL, up.Header, up.Body
 	r.ReasoningShaped, _ = call.Notes[NoteShaped].(int)
 	r.ReasoningRaw, _ = call.Notes[NoteRaw].(int)
 	o.w.Enqueue(r)
@@ -107,7 +108,7 @@ func (s *captureSink) Response(info *proxy.ResponseInfo) {
 		s.where = whereDecoded
 	}
 	r := s.record(capture.KindResponse, s.call.Since())
-	r.Status, r.Header, r.Stream = info.Status, info.Header.Clone(), info.Stream
+	r.Status, r.Header, r.Stream = info.Status, info.Header, info.Stream
 	s.w.Enqueue(r)
 }
 
