@@ -33,10 +33,11 @@ type env struct {
 
 // The proxy variants measured against the direct baseline.
 const (
-	bare     = "proxy"         // shaping and capture off: the transparent core
+	bare     = "proxy"         // shaping, capture and guard off: the transparent core
 	captured = "proxy+capture" // capture on
 	shaped   = "proxy+shaping" // shaping and originals on
-	full     = "proxy+all"     // the defaults: shaping, originals and capture
+	full     = "proxy+all"     // the defaults: shaping, originals, guard and capture
+	reviewed = "proxy+review"  // the masked review on, everything else off
 )
 
 func newEnv() (*env, error) {
@@ -52,7 +53,7 @@ func newEnv() (*env, error) {
 		return nil, err
 	}
 	e.proxyURL = map[string]string{}
-	for _, v := range []string{bare, captured, shaped, full} {
+	for _, v := range []string{bare, captured, shaped, full, reviewed} {
 		if err := e.startProxy(v); err != nil {
 			return nil, err
 		}
@@ -70,6 +71,9 @@ func (e *env) startProxy(variant string) error {
 	c.Shaping.Enabled = variant == shaped || variant == full
 	c.Capture.Enabled = variant == captured || variant == full
 	c.Guard.Enabled = variant == full
+	if variant == reviewed {
+		c.Review.Routes = []string{"fake"}
+	}
 	a, err := app.Build(c, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err

@@ -24,8 +24,8 @@ type sizes struct {
 	eventGap  time.Duration // pause between events at the upstream
 	bigStream int64         // bytes of the RSS stream
 	warmup    int
-	// requests of the seed's size per side, and originals writes
-	shapeRequests, originalsPuts int
+	// requests of the seed's size per side, originals writes, reviewed turns
+	shapeRequests, originalsPuts, reviewRequests int
 }
 
 func main() {
@@ -39,9 +39,9 @@ func main() {
 
 func pick(quick bool) sizes {
 	if quick {
-		return sizes{rate: 500, nonStream: 200, streams: 2, events: 200, eventGap: 500 * time.Microsecond, bigStream: 32 << 20, warmup: 50, shapeRequests: 5, originalsPuts: 50}
+		return sizes{rate: 500, nonStream: 200, streams: 2, events: 200, eventGap: 500 * time.Microsecond, bigStream: 32 << 20, warmup: 50, shapeRequests: 5, originalsPuts: 50, reviewRequests: 5}
 	}
-	return sizes{rate: 500, nonStream: 5000, streams: 5, events: 1000, eventGap: time.Millisecond, bigStream: 1 << 30, warmup: 500, shapeRequests: 40, originalsPuts: 500}
+	return sizes{rate: 500, nonStream: 5000, streams: 5, events: 1000, eventGap: time.Millisecond, bigStream: 1 << 30, warmup: 500, shapeRequests: 40, originalsPuts: 500, reviewRequests: 50}
 }
 
 func run(ctx context.Context, out io.Writer, quick bool) error {
@@ -62,6 +62,9 @@ func run(ctx context.Context, out io.Writer, quick bool) error {
 		return err
 	}
 	if err := benchShaping(ctx, env, sz, t); err != nil {
+		return err
+	}
+	if err := benchReview(ctx, env, sz, t); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "shaperproxy bench (%s, GOMAXPROCS=%d; direct = straight to the fake upstream, proxy = through shaperproxy)\n\n", mode(quick), gomaxprocs())
