@@ -265,7 +265,7 @@ func (s *reviewSession) ask(ctx context.Context, draft review.Draft) (review.Pac
 	if err != nil {
 		return s.failed(&note, "invalid", err)
 	}
-	note.Packet, _ = json.Marshal(packet)
+	note.Packet = packetJSON(packet)
 	note.Review = packet.Status
 	rv.m.outcomes.WithLabelValues(packet.Status).Inc()
 	switch rv.cfg.Policy {
@@ -278,6 +278,25 @@ func (s *reviewSession) ask(ctx context.Context, draft review.Draft) (review.Pac
 		note.Published = true
 	}
 	return packet, note.Published
+}
+
+// packetJSON is the packet in its wire form, for the capture log.
+func packetJSON(p review.Packet) json.RawMessage {
+	type item struct {
+		Kind      string `json:"kind"`
+		Certainty string `json:"certainty"`
+		Content   string `json:"content"`
+	}
+	out := struct {
+		Role   string `json:"role"`
+		Status string `json:"status"`
+		Items  []item `json:"items,omitempty"`
+	}{Role: p.Role, Status: p.Status}
+	for _, it := range p.Items {
+		out.Items = append(out.Items, item{it.Kind, it.Certainty, it.Content})
+	}
+	b, _ := json.Marshal(out)
+	return b
 }
 
 func (s *reviewSession) failed(note *reviewNote, outcome string, err error) (review.Packet, bool) {

@@ -131,15 +131,16 @@ func showCapture(out io.Writer, a *app.App, res *Result) error {
 	if err := capture.StatsCmd(out, capture.StatsOptions{CmdOptions: capture.CmdOptions{Dir: dir}}); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\n── capture: shaperproxy capture show (the last call, reassembled field by field)\n")
-	if err := capture.ShowCmd(out, capture.ShowOptions{CmdOptions: capture.CmdOptions{Dir: dir}}); err != nil {
-		return err
-	}
 	r, err := capture.OpenReader(dir)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
+	last := lastAgentCall(r)
+	fmt.Fprintf(out, "\n── capture: shaperproxy capture show %s (the agent's last call, reassembled field by field)\n", last)
+	if err := capture.ShowCmd(out, capture.ShowOptions{CmdOptions: capture.CmdOptions{Dir: dir}, Call: last}); err != nil {
+		return err
+	}
 	st, err := capture.ComputeStats(r, time.Time{}, nil)
 	if err != nil {
 		return err
@@ -149,6 +150,21 @@ func showCapture(out io.Writer, a *app.App, res *Result) error {
 		res.CapturedShaped += int(rr.Shaped)
 	}
 	return nil
+}
+
+// lastAgentCall returns the id of the last call the agent made (not one
+// the proxy made on its own for a review).
+func lastAgentCall(r *capture.Reader) string {
+	recs, err := r.Tail(20, capture.Filter{Kinds: []capture.Kind{capture.KindRequest}})
+	if err != nil {
+		return ""
+	}
+	for i := len(recs) - 1; i >= 0; i-- {
+		if !recs[i].Record.Internal {
+			return recs[i].Record.Call
+		}
+	}
+	return ""
 }
 
 func printStep(out io.Writer, n int, r StepReport) {
