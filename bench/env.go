@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -137,4 +139,17 @@ func fmtDur(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
 	}
+}
+
+// timedPost sends body to url, reads the whole answer and returns how long
+// that took.
+func timedPost(c *http.Client, url string, body []byte) (time.Duration, error) {
+	start := time.Now()
+	resp, err := c.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return time.Since(start), nil
 }

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -46,14 +44,7 @@ func benchReview(ctx context.Context, e *env, sz sizes, t *table) error {
 	send := func(url string) (time.Duration, error) {
 		n++ // a new user message: a new turn, reviewed once
 		body, _ := sjson.SetBytes(history, "messages.1.content", fmt.Sprintf("Fix the flaky proxy test (#%d).", n))
-		start := time.Now()
-		resp, err := c.Post(url, "application/json", bytes.NewReader(body))
-		if err != nil {
-			return 0, err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return time.Since(start), nil
+		return timedPost(c, url, body)
 	}
 	lat := map[string][]time.Duration{}
 	for i := 0; i < sz.reviewRequests; i++ {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"path/filepath"
 	"time"
 
@@ -25,16 +24,7 @@ func benchShaping(ctx context.Context, e *env, sz sizes, t *table) error {
 	})
 	defer e.fake.Reset()
 	c := newClient()
-	send := func(url string) (time.Duration, error) {
-		start := time.Now()
-		resp, err := c.Post(url, "application/json", bytes.NewReader(body))
-		if err != nil {
-			return 0, err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return time.Since(start), nil
-	}
+	send := func(url string) (time.Duration, error) { return timedPost(c, url, body) }
 	urls := []string{e.fakeURL + "/v1/chat/completions", e.proxyURL[bare] + "/fake/v1/chat/completions", e.proxyURL[shaped] + "/fake/v1/chat/completions"}
 	first, err := send(urls[2]) // cold: every block shaped
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -62,40 +61,12 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 // captureFlags are the flags every capture command takes.
-type captureFlags struct {
-	fs      *flag.FlagSet
-	dataDir string
-	json    bool
-}
+type captureFlags struct{ forensicFlags }
 
 func newCaptureFlags(name string, stderr io.Writer) *captureFlags {
-	f := &captureFlags{fs: flag.NewFlagSet("capture "+name, flag.ContinueOnError)}
-	f.fs.SetOutput(stderr)
-	f.fs.StringVar(&f.dataDir, "data-dir", "", "data directory (default $SHAPERPROXY_DATA_DIR or the user's state directory)")
-	f.fs.BoolVar(&f.json, "json", false, "print one JSON object per line")
-	return f
+	return &captureFlags{newForensicFlags("capture "+name, "print one JSON object per line", stderr)}
 }
 
-// parse parses flags placed before, between or after the positional
-// arguments, which it returns ("--" ends the flags).
-func (f *captureFlags) parse(args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := f.fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := f.fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if i := len(args) - len(rest); i > 0 && args[i-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		pos, args = append(pos, rest[0]), rest[1:]
-	}
-}
-
-// options resolves the capture directory and the common options.
 func (f *captureFlags) options(stderr io.Writer) (capture.CmdOptions, error) {
 	dir, err := resolveDataDir(f.dataDir)
 	if err != nil {

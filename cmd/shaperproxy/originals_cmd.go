@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -72,10 +71,8 @@ func originalsMain(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 
 // originalsFlags are the flags every originals command takes.
 type originalsFlags struct {
-	fs      *flag.FlagSet
-	dataDir string
-	proxy   string
-	json    bool
+	forensicFlags
+	proxy string
 }
 
 // originalsSource is what the commands read: the table file, or the
@@ -89,31 +86,9 @@ type originalsSource interface {
 }
 
 func newOriginalsFlags(name string, stderr io.Writer) *originalsFlags {
-	f := &originalsFlags{fs: flag.NewFlagSet("originals "+name, flag.ContinueOnError)}
-	f.fs.SetOutput(stderr)
-	f.fs.StringVar(&f.dataDir, "data-dir", "", "data directory (default $SHAPERPROXY_DATA_DIR or the user's state directory)")
-	f.fs.BoolVar(&f.json, "json", false, "print JSON")
-	f.fs.StringVar(&f.proxy, "proxy", "", "the running proxy's `URL` (default $SHAPERPROXY_URL or http://127.0.0.1:8787)")
+	f := &originalsFlags{forensicFlags: newForensicFlags("originals "+name, "print JSON", stderr)}
+	f.fs.StringVar(&f.proxy, "proxy", "", "the running proxy's `URL` (default $SHAPERPROXY_URL, the URL serve recorded, or http://127.0.0.1:8787)")
 	return f
-}
-
-// parse parses flags placed before, between or after the positional
-// arguments, which it returns ("--" ends the flags).
-func (f *originalsFlags) parse(args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := f.fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := f.fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if i := len(args) - len(rest); i > 0 && args[i-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		pos, args = append(pos, rest[0]), rest[1:]
-	}
 }
 
 // parseNoArgs parses flags for a command that takes no positional argument.
