@@ -64,7 +64,9 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 type captureFlags struct{ forensicFlags }
 
 func newCaptureFlags(name string, stderr io.Writer) *captureFlags {
-	return &captureFlags{newForensicFlags("capture "+name, "print one JSON object per line", stderr)}
+	f := &captureFlags{}
+	f.init("capture "+name, "print one JSON object per line", stderr)
+	return f
 }
 
 func (f *captureFlags) options(stderr io.Writer) (capture.CmdOptions, error) {

@@ -14,12 +14,12 @@ type forensicFlags struct {
 	json    bool
 }
 
-func newForensicFlags(name, jsonHelp string, stderr io.Writer) forensicFlags {
-	f := forensicFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
+// init sets f up in place (the flag set keeps pointers into f).
+func (f *forensicFlags) init(name, jsonHelp string, stderr io.Writer) {
+	f.fs = flag.NewFlagSet(name, flag.ContinueOnError)
 	f.fs.SetOutput(stderr)
 	f.fs.StringVar(&f.dataDir, "data-dir", "", "data directory (default $SHAPERPROXY_DATA_DIR or the user's state directory)")
 	f.fs.BoolVar(&f.json, "json", false, jsonHelp)
-	return f
 }
 
 // parse parses flags placed before, between or after the positional

@@ -86,7 +86,8 @@ type originalsSource interface {
 }
 
 func newOriginalsFlags(name string, stderr io.Writer) *originalsFlags {
-	f := &originalsFlags{forensicFlags: newForensicFlags("originals "+name, "print JSON", stderr)}
+	f := &originalsFlags{}
+	f.init("originals "+name, "print JSON", stderr)
 	f.fs.StringVar(&f.proxy, "proxy", "", "the running proxy's `URL` (default $SHAPERPROXY_URL, the URL serve recorded, or http://127.0.0.1:8787)")
 	return f
 }
