@@ -418,3 +418,18 @@ func TestHealthzAndMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnHeadersNotForwarded: X-Shaper-* headers are for the proxy.
+func TestOwnHeadersNotForwarded(t *testing.T) {
+	rec := &recorder{}
+	up := httptest.NewServer(rec.wrap(func(w http.ResponseWriter, r *http.Request) {}))
+	defer up.Close()
+	_, px := newTestProxy(t, up.URL, nil)
+	do(t, rawClient(), "POST", px.URL+"/v1/chat/completions", []byte(chatBody), http.Header{
+		"X-Shaper-Conversation": {"abc"}, "X-Shaper-Review": {"off"}, "X-Other": {"kept"},
+	})
+	h := rec.last(t).Header
+	if h.Get("X-Shaper-Conversation") != "" || h.Get("X-Shaper-Review") != "" || h.Get("X-Other") != "kept" {
+		t.Fatalf("upstream headers: %v", h)
+	}
+}

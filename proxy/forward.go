@@ -147,6 +147,7 @@ func (p *Proxy) newUpstreamRequest(ctx context.Context, r *http.Request, route *
 	}
 	out.Header = r.Header.Clone()
 	removeHopHeaders(out.Header)
+	removeOwnHeaders(out.Header)
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header.Set("User-Agent", "") // the transport then sends none
 	}
@@ -227,6 +228,18 @@ func removeHopHeaders(h http.Header) {
 	}
 	for _, name := range hopHeaders {
 		h.Del(name)
+	}
+}
+
+// OwnHeaderPrefix starts the headers addressed to the proxy itself
+// (X-Shaper-Conversation, X-Shaper-Review): they are read, never forwarded.
+const OwnHeaderPrefix = "X-Shaper-"
+
+func removeOwnHeaders(h http.Header) {
+	for k := range h {
+		if strings.HasPrefix(k, OwnHeaderPrefix) {
+			delete(h, k)
+		}
 	}
 }
 
