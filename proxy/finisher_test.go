@@ -22,6 +22,7 @@ type testFinisher struct {
 	replace bool
 	wait    time.Duration
 	gotCtx  chan error
+	started chan struct{} // closed when End begins, if set
 }
 
 func (f *testFinisher) Start(call *Call, info *ResponseInfo) FinishSession {
@@ -36,6 +37,9 @@ type testSession struct {
 func (s *testSession) Hold(ev *sse.Event) bool { return bytes.Contains(ev.Data, []byte("finish")) }
 
 func (s *testSession) End(ctx context.Context, held [][]byte, out *EventWriter) error {
+	if s.f.started != nil {
+		close(s.f.started)
+	}
 	stop := out.KeepAlive(20*time.Millisecond, "review in progress")
 	defer stop()
 	select {
@@ -120,7 +124,7 @@ func TestFinisherStream(t *testing.T) {
 }
 
 func TestFinisherCancelledWithClient(t *testing.T) {
-	f := &testFinisher{wait: 10 * time.Second, gotCtx: make(chan error, 1)}
+	f := &testFinisher{wait: 10 * time.Second, gotCtx: make(chan error, 1), started: make(chan struct{})}
 	px, _, _ := finisherRig(t, f)
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "POST", px.URL+"/v1/chat/completions", strings.NewReader(chatBody))
@@ -130,6 +134,11 @@ func TestFinisherCancelledWithClient(t *testing.T) {
 	}
 	if _, err := sse.NewReader(resp.Body).Next(); err != nil {
 		t.Fatal(err)
+	}
+	select { // leave while the finisher works, not while the stream still runs
+	case <-f.started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the finisher never started")
 	}
 	cancel()
 	resp.Body.Close()
