@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -28,6 +30,7 @@ type env struct {
 	// proxies by variant; each routes /fake -> fake upstream and
 	// /stream -> stream upstream.
 	proxyURL map[string]string
+	proxyPID map[string]int // the proxy's process per variant (0: this process)
 	apps     []*app.App
 	closers  []func()
 	dir      string
@@ -42,7 +45,11 @@ const (
 	reviewed = "proxy+review"  // the masked review on, everything else off
 )
 
-func newEnv() (*env, error) {
+// newEnv starts the upstreams here and one proxy per variant: each in a
+// child process of its own when subprocess is set (as a user runs it: its
+// garbage collector and scheduler apart from the client's and the
+// upstream's), in this process otherwise (the tests).
+func newEnv(subprocess bool) (*env, error) {
 	e := &env{fake: fakeupstream.New()}
 	var err error
 	if e.fakeURL, err = startServer(e.fake, &e.closers); err != nil {
@@ -54,21 +61,27 @@ func newEnv() (*env, error) {
 	if e.dir, err = os.MkdirTemp("", "shaperproxy-bench-"); err != nil {
 		return nil, err
 	}
-	e.proxyURL = map[string]string{}
+	e.proxyURL, e.proxyPID = map[string]string{}, map[string]int{}
 	for _, v := range []string{bare, captured, shaped, full, reviewed} {
-		if err := e.startProxy(v); err != nil {
+		start := e.startProxy
+		if subprocess {
+			start = e.startChild
+		}
+		if err := start(v); err != nil {
+			e.close()
 			return nil, err
 		}
 	}
 	return e, nil
 }
 
-func (e *env) startProxy(variant string) error {
+// variantConfig is the configuration of one proxy variant.
+func variantConfig(variant, fakeURL, streamURL, dir string) config.Config {
 	c := config.Default()
-	c.DataDir = filepath.Join(e.dir, strings.ReplaceAll(variant, "+", "-"))
+	c.DataDir = filepath.Join(dir, strings.ReplaceAll(variant, "+", "-"))
 	c.Routes = []config.Route{
-		{Name: "fake", Prefix: "/fake", Upstream: e.fakeURL},
-		{Name: "stream", Prefix: "/stream", Upstream: e.streamURL},
+		{Name: "fake", Prefix: "/fake", Upstream: fakeURL},
+		{Name: "stream", Prefix: "/stream", Upstream: streamURL},
 	}
 	c.Shaping.Enabled = variant == shaped || variant == full
 	c.Capture.Enabled = variant == captured || variant == full
@@ -76,13 +89,62 @@ func (e *env) startProxy(variant string) error {
 	if variant == reviewed {
 		c.Review.Routes = []string{"fake"}
 	}
-	a, err := app.Build(c, slog.New(slog.DiscardHandler))
+	return c
+}
+
+func (e *env) startProxy(variant string) error {
+	a, err := app.Build(variantConfig(variant, e.fakeURL, e.streamURL, e.dir), slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
 	e.apps = append(e.apps, a)
 	e.proxyURL[variant], err = startServer(a.Proxy, &e.closers)
 	return err
+}
+
+// startChild runs the variant's proxy in a child process (this program
+// with -child) and reads the URL it prints.
+func (e *env) startChild(variant string) error {
+	cmd := exec.Command(os.Args[0], "-child", variant, "-fake", e.fakeURL, "-stream", e.streamURL, "-dir", e.dir)
+	stdin, err := cmd.StdinPipe() // the child exits when this closes
+	if err != nil {
+		return err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	e.closers = append(e.closers, func() { _ = stdin.Close(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("proxy child %s: %w", variant, err)
+	}
+	e.proxyURL[variant], e.proxyPID[variant] = strings.TrimSpace(line), cmd.Process.Pid
+	return nil
+}
+
+// runChild is the -child mode: serve one variant until stdin closes.
+func runChild(variant, fakeURL, streamURL, dir string) error {
+	a, err := app.Build(variantConfig(variant, fakeURL, streamURL, dir), slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	var closers []func()
+	url, err := startServer(a.Proxy, &closers)
+	if err != nil {
+		return err
+	}
+	fmt.Println(url)
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	for _, c := range closers {
+		c()
+	}
+	return nil
 }
 
 func (e *env) close() {
@@ -115,9 +177,13 @@ func newClient() *http.Client {
 
 func gomaxprocs() int { return runtime.GOMAXPROCS(0) }
 
-// rssBytes reads the resident set size of this process.
-func rssBytes() int64 {
-	b, err := os.ReadFile("/proc/self/status")
+// rssBytes reads the resident set size of process pid (0: this one).
+func rssBytes(pid int) int64 {
+	path := "/proc/self/status"
+	if pid != 0 {
+		path = fmt.Sprintf("/proc/%d/status", pid)
+	}
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return -1
 	}

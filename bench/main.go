@@ -2,8 +2,9 @@
 // run: every figure is "directly to the fake upstream" vs "through the
 // proxy" on loopback, so ratios and differences hold across machines.
 //
-//	go run ./bench            # the README's table
-//	go run ./bench -quick     # a fast smoke run (small sizes)
+//	go run ./bench              # the README's table
+//	go run ./bench -quick       # a fast smoke run (small sizes)
+//	go run ./bench -subprocess  # each proxy in a child process (per-process RSS)
 package main
 
 import (
@@ -30,8 +31,20 @@ type sizes struct {
 
 func main() {
 	quick := flag.Bool("quick", false, "small sizes, for a smoke run")
+	subprocess := flag.Bool("subprocess", false, "run each proxy in a child process of its own (RSS is then the proxy's alone; latency pays cross-process wake-ups on 2 cores)")
+	child := flag.String("child", "", "internal: serve this proxy variant until stdin closes")
+	fake := flag.String("fake", "", "internal: the fake upstream's URL (with -child)")
+	stream := flag.String("stream", "", "internal: the stream upstream's URL (with -child)")
+	dir := flag.String("dir", "", "internal: the data directory (with -child)")
 	flag.Parse()
-	if err := run(context.Background(), os.Stdout, *quick); err != nil {
+	if *child != "" {
+		if err := runChild(*child, *fake, *stream, *dir); err != nil {
+			fmt.Fprintln(os.Stderr, "bench child:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(context.Background(), os.Stdout, *quick, *subprocess); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -44,9 +57,9 @@ func pick(quick bool) sizes {
 	return sizes{rate: 500, nonStream: 5000, streams: 5, events: 1000, eventGap: time.Millisecond, bigStream: 1 << 30, warmup: 500, shapeRequests: 40, originalsPuts: 500, reviewRequests: 50}
 }
 
-func run(ctx context.Context, out io.Writer, quick bool) error {
+func run(ctx context.Context, out io.Writer, quick, subprocess bool) error {
 	sz := pick(quick)
-	env, err := newEnv()
+	env, err := newEnv(subprocess)
 	if err != nil {
 		return err
 	}
@@ -67,7 +80,11 @@ func run(ctx context.Context, out io.Writer, quick bool) error {
 	if err := benchReview(ctx, env, sz, t); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "shaperproxy bench (%s, GOMAXPROCS=%d; direct = straight to the fake upstream, proxy = through shaperproxy)\n\n", mode(quick), gomaxprocs())
+	where := "each proxy in its own process"
+	if !subprocess {
+		where = "proxies in the benchmark's process"
+	}
+	fmt.Fprintf(out, "shaperproxy bench (%s, GOMAXPROCS=%d, %s; direct = straight to the fake upstream, proxy = through shaperproxy)\n\n", mode(quick), gomaxprocs(), where)
 	t.print(out)
 	return nil
 }

@@ -162,9 +162,9 @@ func benchStream(ctx context.Context, e *env, sz sizes, t *table) error {
 func benchRSS(ctx context.Context, e *env, sz sizes, t *table) error {
 	c := newClient()
 	q := fmt.Sprintf("/v1/chat/completions?bytes=%d", sz.bigStream)
-	growth := func(url string) (int64, error) {
-		base := rssBytes()
-		stop, peak := sampleRSS(20 * time.Millisecond)
+	growth := func(url string, pid int) (int64, error) {
+		base := rssBytes(pid)
+		stop, peak := sampleRSS(pid, 20*time.Millisecond)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader([]byte(`{"model":"m","stream":true,"messages":[]}`)))
 		resp, err := c.Do(req)
 		if err != nil {
@@ -177,26 +177,30 @@ func benchRSS(ctx context.Context, e *env, sz sizes, t *table) error {
 		if err == nil && n < sz.bigStream {
 			err = fmt.Errorf("stream short: %d bytes", n)
 		}
-		return max(<-peak, rssBytes()) - base, err
+		return max(<-peak, rssBytes(pid)) - base, err
 	}
-	d, err := growth(e.streamURL + q)
+	d, err := growth(e.streamURL+q, 0)
 	if err != nil {
 		return err
 	}
 	title := fmt.Sprintf("memory, one %d MiB stream", sz.bigStream>>20)
 	for _, v := range []string{bare, full} {
-		p, err := growth(e.proxyURL[v] + "/stream" + q)
+		p, err := growth(e.proxyURL[v]+"/stream"+q, e.proxyPID[v])
 		if err != nil {
 			return err
 		}
-		t.addBytes(title, "RSS growth (whole process) via "+v, d, p, "< 10 MB")
+		what := "RSS growth of the proxy process via "
+		if e.proxyPID[v] == 0 {
+			what = "RSS growth (one process for all) via "
+		}
+		t.addBytes(title, what+v, d, p, "< 10 MB")
 	}
 	return nil
 }
 
 // sampleRSS samples the resident set size every period until stop is
 // called; the peak is sent on the channel once sampling has ended.
-func sampleRSS(period time.Duration) (stop func(), peak <-chan int64) {
+func sampleRSS(pid int, period time.Duration) (stop func(), peak <-chan int64) {
 	done, out := make(chan struct{}), make(chan int64, 1)
 	go func() {
 		tick := time.NewTicker(period)
@@ -208,7 +212,7 @@ func sampleRSS(period time.Duration) (stop func(), peak <-chan int64) {
 				out <- p
 				return
 			case <-tick.C:
-				p = max(p, rssBytes())
+				p = max(p, rssBytes(pid))
 			}
 		}
 	}()
