@@ -14,9 +14,10 @@ import (
 	"github.com/tidwall/sjson"
 )
 
-// BenchmarkSeedRequest sends the seed's 631-message request through the
-// proxy with the default configuration (shaping, originals, capture).
-func BenchmarkSeedRequest(b *testing.B) {
+// benchProxy starts an upstream that answers every request with a short
+// chat completion and the proxy in front of it, configured by mod, and
+// sends body through it b.N times.
+func benchProxy(b *testing.B, mod func(*config.Config), body []byte) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		_, _ = w.Write([]byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`))
@@ -25,6 +26,7 @@ func BenchmarkSeedRequest(b *testing.B) {
 	c := config.Default()
 	c.DataDir = b.TempDir()
 	c.Routes = c.WithDefaultRoute(up.URL)
+	mod(&c)
 	a, err := app.Build(c, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
@@ -32,7 +34,6 @@ func BenchmarkSeedRequest(b *testing.B) {
 	defer a.Close()
 	px := httptest.NewServer(a.Proxy)
 	defer px.Close()
-	body, _ := sjson.SetBytes(fixtures.SeedHistory(), "stream", false)
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
 		resp, err := http.Post(px.URL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
@@ -44,37 +45,22 @@ func BenchmarkSeedRequest(b *testing.B) {
 	}
 }
 
+// BenchmarkSeedRequest sends the seed's 631-message request through the
+// proxy with the default configuration (shaping, originals, guard, capture).
+func BenchmarkSeedRequest(b *testing.B) {
+	body, _ := sjson.SetBytes(fixtures.SeedHistory(), "stream", false)
+	benchProxy(b, func(*config.Config) {}, body)
+}
+
+var small = []byte(`{"model":"deepseek-reasoner","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hello"}]}`)
+
 // BenchmarkSmallRequest sends a small non-stream chat request through the
 // proxy with shaping, capture and guard off (the transparent core).
-func BenchmarkSmallRequest(b *testing.B) { benchSmall(b, false) }
+func BenchmarkSmallRequest(b *testing.B) {
+	benchProxy(b, func(c *config.Config) { c.Shaping.Enabled, c.Capture.Enabled, c.Guard.Enabled = false, false, false }, small)
+}
 
 // BenchmarkSmallRequestCapture is BenchmarkSmallRequest with capture on.
-func BenchmarkSmallRequestCapture(b *testing.B) { benchSmall(b, true) }
-
-func benchSmall(b *testing.B, withCapture bool) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		_, _ = w.Write([]byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`))
-	}))
-	defer up.Close()
-	c := config.Default()
-	c.DataDir = b.TempDir()
-	c.Routes = c.WithDefaultRoute(up.URL)
-	c.Shaping.Enabled, c.Capture.Enabled, c.Guard.Enabled = false, withCapture, false
-	a, err := app.Build(c, slog.New(slog.DiscardHandler))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer a.Close()
-	px := httptest.NewServer(a.Proxy)
-	defer px.Close()
-	body := []byte(`{"model":"deepseek-reasoner","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hello"}]}`)
-	for b.Loop() {
-		resp, err := http.Post(px.URL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-	}
+func BenchmarkSmallRequestCapture(b *testing.B) {
+	benchProxy(b, func(c *config.Config) { c.Shaping.Enabled, c.Capture.Enabled, c.Guard.Enabled = false, true, false }, small)
 }
