@@ -200,8 +200,16 @@ func (p *Proxy) copyHeldBody(w http.ResponseWriter, resp *http.Response, src io.
 		end.Bytes, end.Err = int64(n), describeReadErr(err)
 		return end
 	}
-	committed := false
+	// keepAlive may run on another goroutine (a timer of the session):
+	// the lock keeps it from writing while or after the body is written.
+	var mu sync.Mutex
+	committed, over := false, false
 	keepAlive := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if over {
+			return
+		}
 		if !committed {
 			resp.Header.Del("Content-Length")
 			p.writeHeader(w, resp)
@@ -217,6 +225,9 @@ func (p *Proxy) copyHeldBody(w http.ResponseWriter, resp *http.Response, src io.
 		}
 		out = body
 	}
+	mu.Lock()
+	defer mu.Unlock()
+	over = true
 	if !committed {
 		if !bytes.Equal(out, body) {
 			resp.Header.Set("Content-Length", strconv.Itoa(len(out)))

@@ -34,7 +34,8 @@ type FinishSession interface {
 	// EndBody is called with a whole non-stream body and returns the body
 	// to send (body itself to leave it). The proxy holds the response
 	// header meanwhile; keepAlive commits it (without Content-Length) and
-	// writes a blank line, which JSON readers ignore.
+	// writes a blank line, which JSON readers ignore. keepAlive may be
+	// called from any goroutine; after EndBody returns it does nothing.
 	EndBody(ctx context.Context, body []byte, keepAlive func()) ([]byte, error)
 }
 
