@@ -75,6 +75,9 @@ func finisherRig(t *testing.T, f *testFinisher) (*httptest.Server, *recordingObs
 	rec := &recorder{}
 	up := httptest.NewServer(rec.wrap(func(w http.ResponseWriter, r *http.Request) {
 		if strings.Contains(string(rec.last(t).Body), "child") {
+			if r.Header.Get("Accept-Encoding") != "" {
+				t.Errorf("internal request asked for %q", r.Header.Get("Accept-Encoding"))
+			}
 			fmt.Fprint(w, `{"child":1}`)
 			return
 		}
@@ -101,7 +104,7 @@ func TestFinisherStream(t *testing.T) {
 	for _, replace := range []bool{false, true} {
 		f := &testFinisher{replace: replace, wait: 70 * time.Millisecond}
 		px, obs, rec := finisherRig(t, f)
-		_, got := do(t, rawClient(), "POST", px.URL+"/v1/chat/completions", []byte(chatBody), nil)
+		_, got := do(t, rawClient(), "POST", px.URL+"/v1/chat/completions", []byte(chatBody), http.Header{"Accept-Encoding": {"gzip"}})
 		s := string(got)
 		if !strings.HasPrefix(s, "data: {\"a\":1}\n\n") || !strings.Contains(s, ": review in progress\n\n") {
 			t.Fatalf("replace=%v: got %q", replace, s)

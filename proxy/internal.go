@@ -14,7 +14,8 @@ import (
 
 // Do sends a chat request the proxy makes on its own (a review's child or
 // continuation) to the parent call's upstream, path and query, with the
-// parent's end-to-end headers (its Authorization included). Observers see
+// parent's end-to-end headers (its Authorization included; Accept-Encoding
+// dropped, since the proxy reads the answer). Observers see
 // it as an internal call whose Parent is parent.ID; transforms and
 // finishers do not run. The caller must close the response body; the
 // observers' End comes when it is read to the end or closed.
@@ -35,6 +36,8 @@ func (p *Proxy) Do(ctx context.Context, parent *Call, body []byte) (*http.Respon
 	if err != nil {
 		return nil, call, err
 	}
+	// The proxy reads this answer itself: ask for it uncompressed.
+	out.Header.Del("Accept-Encoding")
 	sinks := p.observe(call, out, body)
 	resp, err := p.transport.RoundTrip(out)
 	if err != nil {
