@@ -442,13 +442,35 @@ func (rv *reviewer) note(call *proxy.Call, n reviewNote) {
 type restorer struct {
 	ledger   *ledger.Store
 	restored prometheus.Counter
+	mu       sync.Mutex
+	touched  map[string]time.Time // conversation → last Touch sent; reset past maxTouched
+}
+
+const maxTouched = 1 << 16
+
+// touch keeps the conversation's last-seen time in the ledger fresh (so
+// Purge spares it) without a disk access on the request path: at most
+// once per ledger.TouchEvery per conversation, in the background.
+func (r *restorer) touch(conversation string) {
+	now := time.Now()
+	r.mu.Lock()
+	if t, ok := r.touched[conversation]; ok && now.Sub(t) < ledger.TouchEvery {
+		r.mu.Unlock()
+		return
+	}
+	if r.touched == nil || len(r.touched) >= maxTouched {
+		r.touched = map[string]time.Time{} // forgetting only costs a Touch more
+	}
+	r.touched[conversation] = now
+	r.mu.Unlock()
+	go func() { _ = r.ledger.Touch(conversation) }()
 }
 
 func (r *restorer) TransformRequest(_ context.Context, call *proxy.Call, body []byte) ([]byte, error) {
 	if call.Conversation == "" || call.Internal {
 		return body, nil
 	}
-	_ = r.ledger.Touch(call.Conversation)
+	r.touch(call.Conversation)
 	out, n, err := review.Restore(call.View, func(key [32]byte) (review.Insertion, bool) {
 		ins, ok, err := r.ledger.Insertion(call.Conversation, key)
 		return review.Insertion(ins), ok && err == nil
