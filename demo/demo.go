@@ -48,6 +48,7 @@ type Result struct {
 	Reviews        int  // review children the upstream answered
 	Revisions      int  // continuations the upstream answered
 	Restored       bool // a later request carried draft, notice and continuation
+	GuardNotices   int  // ECHO notice placements the upstream saw in the sub-agent's requests
 	CapturedCalls  int  // streamed calls in the capture log
 	CapturedShaped int  // outgoing reasoning blocks the capture counted as shaped
 }
@@ -112,6 +113,9 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		return res, err
 	}
 	if err := showCapture(out, a, &res); err != nil {
+		return res, err
+	}
+	if err := showGuard(ctx, out, up, pxURL, &res); err != nil {
 		return res, err
 	}
 	return res, nil

@@ -42,6 +42,11 @@ func TestDemoRuns(t *testing.T) {
 	if res.CapturedShaped != 10 {
 		t.Errorf("capture counted %d shaped blocks, want 10", res.CapturedShaped)
 	}
+	// The sub-agent's requests 4 and 5 carry the one notice (after the
+	// third failure; it stays in place in the last request).
+	if res.GuardNotices != 2 {
+		t.Errorf("guard notices placed %d times, want 2", res.GuardNotices)
+	}
 	if strings.Contains(out.String(), "chars omitted") {
 		t.Errorf("a marker reached the upstream")
 	}
