@@ -16,7 +16,7 @@ func TestQuickRun(t *testing.T) {
 		t.Skip("short")
 	}
 	var out bytes.Buffer
-	if err := run(context.Background(), &out, true, false); err != nil {
+	if err := run(context.Background(), &out, true, false, ""); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()

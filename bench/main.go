@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -31,6 +33,7 @@ type sizes struct {
 
 func main() {
 	quick := flag.Bool("quick", false, "small sizes, for a smoke run")
+	only := flag.String("only", "", "run only these sections (comma-separated: nonstream,stream,rss,shaping,review)")
 	subprocess := flag.Bool("subprocess", false, "run each proxy in a child process of its own (RSS is then the proxy's alone; latency pays cross-process wake-ups on 2 cores)")
 	child := flag.String("child", "", "internal: serve this proxy variant until stdin closes")
 	fake := flag.String("fake", "", "internal: the fake upstream's URL (with -child)")
@@ -44,7 +47,7 @@ func main() {
 		}
 		return
 	}
-	if err := run(context.Background(), os.Stdout, *quick, *subprocess); err != nil {
+	if err := run(context.Background(), os.Stdout, *quick, *subprocess, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -57,28 +60,28 @@ func pick(quick bool) sizes {
 	return sizes{rate: 500, nonStream: 5000, streams: 5, events: 1000, eventGap: time.Millisecond, bigStream: 1 << 30, warmup: 500, shapeRequests: 40, originalsPuts: 500, reviewRequests: 50}
 }
 
-func run(ctx context.Context, out io.Writer, quick, subprocess bool) error {
+func run(ctx context.Context, out io.Writer, quick, subprocess bool, only string) error {
 	sz := pick(quick)
-	env, err := newEnv(subprocess)
+	e, err := newEnv(subprocess)
 	if err != nil {
 		return err
 	}
-	defer env.close()
+	defer e.close()
 	t := &table{}
-	if err := benchNonStream(ctx, env, sz, t); err != nil {
-		return err
+	sections := []struct {
+		name string
+		fn   func(context.Context, *env, sizes, *table) error
+	}{
+		{"nonstream", benchNonStream}, {"stream", benchStream}, {"rss", benchRSS},
+		{"shaping", benchShaping}, {"review", benchReview},
 	}
-	if err := benchStream(ctx, env, sz, t); err != nil {
-		return err
-	}
-	if err := benchRSS(ctx, env, sz, t); err != nil {
-		return err
-	}
-	if err := benchShaping(ctx, env, sz, t); err != nil {
-		return err
-	}
-	if err := benchReview(ctx, env, sz, t); err != nil {
-		return err
+	for _, sec := range sections {
+		if only != "" && !slices.Contains(strings.Split(only, ","), sec.name) {
+			continue
+		}
+		if err := sec.fn(ctx, e, sz, t); err != nil {
+			return fmt.Errorf("%s: %w", sec.name, err)
+		}
 	}
 	where := "each proxy in its own process"
 	if !subprocess {
