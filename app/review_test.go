@@ -191,23 +191,26 @@ func TestReviewLeavesDraft(t *testing.T) {
 		{"observe-only", packetUpdate, "observe-only"},
 	}
 	for _, tc := range cases {
-		r := newReviewRig(t, tc.packet, &fakeupstream.Reply{Content: revised}, func(c *config.Config) { c.Review.Policy = tc.policy })
-		r.toolTurn("Fixed.")
-		a := r.agent("sys")
-		a.RawBodies = true
-		collect(t, a, "fix it")
-		if r.children.Load() != 1 || r.continuations.Load() != 0 {
-			t.Fatalf("%s: children %d continuations %d", tc.name, r.children.Load(), r.continuations.Load())
-		}
-		got := a.RawResponses[len(a.RawResponses)-1]
-		want := upstreamEvents(t, r.rig, 1)
-		if !bytes.Equal(got, want) {
-			t.Fatalf("%s: client bytes differ from the upstream's draft:\n%q\n%q", tc.name, got, want)
+		for _, stream := range []bool{true, false} {
+			r := newReviewRig(t, tc.packet, &fakeupstream.Reply{Content: revised}, func(c *config.Config) { c.Review.Policy = tc.policy })
+			r.toolTurn("Fixed.")
+			a := r.agent("sys")
+			a.RawBodies, a.NonStream = true, !stream
+			collect(t, a, "fix it")
+			if r.children.Load() != 1 || r.continuations.Load() != 0 {
+				t.Fatalf("%s stream=%v: children %d continuations %d", tc.name, stream, r.children.Load(), r.continuations.Load())
+			}
+			got := a.RawResponses[len(a.RawResponses)-1]
+			want := upstreamEvents(t, r.rig, 1)
+			if !bytes.Equal(got, want) || len(want) == 0 {
+				t.Fatalf("%s stream=%v: client bytes differ from the upstream's draft:\n%q\n%q", tc.name, stream, got, want)
+			}
 		}
 	}
 }
 
-// upstreamEvents returns the captured upstream events of the k-th primary call.
+// upstreamEvents returns the captured upstream events (or body) of the
+// k-th primary call.
 func upstreamEvents(t *testing.T, r *rig, k int) []byte {
 	t.Helper()
 	var calls []string
@@ -221,7 +224,7 @@ func upstreamEvents(t *testing.T, r *rig, k int) []byte {
 			} else {
 				calls = append(calls, rec.Call)
 			}
-		case "event":
+		case "event", "body":
 			byCall[rec.Call] = append(byCall[rec.Call], rec.Data...)
 		}
 	}
