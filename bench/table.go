@@ -27,6 +27,11 @@ func (t *table) ratio(section, metric string, r float64, target string) {
 	t.rows = append(t.rows, [5]string{section, metric, "", "", fmt.Sprintf("%+.0f%%", 100*r) + targetNote(target)})
 }
 
+// note adds a row whose value is text.
+func (t *table) note(section, metric, value string) {
+	t.rows = append(t.rows, [5]string{section, metric, "", "", value})
+}
+
 func targetNote(target string) string {
 	if target == "" {
 		return ""
