@@ -97,7 +97,7 @@ func parseMessage(i int, v gjson.Result, dup *bool) Message {
 	m.setReasoning(k.get(FieldReasoningContent), k.get(FieldReasoning))
 	m.setContent(k.get("content"))
 	m.ToolCalls = parseToolCalls(k.get("tool_calls"))
-	m.Signed = messageSigned(k) || partsSigned(k.get("content")) || toolCallsSigned(k.get("tool_calls"))
+	m.Signed = messageSigned(&k) || partsSigned(k.get("content")) || toolCallsSigned(k.get("tool_calls"))
 	return m
 }
 

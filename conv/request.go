@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
@@ -17,8 +18,8 @@ var ErrNotChat = errors.New("conv: not a chat completions request")
 // Request is a read-only view of a chat completions request body.
 //
 // Every field is derived from Body, which is not copied: the caller must not
-// change Body while the view is in use. A Request holds no other state, so
-// its methods are safe for concurrent use.
+// change Body while the view is in use. Its only other state is a cache of
+// Turns filled once; its methods are safe for concurrent use.
 type Request struct {
 	// Body is the raw body the view was built over. All byte ranges
 	// (Message.Start, Message.ReasoningStart, ...) are offsets into it.
@@ -30,6 +31,11 @@ type Request struct {
 	// Messages holds one entry per element of "messages", in order;
 	// Messages[i].Index == i.
 	Messages []Message
+	// turns caches Turns: the proxy's hooks ask for it several times per
+	// request.
+	turnsOnce sync.Once
+	turns     []Turn
+
 	// DuplicateKeys is true when the top-level object or a message object
 	// repeats a key. The view then follows the last occurrence (as
 	// encoding/json and Python's json do), while a gjson path lookup finds
@@ -75,15 +81,19 @@ func parseMessages(arr gjson.Result, dup *bool) []Message {
 	return msgs
 }
 
+// maxWanted bounds the keys one lastKeys call looks for.
+const maxWanted = 16
+
 // keyVals holds the values lastKeys found, in the order of the wanted
-// names.
+// names. It is a value with a fixed array, so it stays on the stack: a
+// history of hundreds of messages allocates nothing for it.
 type keyVals struct {
 	names []string
-	vals  []gjson.Result
+	vals  [maxWanted]gjson.Result
 }
 
 // get returns the value of key name (the zero Result when it is missing).
-func (k keyVals) get(name string) gjson.Result {
+func (k *keyVals) get(name string) gjson.Result {
 	for i, n := range k.names {
 		if n == name {
 			return k.vals[i]
@@ -94,9 +104,9 @@ func (k keyVals) get(name string) gjson.Result {
 
 // lastKeys returns the last value of each wanted key of object obj (a
 // missing key maps to the zero Result) and sets *dup when any key of obj
-// appears twice. It allocates no map: objects here have a few keys.
+// appears twice. At most maxWanted keys are wanted.
 func lastKeys(obj gjson.Result, dup *bool, wanted ...string) keyVals {
-	out := keyVals{names: wanted, vals: make([]gjson.Result, len(wanted))}
+	out := keyVals{names: wanted[:min(len(wanted), maxWanted)]}
 	var seenBuf [16]string
 	seen := seenBuf[:0]
 	obj.ForEach(func(k, v gjson.Result) bool {
@@ -104,7 +114,7 @@ func lastKeys(obj gjson.Result, dup *bool, wanted ...string) keyVals {
 			*dup = true
 		}
 		seen = append(seen, k.Str)
-		for i, w := range wanted {
+		for i, w := range out.names {
 			if k.Str == w {
 				out.vals[i] = v
 			}

@@ -12,7 +12,7 @@ const maxSignedDepth = 16
 
 // messageSigned reports whether the message-level keys k (from lastKeys)
 // carry signed reasoning.
-func messageSigned(k keyVals) bool {
+func messageSigned(k *keyVals) bool {
 	if nonEmptyArray(k.get("reasoning_details")) || nonEmptyArray(k.get("thinking_blocks")) {
 		return true
 	}

@@ -38,14 +38,17 @@ func (t *Turn) inToolLoop(msgs []Message) bool {
 }
 
 // Turns splits the request's messages into turns. Messages before the
-// first user message belong to no turn. The result is computed on each
-// call and owned by the caller.
+// first user message belong to no turn. The result is computed once per
+// Request and shared: callers must not modify it.
 func (r *Request) Turns() []Turn {
-	var b turnBuilder
-	for i := range r.Messages {
-		b.add(r.Messages, i)
-	}
-	return b.finish(len(r.Messages))
+	r.turnsOnce.Do(func() {
+		var b turnBuilder
+		for i := range r.Messages {
+			b.add(r.Messages, i)
+		}
+		r.turns = b.finish(len(r.Messages))
+	})
+	return r.turns
 }
 
 // OpenTurn returns the last turn, the one the request continues or starts.
