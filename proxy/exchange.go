@@ -40,17 +40,24 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 		Encoded: contentEncoding(resp.Header) != "",
 	}
 	sinks.Response(info)
+	// The idle limit covers every read of the body, the few the retry
+	// question makes included.
+	idle := time.AfterFunc(p.opts.StreamIdleTimeout, func() { cancel(errIdle) })
+	defer idle.Stop()
+	resp.Body = readCloser{&idleReader{r: resp.Body, t: idle, d: p.opts.StreamIdleTimeout}, resp.Body}
 	if p.askRetry(call, resp) {
 		sinks.End(End{Outcome: OutcomeRetried, Status: resp.StatusCode, Duration: call.Since()})
 		return true
 	}
-	idle := time.AfterFunc(p.opts.StreamIdleTimeout, func() { cancel(errIdle) })
-	defer idle.Stop()
-	src := &idleReader{r: resp.Body, t: idle, d: p.opts.StreamIdleTimeout}
+	src := resp.Body
 	fin := p.startFinish(call, info)
 	var end End
 	switch {
 	case info.Stream && !info.Encoded:
+		if fin != nil {
+			// The finisher may write more or less than the upstream sent.
+			resp.Header.Del("Content-Length")
+		}
 		p.writeHeader(w, resp)
 		end = p.copyEvents(w, src, call, sinks, fin, clientCtx)
 	case fin != nil && !info.Stream:
@@ -191,7 +198,18 @@ func (p *Proxy) copyEvents(w http.ResponseWriter, src io.Reader, call *Call, sin
 // copyHeldBody reads a whole non-stream body, lets the finish session
 // replace it, and writes the result with its own Content-Length.
 func (p *Proxy) copyHeldBody(w http.ResponseWriter, resp *http.Response, src io.Reader, call *Call, sinks sinkList, fin FinishSession, clientCtx context.Context) End {
-	body, err := io.ReadAll(io.LimitReader(src, p.opts.MaxBodyBytes))
+	body, err := io.ReadAll(io.LimitReader(src, p.opts.MaxBodyBytes+1))
+	if err == nil && int64(len(body)) > p.opts.MaxBodyBytes {
+		// Too large to hold: send it on as it comes, without the finisher.
+		p.writeHeader(w, resp)
+		if _, werr := w.Write(body); werr != nil {
+			return clientGone(End{})
+		}
+		sinks.Body(body)
+		end := p.copyRaw(w, src, resp.ContentLength, call, &ResponseInfo{}, sinks)
+		end.Bytes += int64(len(body))
+		return end
+	}
 	sinks.Body(body)
 	var end End
 	if err != nil {

@@ -27,7 +27,12 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, route *Route, pa
 	defer p.metrics.inflight.Dec()
 	body, rest, err := readBody(r, p.opts.MaxBodyBytes)
 	if err != nil {
-		p.finish(call, nil, End{Outcome: OutcomeClientCancelled, Err: "reading the request body: " + err.Error()})
+		end := End{Outcome: OutcomeClientCancelled, Err: "reading the request body: " + err.Error()}
+		if r.Context().Err() == nil { // the client is there but sent a broken body
+			end.Status = http.StatusBadRequest
+			writeError(w, end.Status, "bad_request_body", "shaperproxy: the request body could not be read")
+		}
+		p.finish(call, nil, end)
 		return
 	}
 	if body != nil {
