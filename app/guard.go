@@ -26,8 +26,12 @@ const guardBucket = "guard"
 // a conversation past it is folded again from the start (same result).
 const maxProjections = 1024
 
-// noteSignals carries a request's guard signals to its response.
-const noteSignals = "guard_signals"
+// noteSignals carries a request's guard signals to its response;
+// noteDecision its decision to a retry of the same request.
+const (
+	noteSignals  = "guard_signals"
+	noteDecision = "guard_decision"
+)
 
 // guardHook is the ECHO/STALL guard: a request transform that places
 // notices and lowers the effort, and an observer that measures STALL on
@@ -109,13 +113,30 @@ func (h *guardHook) TransformRequest(_ context.Context, call *proxy.Call, body [
 	if call.Internal || call.Conversation == "" {
 		return body, nil
 	}
+	if call.Retry { // the same request again: the same decision, not a second one
+		if dec, ok := call.Notes[noteDecision].(guard.Decision); ok {
+			return h.apply(call, body, dec), nil
+		}
+		return body, nil
+	}
+	// One conversation's fold and state are read, decided and saved under
+	// its lock, so overlapping requests of a conversation lose nothing.
 	cp := h.projection(call.Conversation)
 	cp.mu.Lock()
+	defer cp.mu.Unlock()
 	sig, _ := cp.p.Update(call.View)
-	cp.mu.Unlock()
 	call.Note(noteSignals, sig)
 	st := h.state(call.Conversation)
 	dec, next := h.g.Decide(st, call.View, sig)
+	call.Note(noteDecision, dec)
+	out := h.apply(call, body, dec)
+	h.save(call.Conversation, st, next)
+	h.record(call, dec.Events)
+	return out, nil
+}
+
+// apply places the decision's notices and lowers the effort.
+func (h *guardHook) apply(call *proxy.Call, body []byte, dec guard.Decision) []byte {
 	out := body
 	if len(dec.Placements) > 0 {
 		if b, err := guard.ApplyPlacements(call.View, dec.Placements); err == nil {
@@ -127,9 +148,7 @@ func (h *guardHook) TransformRequest(_ context.Context, call *proxy.Call, body [
 	if dec.StepDown {
 		out, _ = guard.StepDown(out, h.g.Lowering(call.Route, h.upstreams[call.Route]), true)
 	}
-	h.save(call.Conversation, st, next)
-	h.record(call, dec.Events)
-	return out, nil
+	return out
 }
 
 // record counts the events and writes them to the capture log (counts and
@@ -206,6 +225,9 @@ func (s *guardSink) End(end proxy.End) {
 		}
 		s.chars = guard.StepChars(asm.Response().Choices[0])
 	}
+	cp := s.h.projection(s.call.Conversation)
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
 	st := s.h.state(s.call.Conversation)
 	events, next := s.h.g.ObserveStep(st, s.view, s.sig, s.chars)
 	s.h.save(s.call.Conversation, st, next)

@@ -22,6 +22,7 @@ import (
 	"github.com/shaperproxy/shaperproxy/review"
 	"github.com/shaperproxy/shaperproxy/sse"
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 )
 
 // OptOutHeader, set to "off" by a client, keeps its requests out of the
@@ -167,13 +168,33 @@ func (s *reviewSession) EndBody(ctx context.Context, body []byte, keepAlive func
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.rv.cfg.Timeout.Duration)
 	defer cancel()
-	tick := time.AfterFunc(s.rv.cfg.KeepAlive.Duration, keepAlive) // at most once: the header is then committed
-	defer tick.Stop()
+	stop := every(s.rv.cfg.KeepAlive.Duration, keepAlive)
+	defer stop()
 	packet, publish := s.ask(ctx, draft)
 	if !publish {
 		return body, nil
 	}
 	return s.continueBody(ctx, draft, packet, body)
+}
+
+// every calls fn every period until stop is called; stop returns once fn
+// no longer runs.
+func every(period time.Duration, fn func()) (stop func()) {
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fn()
+			}
+		}
+	}()
+	return func() { close(done); <-exited }
 }
 
 // stopping reports whether the response ends the turn (one choice,
@@ -189,6 +210,11 @@ func (s *reviewSession) stopping() (review.Draft, bool) {
 		return review.Draft{}, false
 	}
 	rv := s.rv
+	if resp.Choices[0].HasSignedReasoning || signedHistory(s.view) {
+		// A revision would rewrite or drop signed reasoning (PROTOCOLS.md rule 2).
+		rv.m.skipped.WithLabelValues("signed_reasoning").Inc()
+		return review.Draft{}, false
+	}
 	if rv.cfg.Scope == "tool-bearing-turns" && !turnHasToolCall(s.view) {
 		rv.m.skipped.WithLabelValues("no_tool_in_turn").Inc()
 		return review.Draft{}, false
@@ -204,6 +230,16 @@ func (s *reviewSession) stopping() (review.Draft, bool) {
 		return review.Draft{}, false
 	}
 	return review.DraftOf(resp.Choices[0]), true
+}
+
+// signedHistory reports whether any message carries signed reasoning.
+func signedHistory(v *conv.Request) bool {
+	for _, m := range v.Messages {
+		if m.Signed {
+			return true
+		}
+	}
+	return false
 }
 
 // turnHasToolCall reports whether the open turn made a tool call.
@@ -355,6 +391,7 @@ func (s *reviewSession) continueStream(ctx context.Context, draft review.Draft, 
 	merger.DraftUsage = s.asm.Response().Usage
 	cont := conv.NewAssembler()
 	rd := sse.NewReader(resp.Body)
+	text, bare := finishText(held)
 	wrote := false
 	for {
 		ev, rerr := rd.Next()
@@ -364,6 +401,9 @@ func (s *reviewSession) continueStream(ctx context.Context, draft review.Draft, 
 		if len(ev.Raw) > 0 && !ev.Partial {
 			b, merr := merger.Next(ev.Raw)
 			if merr == nil && len(b) > 0 {
+				if !wrote && text != nil && out.Write(text) != nil { // the draft's last piece first
+					return ctx.Err()
+				}
 				if out.Write(b) != nil {
 					return ctx.Err()
 				}
@@ -372,8 +412,8 @@ func (s *reviewSession) continueStream(ctx context.Context, draft review.Draft, 
 		}
 		if rerr != nil {
 			if !errors.Is(rerr, io.EOF) || rd.Truncated() {
-				if wrote {
-					writeAll(out, held[len(held)-1:]) // end the stream as the draft ended it
+				if wrote { // end the stream as the draft ended it (its text already went out)
+					writeAll(out, append([][]byte{bare}, held[1:]...))
 				}
 				return fmt.Errorf("continuation cut: %w", rerr)
 			}
@@ -382,6 +422,42 @@ func (s *reviewSession) continueStream(ctx context.Context, draft review.Draft, 
 	}
 	s.rv.m.outcomes.WithLabelValues("published").Inc()
 	return s.record(draft, notice, cont)
+}
+
+// finishText splits the draft's finish chunk (held[0]): some upstreams
+// (vLLM, Gemini, Ollama) put the last piece of text in the chunk that
+// carries finish_reason. text is that chunk with finish_reason null and no
+// usage, to go out before a revision (nil when the chunk carried no text);
+// bare is the chunk with its text removed, to end a stream whose revision
+// was cut after the text went out.
+func finishText(held [][]byte) (text, bare []byte) {
+	bare = held[0]
+	ev, err := sse.NewReader(bytes.NewReader(held[0])).Next()
+	if err != nil || !ev.HasData || ev.IsDone() {
+		return nil, bare
+	}
+	data := bytes.Clone(ev.Data)
+	delta := gjson.GetBytes(data, "choices.0.delta")
+	hasText := false
+	for _, f := range []string{"content", "reasoning_content", "reasoning"} {
+		if v := delta.Get(f); v.Type == gjson.String && v.Str != "" {
+			hasText = true
+		}
+	}
+	if !hasText {
+		return nil, bare
+	}
+	t, err1 := sjson.SetRawBytes(bytes.Clone(data), "choices.0.finish_reason", []byte("null"))
+	t, err2 := sjson.DeleteBytes(t, "usage")
+	b, err3 := sjson.SetRawBytes(data, "choices.0.delta", []byte("{}"))
+	if err1 != nil || err2 != nil || err3 != nil {
+		return nil, held[0]
+	}
+	return sseEvent(t), sseEvent(b)
+}
+
+func sseEvent(data []byte) []byte {
+	return append(append([]byte("data: "), data...), '\n', '\n')
 }
 
 func writeAll(out *proxy.EventWriter, events [][]byte) {

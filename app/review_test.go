@@ -362,3 +362,30 @@ func childEnded(t *testing.T, r *rig) bool {
 	}
 	return false
 }
+
+// TestReviewKeepsTextOfTheFinishChunk: an upstream that sends the last
+// piece of text in the chunk carrying finish_reason (vLLM, Gemini) loses
+// nothing when a revision is published, and the later request is restored.
+func TestReviewKeepsTextOfTheFinishChunk(t *testing.T) {
+	r := newReviewRig(t, packetUpdate, &fakeupstream.Reply{Content: revised}, func(c *config.Config) { c.Review.Scope = "all-turns" })
+	draft := "data: {\"id\":\"p\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hello \"},\"finish_reason\":null}]}\n\n" +
+		"data: {\"id\":\"p\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"world.\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"
+	r.up.Push(fakeupstream.Response{Status: 200, ContentType: "text/event-stream", Body: []byte(draft)})
+	got := collect(t, r.agent("sys"), "say hello")
+	if want := review.MergedContent("Hello world.", revised); got.Content != want {
+		t.Fatalf("client got %q, want %q", got.Content, want)
+	}
+}
+
+// TestReviewSkipsSignedReasoning: a draft carrying signed reasoning
+// (OpenRouter reasoning_details) is never revised: that would rewrite it.
+func TestReviewSkipsSignedReasoning(t *testing.T) {
+	r := newReviewRig(t, packetUpdate, &fakeupstream.Reply{Content: revised}, func(c *config.Config) { c.Review.Scope = "all-turns" })
+	draft := "data: {\"id\":\"p\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hi.\",\"reasoning_details\":[{\"type\":\"reasoning.encrypted\",\"data\":\"gAAA\"}]},\"finish_reason\":null}]}\n\n" +
+		"data: {\"id\":\"p\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"
+	r.up.Push(fakeupstream.Response{Status: 200, ContentType: "text/event-stream", Body: []byte(draft)})
+	got := collect(t, r.agent("sys"), "hi")
+	if got.Content != "Hi." || r.children.Load() != 0 {
+		t.Fatalf("signed draft reviewed (%d children) or changed: %q", r.children.Load(), got.Content)
+	}
+}
