@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 )
 
@@ -70,8 +71,39 @@ func usage(w io.Writer) {
 }
 
 func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) error {
-	_, err := fmt.Fprintln(stdout, "shaperproxy", version)
+	_, err := fmt.Fprintln(stdout, "shaperproxy", versionString())
 	return err
+}
+
+// versionString is the -ldflags version, else the VCS revision the Go
+// toolchain stamped into the binary, else "dev".
+func versionString() string {
+	if version != "dev" {
+		return version
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return version
+	}
+	rev, dirty := "", false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	switch {
+	case rev == "":
+		return version
+	case dirty:
+		return "dev-" + rev + "-dirty"
+	}
+	return "dev-" + rev
 }
 
 // resolveDataDir returns the data directory: flagValue if set, else

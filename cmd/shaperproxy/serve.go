@@ -88,7 +88,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		logger.Warn("cannot record the listen address for the forensic commands", "err", err)
 	}
 	defer os.Remove(filepath.Join(c.DataDir, serveURLFile))
-	fmt.Fprintf(stdout, "shaperproxy %s listening on %s (data in %s)\n", version, url, c.DataDir)
+	fmt.Fprintf(stdout, "shaperproxy %s listening on %s (data in %s)\n", versionString(), url, c.DataDir)
 	fmt.Fprintf(stdout, "  base-URL mode:    OPENAI_BASE_URL=http://%s/v1\n", ln.Addr())
 	fmt.Fprintf(stdout, "  HTTPS_PROXY mode: HTTPS_PROXY=http://%s (intercepting %v)\n", ln.Addr(), c.Intercept)
 	return serveUntilDone(ctx, a.Proxy, ln, c.AdminListen, logger)
