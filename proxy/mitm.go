@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/elazarl/goproxy"
 )
@@ -81,7 +82,9 @@ func (p *Proxy) serveIntercepted(req *http.Request, client net.Conn, ctx *goprox
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			p.forward(w, r, route, r.URL.Path)
 		}),
-		ErrorLog: log.New(io.Discard, "", 0),
+		ErrorLog:          log.New(io.Discard, "", 0),
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       5 * time.Minute, // an idle tunnel is closed, not kept forever
 	}
 	_ = srv.Serve(newOneConnListener(tls.Server(client, cfg)))
 }
