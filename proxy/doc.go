@@ -1,0 +1,32 @@
+// Package proxy is shaperproxy's HTTP server: a transparent proxy for
+// OpenAI-compatible LLM APIs with hooks for the parts that look into chat
+// requests.
+//
+// One Proxy serves, on one listener, base-URL requests (routes chosen by
+// path prefix), proxy-form requests and CONNECT tunnels (HTTPS_PROXY mode:
+// hosts listed in Options.Intercept are decrypted with a local CA made by
+// InitCA and served through the same pipeline; other hosts are tunnelled
+// as they are), plus /healthz, /metrics and the program's own endpoints
+// under AdminPrefix:
+//
+//	u, _ := url.Parse("https://api.deepseek.com")
+//	p, err := proxy.New(proxy.Options{
+//		Routes:     []proxy.Route{{Name: "deepseek", Upstream: u}},
+//		Transforms: []proxy.RequestTransform{shaper},  // edit chat request bodies
+//		Observers:  []proxy.Observer{capture},         // see every call as it passes
+//		Finishers:  []proxy.Finisher{review},          // take over the end of a turn
+//	})
+//	if err != nil { ... }
+//	http.Serve(ln, p)
+//
+// Everything the proxy does not own goes through unchanged: method, path,
+// query, end-to-end headers, body and status. SSE streams are forwarded
+// event by event, each flushed before the next is read; compressed bodies
+// are copied as sent and decoded on the side for observers. A client that
+// leaves cancels the upstream request; an upstream cut is passed on as the
+// same cut; a failure to reach the upstream is answered in the OpenAI
+// error shape. Nothing is retried unless a Retrier asks, once.
+//
+// The zero value of every Options field but Routes is a working default.
+// A Proxy is safe for concurrent use.
+package proxy
