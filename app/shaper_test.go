@@ -27,10 +27,9 @@ func reasoning(topic string) string {
 }
 
 type rig struct {
-	up    *fakeupstream.Server
-	app   *app.App
-	url   string
-	calls int
+	up  *fakeupstream.Server
+	app *app.App
+	url string
 }
 
 func newRig(t *testing.T, mod func(*config.Config)) *rig {

@@ -1,7 +1,6 @@
 package fakeupstream_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -143,13 +142,4 @@ func typeName(r gjson.Result) string {
 		return "array"
 	}
 	return r.Type.String()
-}
-
-// joinRaw concatenates the raw bytes of events.
-func joinRaw(evs []event) []byte {
-	var b bytes.Buffer
-	for _, e := range evs {
-		b.WriteString(e.raw)
-	}
-	return b.Bytes()
 }

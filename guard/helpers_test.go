@@ -63,8 +63,6 @@ func (h *hist) body() []byte {
 	return []byte(`{"model":"deepseek-chat","reasoning_effort":"max","messages":[` + strings.Join(h.msgs, ",") + `],"stream":true}`)
 }
 
-func (h *hist) clone() *hist { return &hist{msgs: append([]string(nil), h.msgs...)} }
-
 func (h *hist) req(t testing.TB) *conv.Request { return mustParse(t, h.body()) }
 
 func mustParse(t testing.TB, body []byte) *conv.Request {

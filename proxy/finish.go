@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"log/slog"
 	"strconv"
 	"time"
@@ -26,7 +27,7 @@ func (p *Proxy) finish(call *Call, info *ResponseInfo, end End) {
 	if end.Outcome != OutcomeComplete {
 		level = slog.LevelWarn
 	}
-	p.log.LogAttrs(nil, level, "call",
+	p.log.LogAttrs(context.Background(), level, "call",
 		slog.String("call", call.ID), slog.String("route", call.Route),
 		slog.String("method", call.Method), slog.String("path", call.Path),
 		slog.String("model", call.Model), slog.Bool("stream", call.Stream),
