@@ -158,7 +158,7 @@ func (s *reviewSession) End(ctx context.Context, held [][]byte, out *proxy.Event
 }
 
 // EndBody runs the review of a non-streamed turn end.
-func (s *reviewSession) EndBody(ctx context.Context, body []byte, keepAlive func()) ([]byte, error) {
+func (s *reviewSession) EndBody(ctx context.Context, body []byte, keepAlive proxy.KeepAlive) ([]byte, error) {
 	if err := s.asm.AddBody(body); err != nil {
 		return body, nil
 	}
@@ -168,33 +168,13 @@ func (s *reviewSession) EndBody(ctx context.Context, body []byte, keepAlive func
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.rv.cfg.Timeout.Duration)
 	defer cancel()
-	stop := every(s.rv.cfg.KeepAlive.Duration, keepAlive)
+	stop := keepAlive(s.rv.cfg.KeepAlive.Duration)
 	defer stop()
 	packet, publish := s.ask(ctx, draft)
 	if !publish {
 		return body, nil
 	}
 	return s.continueBody(ctx, draft, packet, body)
-}
-
-// every calls fn every period until stop is called; stop returns once fn
-// no longer runs.
-func every(period time.Duration, fn func()) (stop func()) {
-	done, exited := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(exited)
-		t := time.NewTicker(period)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				fn()
-			}
-		}
-	}()
-	return func() { close(done); <-exited }
 }
 
 // stopping reports whether the response ends the turn (one choice,

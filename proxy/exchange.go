@@ -218,11 +218,13 @@ func (p *Proxy) copyHeldBody(w http.ResponseWriter, resp *http.Response, src io.
 		end.Bytes, end.Err = int64(n), describeReadErr(err)
 		return end
 	}
-	// keepAlive may run on another goroutine (a timer of the session):
-	// the lock keeps it from writing while or after the body is written.
+	// Keep-alive beats run on their own goroutines: the lock keeps them
+	// from writing while or after the body is written, and every one the
+	// session started is stopped when it returns.
 	var mu sync.Mutex
 	committed, over := false, false
-	keepAlive := func() {
+	var stops []func()
+	beat := func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if over {
@@ -236,12 +238,25 @@ func (p *Proxy) copyHeldBody(w http.ResponseWriter, resp *http.Response, src io.
 		_, _ = w.Write([]byte("\n"))
 		_ = http.NewResponseController(w).Flush()
 	}
+	keepAlive := func(period time.Duration) func() {
+		stop := every(period, beat)
+		mu.Lock()
+		stops = append(stops, stop)
+		mu.Unlock()
+		return stop
+	}
 	out, ferr := safeEndBody(clientCtx, fin, body, keepAlive)
 	if ferr != nil || out == nil {
 		if ferr != nil {
 			p.log.Warn("finisher failed; the body goes out as it came", "call", call.ID, "err", ferr)
 		}
 		out = body
+	}
+	mu.Lock()
+	started := stops
+	mu.Unlock()
+	for _, stop := range started {
+		stop()
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -260,7 +275,7 @@ func (p *Proxy) copyHeldBody(w http.ResponseWriter, resp *http.Response, src io.
 	return end
 }
 
-func safeEndBody(ctx context.Context, fin FinishSession, body []byte, keepAlive func()) (out []byte, err error) {
+func safeEndBody(ctx context.Context, fin FinishSession, body []byte, keepAlive KeepAlive) (out []byte, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			out, err = nil, errPanic(v)

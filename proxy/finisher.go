@@ -33,10 +33,39 @@ type FinishSession interface {
 	End(ctx context.Context, held [][]byte, out *EventWriter) error
 	// EndBody is called with a whole non-stream body and returns the body
 	// to send (body itself to leave it). The proxy holds the response
-	// header meanwhile; keepAlive commits it (without Content-Length) and
-	// writes a blank line, which JSON readers ignore. keepAlive may be
-	// called from any goroutine; after EndBody returns it does nothing.
-	EndBody(ctx context.Context, body []byte, keepAlive func()) ([]byte, error)
+	// header meanwhile. keepAlive(period) starts keep-alives: from the first
+	// one the header is committed (without Content-Length), then a blank
+	// line, which JSON readers ignore, goes out every period. They stop when
+	// the returned func is called, and in any case when EndBody returns.
+	EndBody(ctx context.Context, body []byte, keepAlive KeepAlive) ([]byte, error)
+}
+
+// KeepAlive starts a keep-alive that beats every period until stop is
+// called.
+type KeepAlive func(period time.Duration) (stop func())
+
+// every calls beat every period until stop is called; stop returns once
+// beat no longer runs and may be called more than once.
+func every(period time.Duration, beat func()) (stop func()) {
+	done, exited := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				beat()
+			}
+		}
+	}()
+	return func() {
+		once.Do(func() { close(done) })
+		<-exited
+	}
 }
 
 // EventWriter writes SSE events to the client, flushing each. It is safe
@@ -85,29 +114,9 @@ func (e *EventWriter) write(raw []byte, event bool) error {
 }
 
 // KeepAlive writes a comment every period until the returned func is
-// called; stop returns once the writing goroutine has ended.
+// called; stop returns once the comments have ended.
 func (e *EventWriter) KeepAlive(period time.Duration, text string) (stop func()) {
-	done, exited := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	go func() {
-		defer close(exited)
-		t := time.NewTicker(period)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				if e.Comment(text) != nil {
-					return
-				}
-			}
-		}
-	}()
-	return func() {
-		once.Do(func() { close(done) })
-		<-exited
-	}
+	return every(period, func() { _ = e.Comment(text) }) // after an error, writes are no-ops
 }
 
 // close makes every later write fail: the response is over.

@@ -61,9 +61,10 @@ func (s *testSession) End(ctx context.Context, held [][]byte, out *EventWriter) 
 	return out.Write([]byte("data: [DONE]\n\n"))
 }
 
-func (s *testSession) EndBody(ctx context.Context, body []byte, keepAlive func()) ([]byte, error) {
+func (s *testSession) EndBody(ctx context.Context, body []byte, keepAlive KeepAlive) ([]byte, error) {
 	if s.f.wait > 0 {
-		keepAlive()
+		keepAlive(s.f.wait / 4) // left running: the proxy stops it
+		time.Sleep(s.f.wait)
 	}
 	if !s.f.replace {
 		return body, nil
@@ -165,11 +166,15 @@ func TestFinisherBody(t *testing.T) {
 	}{
 		{false, 0, `{"draft":true}`, true},
 		{true, 0, `{"revised":true}`, true},
-		{true, time.Millisecond, "\n" + `{"revised":true}`, false},
+		{true, 40 * time.Millisecond, `{"revised":true}`, false},
 	} {
 		px, _, _ := finisherRig(t, &testFinisher{replace: tc.replace, wait: tc.wait})
 		resp, got := do(t, rawClient(), "POST", px.URL+"/v1/chat/completions", []byte(nonStream), nil)
-		if string(got) != tc.want || (resp.ContentLength == int64(len(tc.want))) != tc.length {
+		beats := len(got) - len(bytes.TrimLeft(got, "\n"))
+		if tc.wait > 0 && beats == 0 {
+			t.Errorf("%+v: no keep-alive before the body: %q", tc, got)
+		}
+		if string(bytes.TrimLeft(got, "\n")) != tc.want || (resp.ContentLength == int64(len(tc.want))) != tc.length {
 			t.Errorf("%+v: got %q (Content-Length %d)", tc, got, resp.ContentLength)
 		}
 	}

@@ -40,7 +40,7 @@ func (extraSession) End(_ context.Context, held [][]byte, out *EventWriter) erro
 	return nil
 }
 
-func (extraSession) EndBody(_ context.Context, body []byte, _ func()) ([]byte, error) {
+func (extraSession) EndBody(_ context.Context, body []byte, _ KeepAlive) ([]byte, error) {
 	return body, nil
 }
 
