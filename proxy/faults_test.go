@@ -135,15 +135,7 @@ func TestClientCancelReachesUpstream(t *testing.T) {
 	}))
 	defer up.Close()
 	_, px := newTestProxy(t, up.URL, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "POST", px.URL+"/v1/chat/completions", strings.NewReader(chatBody))
-	resp, err := rawClient().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sse.NewReader(resp.Body).Next(); err != nil {
-		t.Fatal(err)
-	}
+	resp, cancel := openStream(t, rawClient(), px.URL+"/v1/chat/completions")
 	cancelled := time.Now()
 	cancel()
 	resp.Body.Close()
@@ -305,11 +297,7 @@ func TestConnectTunnelNotDecrypted(t *testing.T) {
 		fmt.Fprint(w, "direct")
 	}))
 	defer up.Close()
-	dir := t.TempDir()
-	if _, _, err := InitCA(dir); err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := LoadCA(dir)
+	ca := testCA(t)
 	_, px := newTestProxy(t, up.URL, func(o *Options) { o.Intercept, o.CA = []string{"api.deepseek.com"}, ca })
 	pxURL, _ := url.Parse(px.URL)
 	tr := up.Client().Transport.(*http.Transport).Clone()

@@ -130,15 +130,7 @@ func TestFinisherStream(t *testing.T) {
 func TestFinisherCancelledWithClient(t *testing.T) {
 	f := &testFinisher{wait: 10 * time.Second, gotCtx: make(chan error, 1), started: make(chan struct{})}
 	px, _, _ := finisherRig(t, f)
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "POST", px.URL+"/v1/chat/completions", strings.NewReader(chatBody))
-	resp, err := rawClient().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sse.NewReader(resp.Body).Next(); err != nil {
-		t.Fatal(err)
-	}
+	resp, cancel := openStream(t, rawClient(), px.URL+"/v1/chat/completions")
 	select { // leave while the finisher works, not while the stream still runs
 	case <-f.started:
 	case <-time.After(5 * time.Second):

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -196,4 +197,59 @@ func (o *recordingObserver) waitEnds(t *testing.T, n int) []End {
 	}
 	t.Fatalf("observer saw fewer than %d ends", n)
 	return nil
+}
+
+// testCA makes a local CA in a temporary directory.
+func testCA(t *testing.T) *tls.Certificate {
+	t.Helper()
+	dir := t.TempDir()
+	if _, _, err := InitCA(dir); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := LoadCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
+// mitmRig puts a TLS upstream serving h behind the proxy in HTTPS_PROXY
+// mode (mod adjusts the options) and returns a client that trusts only ca,
+// and the upstream's URL.
+func mitmRig(t *testing.T, h http.Handler, ca *tls.Certificate, mod func(*Options)) (*http.Client, string) {
+	t.Helper()
+	up := httptest.NewTLSServer(h)
+	t.Cleanup(up.Close)
+	upURL, _ := url.Parse(up.URL)
+	_, px := newTestProxy(t, "http://unused.invalid", func(o *Options) {
+		o.Intercept, o.CA = []string{upURL.Hostname()}, ca
+		tr := up.Client().Transport.(*http.Transport).Clone()
+		tr.DisableCompression = true
+		o.Transport = tr
+		if mod != nil {
+			mod(o)
+		}
+	})
+	pxURL, _ := url.Parse(px.URL)
+	return &http.Client{Transport: &http.Transport{
+		Proxy: http.ProxyURL(pxURL), TLSClientConfig: &tls.Config{RootCAs: caPool(t, ca)}, DisableCompression: true,
+	}}, up.URL
+}
+
+// openStream posts a streaming chat request with c, reads its first event
+// and returns the response and the func that makes the client leave.
+func openStream(t *testing.T, c *http.Client, url string) (*http.Response, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(chatBody))
+	resp, err := c.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if _, err := sse.NewReader(resp.Body).Next(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	return resp, cancel
 }

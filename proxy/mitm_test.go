@@ -2,11 +2,8 @@ package proxy
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -14,33 +11,6 @@ import (
 	"github.com/shaperproxy/shaperproxy/sse"
 	"github.com/tidwall/gjson"
 )
-
-// mitmRig is a TLS upstream behind the proxy in HTTPS_PROXY mode, and a
-// client that trusts only the proxy's CA.
-func mitmRig(t *testing.T, h http.Handler) (*http.Client, string) {
-	t.Helper()
-	up := httptest.NewTLSServer(h)
-	t.Cleanup(up.Close)
-	dir := t.TempDir()
-	if _, _, err := InitCA(dir); err != nil {
-		t.Fatal(err)
-	}
-	ca, err := LoadCA(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	upURL, _ := url.Parse(up.URL)
-	_, px := newTestProxy(t, "http://unused.invalid", func(o *Options) {
-		o.Intercept, o.CA = []string{upURL.Hostname()}, ca
-		tr := up.Client().Transport.(*http.Transport).Clone()
-		tr.DisableCompression = true
-		o.Transport = tr
-	})
-	pxURL, _ := url.Parse(px.URL)
-	return &http.Client{Transport: &http.Transport{
-		Proxy: http.ProxyURL(pxURL), TLSClientConfig: &tls.Config{RootCAs: caPool(t, ca)}, DisableCompression: true,
-	}}, up.URL
-}
 
 // TestMITMFlushAndCancel: in HTTPS_PROXY mode too, each event reaches the
 // client before the upstream writes the next, and a client that leaves
@@ -64,7 +34,7 @@ func TestMITMFlushAndCancel(t *testing.T) {
 				return
 			}
 		}
-	}))
+	}), testCA(t), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "POST", upURL+"/v1/chat/completions", strings.NewReader(chatBody))
 	resp, err := c.Do(req)

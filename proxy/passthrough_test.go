@@ -2,10 +2,8 @@ package proxy
 
 import (
 	"bytes"
-	"crypto/tls"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"reflect"
 	"testing"
 
@@ -106,36 +104,13 @@ func TestFixturesPassThroughHTTPSProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	if _, _, err := InitCA(dir); err != nil {
-		t.Fatal(err)
-	}
-	ca, err := LoadCA(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := testCA(t)
 	for _, ex := range exs {
 		t.Run(ex.Name, func(t *testing.T) {
 			rec := &recorder{}
-			up := httptest.NewTLSServer(rec.wrap(replay(ex)))
-			defer up.Close()
-			upURL, _ := url.Parse(up.URL)
 			obs := &recordingObserver{}
-			_, px := newTestProxy(t, "http://unused.invalid", func(o *Options) {
-				o.Intercept = []string{upURL.Hostname()}
-				o.CA = ca
-				tr := up.Client().Transport.(*http.Transport).Clone()
-				tr.DisableCompression = true
-				o.Transport = tr
-				o.Observers = []Observer{obs}
-			})
-			pxURL, _ := url.Parse(px.URL)
-			c := &http.Client{Transport: &http.Transport{
-				Proxy:              http.ProxyURL(pxURL),
-				TLSClientConfig:    &tls.Config{RootCAs: caPool(t, ca)},
-				DisableCompression: true,
-			}}
-			resp, body := do(t, c, ex.Method, up.URL+ex.Path, ex.RequestBody, clientHeader())
+			c, upURL := mitmRig(t, rec.wrap(replay(ex)), ca, func(o *Options) { o.Observers = []Observer{obs} })
+			resp, body := do(t, c, ex.Method, upURL+ex.Path, ex.RequestBody, clientHeader())
 			if resp.TLS == nil || resp.TLS.PeerCertificates[0].Issuer.CommonName != ca.Leaf.Subject.CommonName {
 				t.Fatalf("response was not served under the local CA")
 			}
