@@ -29,7 +29,6 @@ type shaper struct {
 	rules   reqshape.Rules
 	store   *originals.Writer // nil: no side table
 	memo    *reqshape.Memo
-	begun   turnMemo // the turn last begun per conversation
 	breaker *breaker
 	log     *slog.Logger
 	blocks  *prometheus.CounterVec
@@ -72,7 +71,7 @@ func (s *shaper) collectors() []prometheus.Collector {
 func (s *shaper) TransformRequest(_ context.Context, call *proxy.Call, body []byte) ([]byte, error) {
 	view := call.View
 	turn := len(view.Turns())
-	if s.store != nil && view.StartsNewTurn() && !call.Retry && s.begun.set(call.Conversation, turn) {
+	if s.store != nil && view.StartsNewTurn() && !call.Retry {
 		s.store.BeginTurn(call.Conversation, turn)
 	}
 	rule, ok := s.rules.Match(call.Route, call.Model)
@@ -117,31 +116,6 @@ func (s *shaper) RetryWithout(call *proxy.Call, status int, errBody []byte) bool
 	s.trips.WithLabelValues(call.Route).Inc()
 	s.log.Warn("upstream rejected a shaped request; retrying unshaped and pausing shaping on the route",
 		"call", call.ID, "route", call.Route, "status", status, "cooldown", s.breaker.cooldown)
-	return true
-}
-
-// turnMemo remembers the turn last begun per conversation, so a request
-// that starts a turn already begun (a retry, a regenerate, a client that
-// re-sends) costs no transaction. It holds at most maxTurnMemo
-// conversations; one forgotten only costs one transaction more.
-type turnMemo struct {
-	mu sync.Mutex
-	m  map[string]int
-}
-
-const maxTurnMemo = 4096
-
-// set records turn for conversation and reports whether it was new.
-func (t *turnMemo) set(conversation string, turn int) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.m == nil || len(t.m) >= maxTurnMemo {
-		t.m = map[string]int{}
-	}
-	if t.m[conversation] == turn {
-		return false
-	}
-	t.m[conversation] = turn
 	return true
 }
 

@@ -40,6 +40,10 @@ type Writer struct {
 	omu      sync.Mutex
 	overflow map[string]int // conversation -> turn of a BeginTurn that found no room
 
+	bmu     sync.Mutex
+	begun   map[string]int // conversation -> turn last begun (at most maxBegun)
+	queuedB int            // BeginTurns queued, for tests
+
 	dropped, failed atomic.Int64
 	errMu           sync.Mutex
 	err             error
@@ -88,12 +92,19 @@ func (w *Writer) Put(entries []Entry) {
 	w.dropped.Add(int64(len(entries)))
 }
 
+// maxBegun bounds the conversations whose last begun turn the Writer
+// remembers; forgetting one only costs one transaction more.
+const maxBegun = 4096
+
 // BeginTurn queues Store.BeginTurn(conv, turn) after the operations already
-// queued, and returns at once. It is ignored after Close.
+// queued, and returns at once. The turn a conversation last began is
+// remembered: beginning it again (a retry, a regenerate, a client that
+// sends the same request twice) costs no transaction. It is ignored after
+// Close.
 func (w *Writer) BeginTurn(conv string, turn int) {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
-	if w.closed {
+	if w.closed || !w.firstBegin(conv, turn) {
 		return
 	}
 	select {
@@ -108,6 +119,22 @@ func (w *Writer) BeginTurn(conv string, turn int) {
 	case w.wake <- struct{}{}:
 	default:
 	}
+}
+
+// firstBegin records turn as conv's last begun turn and reports whether it
+// was not already.
+func (w *Writer) firstBegin(conv string, turn int) bool {
+	w.bmu.Lock()
+	defer w.bmu.Unlock()
+	if w.begun == nil || len(w.begun) >= maxBegun {
+		w.begun = map[string]int{}
+	}
+	if t, ok := w.begun[conv]; ok && t == turn {
+		return false
+	}
+	w.begun[conv] = turn
+	w.queuedB++
+	return true
 }
 
 // Flush waits until everything queued before it has been applied.

@@ -3,6 +3,7 @@ package originals
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -202,5 +203,29 @@ func TestConcurrentUse(t *testing.T) {
 		if got := len(listKeys(t, s, "")); got != 20 {
 			t.Errorf("nothing dropped, but %d entries stored, want 20", got)
 		}
+	}
+}
+
+// TestWriterBeginsATurnOnce: beginning the turn a conversation already
+// began queues nothing; a new turn, or another conversation, does.
+func TestWriterBeginsATurnOnce(t *testing.T) {
+	st, err := Open(filepath.Join(t.TempDir(), FileName), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	w := st.Async(16)
+	defer w.Close()
+	for _, b := range []struct {
+		conv string
+		turn int
+	}{{"a", 1}, {"a", 1}, {"b", 1}, {"a", 1}, {"a", 2}, {"a", 2}} {
+		w.BeginTurn(b.conv, b.turn)
+	}
+	w.bmu.Lock()
+	n := w.queuedB
+	w.bmu.Unlock()
+	if n != 3 {
+		t.Fatalf("%d BeginTurns queued, want 3 (a1, b1, a2)", n)
 	}
 }
