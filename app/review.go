@@ -22,7 +22,6 @@ import (
 	"github.com/shaperproxy/shaperproxy/review"
 	"github.com/shaperproxy/shaperproxy/sse"
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 )
 
 // OptOutHeader, set to "off" by a client, keeps its requests out of the
@@ -371,7 +370,7 @@ func (s *reviewSession) continueStream(ctx context.Context, draft review.Draft, 
 	merger.DraftUsage = s.asm.Response().Usage
 	cont := conv.NewAssembler()
 	rd := sse.NewReader(resp.Body)
-	text, bare := finishText(held)
+	text, bare := review.SplitFinish(held[0])
 	wrote := false
 	for {
 		ev, rerr := rd.Next()
@@ -402,42 +401,6 @@ func (s *reviewSession) continueStream(ctx context.Context, draft review.Draft, 
 	}
 	s.rv.m.outcomes.WithLabelValues("published").Inc()
 	return s.record(draft, notice, cont)
-}
-
-// finishText splits the draft's finish chunk (held[0]): some upstreams
-// (vLLM, Gemini, Ollama) put the last piece of text in the chunk that
-// carries finish_reason. text is that chunk with finish_reason null and no
-// usage, to go out before a revision (nil when the chunk carried no text);
-// bare is the chunk with its text removed, to end a stream whose revision
-// was cut after the text went out.
-func finishText(held [][]byte) (text, bare []byte) {
-	bare = held[0]
-	ev, err := sse.NewReader(bytes.NewReader(held[0])).Next()
-	if err != nil || !ev.HasData || ev.IsDone() {
-		return nil, bare
-	}
-	data := bytes.Clone(ev.Data)
-	delta := gjson.GetBytes(data, "choices.0.delta")
-	hasText := false
-	for _, f := range []string{"content", "reasoning_content", "reasoning"} {
-		if v := delta.Get(f); v.Type == gjson.String && v.Str != "" {
-			hasText = true
-		}
-	}
-	if !hasText {
-		return nil, bare
-	}
-	t, err1 := sjson.SetRawBytes(bytes.Clone(data), "choices.0.finish_reason", []byte("null"))
-	t, err2 := sjson.DeleteBytes(t, "usage")
-	b, err3 := sjson.SetRawBytes(data, "choices.0.delta", []byte("{}"))
-	if err1 != nil || err2 != nil || err3 != nil {
-		return nil, held[0]
-	}
-	return sseEvent(t), sseEvent(b)
-}
-
-func sseEvent(data []byte) []byte {
-	return append(append([]byte("data: "), data...), '\n', '\n')
 }
 
 func writeAll(out *proxy.EventWriter, events [][]byte) {
