@@ -25,6 +25,12 @@ func (f *Filter) kindOK(k Kind) bool {
 	return len(f.Kinds) == 0 || slices.Contains(f.Kinds, k)
 }
 
+// Match reports whether r passes the filter's kinds and call (Since is
+// applied when reading, by segment and record time).
+func (f *Filter) Match(r *Record) bool {
+	return f.kindOK(r.Kind) && (f.Call == "" || r.Call == f.Call)
+}
+
 // Located is a record and where it is in the log.
 type Located struct {
 	Pos    Pos

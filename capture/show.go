@@ -4,20 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
+	"unicode/utf8"
 	"time"
 
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/sse"
 )
-
-// ShowOptions configure ShowCmd.
-type ShowOptions struct {
-	CmdOptions
-	Call string // the call id; "" shows the last call with a request
-	Full bool   // print reasoning and content whole (text output)
-}
 
 // CallView is a call as ShowCmd presents it: the request summary and the
 // response reassembled field by field.
@@ -28,7 +21,7 @@ type CallView struct {
 	Request  *ReqView   `json:"request,omitempty"`
 	Status   int        `json:"status,omitempty"`
 	Response *RespView  `json:"response,omitempty"`
-	End      *recordEnd `json:"end,omitempty"`
+	End      *EndView `json:"end,omitempty"`
 	Notes    []string   `json:"notes,omitempty"`
 }
 
@@ -78,7 +71,8 @@ type ChoiceView struct {
 	FinishReason   string          `json:"finish_reason"`
 }
 
-type recordEnd struct {
+// EndView is how a call ended.
+type EndView struct {
 	Outcome string `json:"outcome"`
 	Events  int    `json:"events"`
 	Bytes   int64  `json:"bytes"`
@@ -88,36 +82,26 @@ type recordEnd struct {
 // ErrCallNotFound is returned by ShowCmd for a call the log does not hold.
 var ErrCallNotFound = errors.New("capture: call not found")
 
-// ShowCmd prints one call: what was sent and what came back.
-func ShowCmd(w io.Writer, o ShowOptions) error {
-	r, err := OpenReader(o.Dir)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	call := o.Call
+// Show returns the view of one call; "" is the last call with a request.
+func Show(r *Reader, call string) (*CallView, error) {
 	if call == "" {
 		last, err := r.Tail(1, Filter{Kinds: []Kind{KindRequest}})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if len(last) == 0 {
-			return fmt.Errorf("%w: the log holds no request", ErrCallNotFound)
+			return nil, fmt.Errorf("%w: the log holds no request", ErrCallNotFound)
 		}
 		call = last[0].Record.Call
 	}
 	recs, err := r.CallRecords(call)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(recs) == 0 {
-		return fmt.Errorf("%w: %q", ErrCallNotFound, call)
+		return nil, fmt.Errorf("%w: %q", ErrCallNotFound, call)
 	}
-	v := BuildCallView(call, recs)
-	if o.JSON {
-		return newPrinter(w, true).json(v)
-	}
-	return v.print(w, o.Full)
+	return BuildCallView(call, recs), nil
 }
 
 // BuildCallView assembles the view of a call from its records.
@@ -146,7 +130,7 @@ func BuildCallView(call string, recs []Located) *CallView {
 				body = r.Data
 			}
 		case KindEnd:
-			v.End = &recordEnd{r.Outcome, r.Events, r.Bytes, r.Err}
+			v.End = &EndView{r.Outcome, r.Events, r.Bytes, r.Err}
 		case KindNote:
 			v.Notes = append(v.Notes, string(r.Data))
 		}
@@ -199,7 +183,7 @@ func requestView(l Located) *ReqView {
 	}
 	if n := len(req.Messages); n > 0 {
 		m := req.Messages[n-1]
-		rv.LastMessage = m.Role + ": " + clip([]byte(m.Content), 200)
+		rv.LastMessage = m.Role + ": " + preview(m.Content, 200)
 	}
 	return rv
 }
@@ -250,107 +234,15 @@ func (rv *RespView) fill(resp conv.Response) {
 	}
 }
 
-func (v *CallView) print(w io.Writer, full bool) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "call %s", v.Call)
-	if v.Internal {
-		fmt.Fprintf(&b, " (internal, parent %s)", v.Parent)
-	} else if v.Parent != "" {
-		fmt.Fprintf(&b, " (parent %s)", v.Parent)
-	}
-	b.WriteString("\n")
-	if q := v.Request; q != nil {
-		q.print(&b)
-	} else {
-		b.WriteString("request: not in the log\n")
-	}
-	if v.Status != 0 {
-		fmt.Fprintf(&b, "\nresponse status %d\n", v.Status)
-	}
-	if rv := v.Response; rv != nil {
-		rv.print(&b, full)
-	}
-	for _, n := range v.Notes {
-		fmt.Fprintf(&b, "note: %s\n", n)
-	}
-	if e := v.End; e != nil {
-		fmt.Fprintf(&b, "\nend: %s, %d events, %d bytes", e.Outcome, e.Events, e.Bytes)
-		if e.Err != "" {
-			fmt.Fprintf(&b, ", error: %s", e.Err)
-		}
-		b.WriteString("\n")
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
 
-func (q *ReqView) print(b *strings.Builder) {
-	fmt.Fprintf(b, "\nrequest at %s (%s)\n", q.Time.Format("2006-01-02 15:04:05.000"), q.Pos)
-	fmt.Fprintf(b, "  %s %s\n", q.Method, q.URL)
-	fmt.Fprintf(b, "  route %s, model %s, stream %v, %d bytes\n", q.Route, q.Model, q.Stream, q.Bytes)
-	if q.ReadError != "" {
-		fmt.Fprintf(b, "  body not readable: %s\n", q.ReadError)
+// preview is s on one line, cut to about n bytes at a rune boundary.
+func preview(s string, n int) string {
+	s = strings.NewReplacer("\r", `\r`, "\n", `\n`, "\t", `\t`).Replace(s)
+	if len(s) <= n {
+		return s
 	}
-	var roles []string
-	for _, role := range []string{"system", "developer", "user", "assistant", "tool"} {
-		if n := q.Roles[role]; n > 0 {
-			roles = append(roles, fmt.Sprintf("%s %d", role, n))
-		}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
-	fmt.Fprintf(b, "  messages %d: %s\n", q.Messages, strings.Join(roles, ", "))
-	fmt.Fprintf(b, "  reasoning blocks sent: shaped %d, raw %d (history messages with reasoning text: %d, signed: %d)\n",
-		q.ReasoningShaped, q.ReasoningRaw, q.ReasoningBlocks, q.SignedBlocks)
-	if q.LastMessage != "" {
-		fmt.Fprintf(b, "  last message: %s\n", q.LastMessage)
-	}
-}
-
-func (rv *RespView) print(b *strings.Builder, full bool) {
-	src := "upstream events"
-	if rv.FromClientWire {
-		src = "client events (no upstream events captured)"
-	}
-	if rv.Events > 0 {
-		fmt.Fprintf(b, "stream: %d chunks in %d %s, done %v\n", rv.Chunks, rv.Events, src, rv.Done)
-		fmt.Fprintf(b, "  first chunk after %s, largest gap %s (before #%d), last after %s\n",
-			fmtDur(rv.FirstChunk), fmtDur(rv.LargestGap), rv.LargestGapAt, fmtDur(rv.Total))
-	}
-	if rv.BadChunks > 0 {
-		fmt.Fprintf(b, "  %d payloads were not JSON objects\n", rv.BadChunks)
-	}
-	for _, c := range rv.Choices {
-		fmt.Fprintf(b, "\nchoice %d, finish_reason %q\n", c.Index, c.FinishReason)
-		field := c.ReasoningField
-		if field == "" {
-			field = "reasoning"
-		}
-		fmt.Fprintf(b, "  %s (%d chars):\n%s", field, len(c.Reasoning), indent(c.Reasoning, full))
-		fmt.Fprintf(b, "  content (%d chars):\n%s", len(c.Content), indent(c.Content, full))
-		for _, tc := range c.ToolCalls {
-			fmt.Fprintf(b, "  tool call [%d] %s %s(%s)\n", tc.Index, tc.ID, tc.Name, clip([]byte(tc.Arguments), 300))
-		}
-	}
-	if rv.Usage != "" {
-		fmt.Fprintf(b, "usage: %s\n", rv.Usage)
-	}
-	if rv.Error != "" {
-		fmt.Fprintf(b, "error in stream: %s\n", rv.Error)
-	}
-}
-
-// indent prints text under a field, cut to 2000 bytes unless full.
-func indent(s string, full bool) string {
-	if s == "" {
-		return ""
-	}
-	more := ""
-	if !full && len(s) > 2000 {
-		cut := 2000
-		for cut > 0 && s[cut]&0xC0 == 0x80 {
-			cut--
-		}
-		more = fmt.Sprintf("\n    … %d more bytes (--full)", len(s)-cut)
-		s = s[:cut]
-	}
-	return "    " + strings.ReplaceAll(s, "\n", "\n    ") + more + "\n"
+	return s[:n] + "…"
 }

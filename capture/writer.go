@@ -13,7 +13,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/shaperproxy/shaperproxy/redact"
+	"github.com/shaperproxy/shaperproxy/internal/redact"
 )
 
 // Options configure a Writer. A zero field selects its default.
@@ -24,7 +24,7 @@ type Options struct {
 	// Enqueue drops (default 4096).
 	QueueSize int
 	// QueueBytes bounds the Data bytes waiting in the queue (default
-	// 256 MiB), so memory stays bounded when requests are large.
+	// 64 MiB), so memory stays bounded when requests are large.
 	QueueBytes int64
 	// SegmentBytes is the size after which a segment is closed and the
 	// next one started (default 64 MiB).
@@ -55,13 +55,13 @@ func (o *Options) setDefaults() {
 		}
 	}
 	if o.QueueSize <= 0 {
-		o.QueueSize = 4096
+		o.QueueSize = DefaultQueue
 	}
-	def(&o.QueueBytes, 256<<20)
-	def(&o.SegmentBytes, 64<<20)
-	def(&o.RetainBytes, 10<<30)
+	def(&o.QueueBytes, DefaultQueueBytes)
+	def(&o.SegmentBytes, DefaultSegmentBytes)
+	def(&o.RetainBytes, DefaultRetainBytes)
 	if o.RetainAge == 0 {
-		o.RetainAge = 14 * 24 * time.Hour
+		o.RetainAge = DefaultRetainAge
 	}
 	if o.Level == 0 {
 		o.Level = zstd.SpeedDefault

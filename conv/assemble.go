@@ -164,7 +164,7 @@ func (a *Assembler) addChoice(pos int, c gjson.Result, part string) {
 		return
 	}
 	setFirst(&st.c.Role, d.Get("role"))
-	st.addReasoning(d.Get(FieldReasoningContent), d.Get(FieldReasoning))
+	st.addReasoning(d)
 	st.addContent(d.Get("content"))
 	if nonEmptyArray(d.Get("reasoning_details")) {
 		st.c.HasSignedReasoning = true
@@ -185,21 +185,27 @@ func (a *Assembler) choice(idx int) *choiceState {
 	return st
 }
 
-// addReasoning appends one delta's reasoning. When a delta carries both
-// fields as strings (some servers mirror one into the other) only one is
-// taken: the field already chosen, else "reasoning_content".
-func (st *choiceState) addReasoning(rc, r gjson.Result) {
-	field, v := FieldReasoningContent, rc
-	if rc.Type != gjson.String || (st.c.ReasoningField == FieldReasoning && r.Type == gjson.String) {
-		field, v = FieldReasoning, r
+// addReasoning appends one delta's reasoning. When a delta carries
+// several fields as strings (some servers mirror one into the other) only
+// one is taken: the field already chosen, else the first of
+// ReasoningFields.
+func (st *choiceState) addReasoning(d gjson.Result) {
+	var rs [len(ReasoningFields)]gjson.Result
+	chosen := -1
+	for i, f := range ReasoningFields {
+		rs[i] = d.Get(f)
+		if f == st.c.ReasoningField {
+			chosen = i
+		}
 	}
-	if v.Type != gjson.String {
+	i := pickReasoning(rs, chosen)
+	if i < 0 || rs[i].Type != gjson.String {
 		return
 	}
 	if st.c.ReasoningField == "" {
-		st.c.ReasoningField = field
+		st.c.ReasoningField = ReasoningFields[i]
 	}
-	st.reasoning.WriteString(v.Str)
+	st.reasoning.WriteString(rs[i].Str)
 }
 
 // addContent appends a content string, or the text parts of a content

@@ -74,12 +74,11 @@ type ToolCall struct {
 }
 
 // messageKeys are the message keys the view reads.
-var messageKeys = []string{
+var messageKeys = append([]string{
 	"role", "name", "content", "tool_calls", "tool_call_id",
-	FieldReasoningContent, FieldReasoning,
 	"reasoning_details", "thinking_blocks",
 	"signature", "encrypted_content", "thought_signature",
-}
+}, ReasoningFields[:]...)
 
 // parseMessage builds the view of messages element i.
 func parseMessage(i int, v gjson.Result, dup *bool) Message {
@@ -94,7 +93,11 @@ func parseMessage(i int, v gjson.Result, dup *bool) Message {
 	m.Role = str(k.get("role"))
 	m.Name = str(k.get("name"))
 	m.ToolCallID = str(k.get("tool_call_id"))
-	m.setReasoning(k.get(FieldReasoningContent), k.get(FieldReasoning))
+	var rs [len(ReasoningFields)]gjson.Result
+	for i, f := range ReasoningFields {
+		rs[i] = k.get(f)
+	}
+	m.setReasoning(rs)
 	m.setContent(k.get("content"))
 	m.ToolCalls = parseToolCalls(k.get("tool_calls"))
 	m.Signed = messageSigned(&k) || partsSigned(k.get("content")) || toolCallsSigned(k.get("tool_calls"))
@@ -102,16 +105,14 @@ func parseMessage(i int, v gjson.Result, dup *bool) Message {
 }
 
 // setReasoning picks the reasoning field (see Message.ReasoningField) and
-// records its value and byte range.
-func (m *Message) setReasoning(rc, r gjson.Result) {
-	field, v := FieldReasoningContent, rc
-	if !rc.Exists() || (rc.Type != gjson.String && r.Type == gjson.String) {
-		field, v = FieldReasoning, r
-	}
-	if !v.Exists() {
+// records its value and byte range. rs holds each of ReasoningFields.
+func (m *Message) setReasoning(rs [len(ReasoningFields)]gjson.Result) {
+	i := pickReasoning(rs, -1)
+	if i < 0 {
 		return
 	}
-	m.ReasoningField, m.HasReasoningKey = field, true
+	v := rs[i]
+	m.ReasoningField, m.HasReasoningKey = ReasoningFields[i], true
 	if v.Type == gjson.String {
 		m.Reasoning = v.Str
 		m.ReasoningStart, m.ReasoningEnd = v.Index, v.Index+len(v.Raw)

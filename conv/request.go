@@ -132,9 +132,3 @@ const (
 	RoleAssistant = "assistant"
 	RoleTool      = "tool"
 )
-
-// Names of the two plain-text reasoning fields (PROTOCOLS.md rule 3).
-const (
-	FieldReasoningContent = "reasoning_content"
-	FieldReasoning        = "reasoning"
-)

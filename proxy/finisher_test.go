@@ -18,7 +18,6 @@ import (
 // leaves the end alone or replaces it, after asking the upstream through
 // Do (as a review does).
 type testFinisher struct {
-	p       **Proxy
 	replace bool
 	wait    time.Duration
 	gotCtx  chan error
@@ -51,7 +50,7 @@ func (s *testSession) End(ctx context.Context, held [][]byte, out *EventWriter) 
 	if !s.f.replace {
 		return nil
 	}
-	resp, _, err := (*s.f.p).Do(ctx, s.call, []byte(`{"model":"m","messages":[{"role":"user","content":"child"}]}`))
+	resp, _, err := s.call.Do(ctx, []byte(`{"model":"m","messages":[{"role":"user","content":"child"}]}`))
 	if err != nil {
 		return err
 	}
@@ -91,8 +90,6 @@ func finisherRig(t *testing.T, f *testFinisher) (*httptest.Server, *recordingObs
 	}))
 	t.Cleanup(up.Close)
 	obs := &recordingObserver{}
-	var p *Proxy
-	f.p = &p
 	p, px := newTestProxy(t, up.URL, func(o *Options) {
 		o.Finishers = []Finisher{f}
 		o.Observers = []Observer{obs}

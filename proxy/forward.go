@@ -21,7 +21,7 @@ import (
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, route *Route, path string) {
 	call := &Call{
 		ID: newCallID(), Route: route.Name, Method: r.Method, Path: path,
-		RawQuery: r.URL.RawQuery, Header: r.Header, Start: time.Now(), route: route,
+		RawQuery: r.URL.RawQuery, Header: r.Header, Start: time.Now(), route: route, p: p,
 	}
 	p.metrics.inflight.Inc()
 	defer p.metrics.inflight.Dec()

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -50,22 +51,73 @@ type Call struct {
 	// Retrier asked for it: transforms that can be retried without must
 	// then leave the body alone.
 	Retry bool
-	// Notes carries per-call values between hooks (for example how many
-	// reasoning blocks a transform shaped). Keys are owned by the hook
-	// that sets them.
-	Notes map[string]any
+	// Reasoning counts the reasoning blocks of the request as sent
+	// upstream; the shaping transform sets it, the capture records it.
+	Reasoning ReasoningCount
 
+	values     map[any]any // typed per-call values (Key)
+	p          *Proxy
 	clientView *conv.Request
 	changedBy  []RequestTransform
 	route      *Route
 }
 
-// Note sets a per-call value for later hooks.
-func (c *Call) Note(key string, v any) {
-	if c.Notes == nil {
-		c.Notes = map[string]any{}
+// ReasoningCount counts the reasoning blocks of an outgoing request.
+type ReasoningCount struct {
+	Shaped int // blocks shaped before sending
+	Raw    int // blocks sent as the client sent them
+}
+
+// Key is a typed slot for a per-call value, owned by the hook that
+// declares it (a transform handing its decision to its own response sink,
+// or to the second attempt of a retried call). Values are set and read on
+// the request path; a Key is not for concurrent use on one Call.
+type Key[T any] struct{ _ byte } // not zero-size: every key has its own address
+
+// NewKey returns a new key; declare it once, at package level.
+func NewKey[T any]() *Key[T] { return new(Key[T]) }
+
+// Set stores v on the call.
+func (k *Key[T]) Set(c *Call, v T) {
+	if c.values == nil {
+		c.values = map[any]any{}
 	}
-	c.Notes[key] = v
+	c.values[k] = v
+}
+
+// Get returns the value stored on the call, and whether there was one.
+func (k *Key[T]) Get(c *Call) (T, bool) {
+	v, ok := c.values[k].(T)
+	return v, ok
+}
+
+// Annotator is implemented by observers that record what hooks note about
+// a call (the capture log).
+type Annotator interface {
+	Annotate(call *Call, where string, data []byte)
+}
+
+// Annotate hands a hook's note about the call (a small JSON document;
+// never reasoning or tool output) to every observer that records notes.
+// where names the hook ("review", "guard").
+func (c *Call) Annotate(where string, data []byte) {
+	if c.p == nil {
+		return
+	}
+	for _, o := range c.p.opts.Observers {
+		if a, ok := o.(Annotator); ok {
+			a.Annotate(c, where, data)
+		}
+	}
+}
+
+// Do sends a chat request the proxy makes on its own, on behalf of this
+// call (a review's child or continuation): see Proxy.do.
+func (c *Call) Do(ctx context.Context, body []byte) (*http.Response, *Call, error) {
+	if c.p == nil || c.route == nil {
+		return nil, nil, errors.New("proxy: Do needs a call the proxy made")
+	}
+	return c.p.do(ctx, c, body)
 }
 
 // Since returns the time elapsed since the call started.

@@ -12,21 +12,18 @@ import (
 	"github.com/shaperproxy/shaperproxy/conv"
 )
 
-// Do sends a chat request the proxy makes on its own (a review's child or
+// do sends a chat request the proxy makes on its own (a review's child or
 // continuation) to the parent call's upstream, path and query, with the
 // parent's end-to-end headers (its Authorization included; Accept-Encoding
 // dropped, since the proxy reads the answer). Observers see
 // it as an internal call whose Parent is parent.ID; transforms and
 // finishers do not run. The caller must close the response body; the
 // observers' End comes when it is read to the end or closed.
-func (p *Proxy) Do(ctx context.Context, parent *Call, body []byte) (*http.Response, *Call, error) {
-	if parent.route == nil {
-		return nil, nil, errors.New("proxy: Do needs a call the proxy made")
-	}
+func (p *Proxy) do(ctx context.Context, parent *Call, body []byte) (*http.Response, *Call, error) {
 	call := &Call{
 		ID: newCallID(), Route: parent.Route, Method: http.MethodPost, Path: parent.Path,
 		RawQuery: parent.RawQuery, Header: parent.Header, Start: time.Now(),
-		Internal: true, Parent: parent.ID, Conversation: parent.Conversation, route: parent.route,
+		Internal: true, Parent: parent.ID, Conversation: parent.Conversation, route: parent.route, p: p,
 	}
 	if v, err := conv.ParseRequest(body); err == nil {
 		call.Chat, call.View, call.Model, call.Stream = true, v, v.Model, v.Stream

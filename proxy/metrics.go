@@ -79,19 +79,3 @@ func (m *Metrics) Register(cs ...prometheus.Collector) error {
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
-
-// Gather returns the current values, for tests and the demo.
-func (m *Metrics) Gather() (map[string]float64, error) {
-	mfs, err := m.reg.Gather()
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		for _, metric := range mf.GetMetric() {
-			v := metric.GetCounter().GetValue() + metric.GetGauge().GetValue() + float64(metric.GetHistogram().GetSampleCount())
-			out[mf.GetName()] += v
-		}
-	}
-	return out, nil
-}

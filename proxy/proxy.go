@@ -163,9 +163,6 @@ func newTransport(connect, header time.Duration) *http.Transport {
 	}
 }
 
-// Metrics returns the proxy's metrics.
-func (p *Proxy) Metrics() *Metrics { return p.metrics }
-
 // ServeHTTP dispatches: /healthz and /metrics, CONNECT and proxy-form
 // requests (HTTPS_PROXY / HTTP_PROXY mode), and base-URL requests.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {

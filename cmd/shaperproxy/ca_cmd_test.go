@@ -8,8 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shaperproxy/shaperproxy/app"
-	"github.com/shaperproxy/shaperproxy/config"
+	"github.com/shaperproxy/shaperproxy/internal/config"
 	"github.com/shaperproxy/shaperproxy/proxy"
 )
 
@@ -48,8 +47,8 @@ func TestCAInit(t *testing.T) {
 	}
 }
 
-func newAppForTest(c config.Config) (*app.App, error) {
-	a, err := app.Build(c, nil)
+func newAppForTest(c config.Config) (*stack, error) {
+	a, err := build(c, nil)
 	if err == nil {
 		a.Close()
 	}

@@ -69,12 +69,12 @@ func newCaptureFlags(name string, stderr io.Writer) *captureFlags {
 	return f
 }
 
-func (f *captureFlags) options(stderr io.Writer) (capture.CmdOptions, error) {
+func (f *captureFlags) options(stderr io.Writer) (captureOptions, error) {
 	dir, err := resolveDataDir(f.dataDir)
 	if err != nil {
-		return capture.CmdOptions{}, err
+		return captureOptions{}, err
 	}
-	o := capture.CmdOptions{Dir: filepath.Join(dir, "capture"), JSON: f.json}
+	o := captureOptions{Dir: filepath.Join(dir, "capture"), JSON: f.json}
 	if _, err := os.Stat(o.Dir); err != nil {
 		return o, fmt.Errorf("no capture log in %s: %w", o.Dir, err)
 	}
@@ -85,20 +85,20 @@ func (f *captureFlags) options(stderr io.Writer) (capture.CmdOptions, error) {
 }
 
 // parseNone parses flags of a command without positional arguments.
-func (f *captureFlags) parseNone(args []string, stderr io.Writer) (capture.CmdOptions, error) {
+func (f *captureFlags) parseNone(args []string, stderr io.Writer) (captureOptions, error) {
 	pos, err := f.parse(args)
 	if err != nil {
-		return capture.CmdOptions{}, err
+		return captureOptions{}, err
 	}
 	if len(pos) > 0 {
-		return capture.CmdOptions{}, fmt.Errorf("%s: unexpected argument %q", f.fs.Name(), pos[0])
+		return captureOptions{}, fmt.Errorf("%s: unexpected argument %q", f.fs.Name(), pos[0])
 	}
 	return f.options(stderr)
 }
 
 func captureTail(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newCaptureFlags("tail", stderr)
-	var o capture.TailOptions
+	var o tailOptions
 	var kinds string
 	f.fs.IntVar(&o.N, "n", 20, "number of records")
 	f.fs.StringVar(&kinds, "kind", "", "only records of these `kinds` (comma-separated)")
@@ -108,11 +108,11 @@ func captureTail(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	o.CmdOptions = cmd
+	o.captureOptions = cmd
 	if o.Kinds, err = parseKinds(kinds); err != nil {
 		return err
 	}
-	return capture.TailCmd(ctx, stdout, o)
+	return tailCmd(ctx, stdout, o)
 }
 
 func parseKinds(s string) ([]capture.Kind, error) {
@@ -132,7 +132,7 @@ func parseKinds(s string) ([]capture.Kind, error) {
 
 func captureRead(args []string, stdout, stderr io.Writer) error {
 	f := newCaptureFlags("read", stderr)
-	var o capture.ReadOptions
+	var o readOptions
 	var from string
 	f.fs.StringVar(&from, "from", "", "start `POS` (SEG:OFF[+IDX], as printed by tail)")
 	f.fs.IntVar(&o.Limit, "limit", 100, "number of records")
@@ -146,13 +146,13 @@ func captureRead(args []string, stdout, stderr io.Writer) error {
 	if o.From, err = capture.ParsePos(from); err != nil {
 		return fmt.Errorf("--from: %w", err)
 	}
-	o.CmdOptions = cmd
-	return capture.ReadCmd(stdout, o)
+	o.captureOptions = cmd
+	return readCmd(stdout, o)
 }
 
 func captureShow(args []string, stdout, stderr io.Writer) error {
 	f := newCaptureFlags("show", stderr)
-	var o capture.ShowOptions
+	var o showOptions
 	f.fs.BoolVar(&o.Full, "full", false, "print reasoning and content whole")
 	pos, err := f.parse(args)
 	if err != nil {
@@ -164,20 +164,20 @@ func captureShow(args []string, stdout, stderr io.Writer) error {
 	if len(pos) == 1 {
 		o.Call = pos[0]
 	}
-	if o.CmdOptions, err = f.options(stderr); err != nil {
+	if o.captureOptions, err = f.options(stderr); err != nil {
 		return err
 	}
-	return capture.ShowCmd(stdout, o)
+	return showCmd(stdout, o)
 }
 
 func captureStats(args []string, stdout, stderr io.Writer) error {
 	f := newCaptureFlags("stats", stderr)
-	var o capture.StatsOptions
+	var o statsOptions
 	f.fs.DurationVar(&o.Since, "since", 0, "only records of the last `DURATION` (e.g. 24h)")
 	cmd, err := f.parseNone(args, stderr)
 	if err != nil {
 		return err
 	}
-	o.CmdOptions = cmd
-	return capture.StatsCmd(stdout, o)
+	o.captureOptions = cmd
+	return statsCmd(stdout, o)
 }

@@ -47,6 +47,7 @@ func commands() map[string]command {
 		"capture":   {"read the wire capture logs (tail, read, show, stats)", runCapture},
 		"originals": {"look up original reasoning (stats, list, lookup)", runOriginals},
 		"shape":     {"run the configured shaping over a corpus", runShape},
+		"bench":     {"measure the proxy against a baseline in the same run (the README's table)", runBench},
 	}
 }
 
@@ -65,7 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: shaperproxy COMMAND [flags]\n\ncommands:")
-	for _, name := range []string{"serve", "demo", "ca", "capture", "originals", "shape", "version"} {
+	for _, name := range []string{"serve", "demo", "ca", "capture", "originals", "shape", "bench", "version"} {
 		fmt.Fprintf(w, "  %-10s %s\n", name, commands()[name].summary)
 	}
 }

@@ -141,7 +141,7 @@ func originalsStats(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return originals.WriteStats(stdout, st.Path(), stats, f.json)
+	return writeOriginalsStats(stdout, st.Path(), stats, f.json)
 }
 
 func originalsList(args []string, stdout, stderr io.Writer) error {
@@ -159,7 +159,7 @@ func originalsList(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return originals.WriteList(stdout, entries, f.json)
+	return writeOriginalsList(stdout, entries, f.json)
 }
 
 func originalsLookup(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -185,13 +185,13 @@ func originalsLookup(args []string, stdin io.Reader, stdout, stderr io.Writer) e
 			return err
 		}
 		if len(entries) > 0 {
-			return originals.WriteLookup(stdout, k, entries, f.json)
+			return writeOriginalsLookup(stdout, k, entries, f.json)
 		}
 	}
 	if f.json {
-		_ = originals.WriteLookup(stdout, keys[0], nil, true)
+		_ = writeOriginalsLookup(stdout, keys[0], nil, true)
 	}
-	_ = originals.WriteMiss(stderr, keys[0])
+	_ = writeOriginalsMiss(stderr, keys[0])
 	return fmt.Errorf("originals lookup: no original for sha256 %x", keys[0])
 }
 

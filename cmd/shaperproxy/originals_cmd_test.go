@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shaperproxy/shaperproxy/app"
 	"github.com/shaperproxy/shaperproxy/originals"
 )
 
@@ -98,7 +97,7 @@ func TestOriginalsWhileServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	srv := httptest.NewServer(app.OriginalsHandler(st))
+	srv := httptest.NewServer(originals.Handler(st))
 	defer srv.Close()
 	sum := sha256.Sum256([]byte("decided: read config"))
 	out, _, err := runOrig(t, "", "lookup", "--sha256", hex.EncodeToString(sum[:]), "--data-dir", dir, "--proxy", srv.URL)

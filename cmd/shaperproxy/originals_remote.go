@@ -10,12 +10,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shaperproxy/shaperproxy/app"
 	"github.com/shaperproxy/shaperproxy/originals"
 )
 
 // remoteOriginals reads the originals table through the running proxy's
-// loopback-only admin endpoints (see app.OriginalsHandler).
+// loopback-only admin endpoints (see originals.Handler).
 type remoteOriginals struct {
 	base   string
 	client *http.Client
@@ -35,7 +34,7 @@ func dialOriginals(base string) (*remoteOriginals, error) {
 }
 
 func (r *remoteOriginals) get(op string, q url.Values, v any) error {
-	u := r.base + app.OriginalsAdminPath + op
+	u := r.base + originals.AdminPath + op
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}

@@ -13,8 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shaperproxy/shaperproxy/app"
-	"github.com/shaperproxy/shaperproxy/config"
+	"github.com/shaperproxy/shaperproxy/internal/config"
 	"github.com/shaperproxy/shaperproxy/proxy"
 )
 
@@ -74,11 +73,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	logger := newLogger(stderr, c.LogLevel)
-	a, err := app.Build(c, logger)
+	st, err := build(c, logger)
 	if err != nil {
 		return err
 	}
-	defer a.Close()
+	defer st.Close()
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -91,7 +90,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stdout, "shaperproxy %s listening on %s (data in %s)\n", versionString(), url, c.DataDir)
 	fmt.Fprintf(stdout, "  base-URL mode:    OPENAI_BASE_URL=http://%s/v1\n", ln.Addr())
 	fmt.Fprintf(stdout, "  HTTPS_PROXY mode: HTTPS_PROXY=http://%s (intercepting %v)\n", ln.Addr(), c.Intercept)
-	return serveUntilDone(ctx, a.Proxy, ln, c.AdminListen, logger)
+	return serveUntilDone(ctx, st.Proxy, ln, c.AdminListen, logger)
 }
 
 // serveUntilDone serves until ctx is cancelled, then shuts down

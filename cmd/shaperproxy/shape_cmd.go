@@ -12,8 +12,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/shaperproxy/shaperproxy/config"
 	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/internal/config"
 	"github.com/shaperproxy/shaperproxy/shaping"
 	"github.com/tidwall/gjson"
 )

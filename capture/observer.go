@@ -1,0 +1,129 @@
+package capture
+
+import (
+	"bytes"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shaperproxy/shaperproxy/proxy"
+	"github.com/shaperproxy/shaperproxy/sse"
+	"github.com/tidwall/gjson"
+)
+
+// Where a record was taken: the outermost position of the pipeline.
+const (
+	whereWire    = "upstream-wire"    // exactly the bytes to and from upstream
+	whereDecoded = "upstream-decoded" // the upstream's compressed body, decoded
+	whereClient  = "client-request"   // the request as the client sent it
+)
+
+// Observer writes every call to the capture log, with the notes hooks
+// make about it. It never blocks: the Writer's queue is bounded and counts
+// what it drops. Headers are handed over as they are: Enqueue stores a
+// redacted copy at once.
+type Observer struct {
+	w              *Writer
+	clientRequests bool
+}
+
+var (
+	_ proxy.Observer  = (*Observer)(nil)
+	_ proxy.Annotator = (*Observer)(nil)
+)
+
+// NewObserver returns the observer writing to w; clientRequests also
+// records each request as the client sent it.
+func NewObserver(w *Writer, clientRequests bool) *Observer {
+	return &Observer{w: w, clientRequests: clientRequests}
+}
+
+// Annotate records a hook's note about the call.
+func (o *Observer) Annotate(call *proxy.Call, where string, data []byte) {
+	o.w.Enqueue(Record{Kind: KindNote, Call: call.ID, Route: call.Route, Model: call.Model, Where: where, Time: time.Now(), Data: data})
+}
+
+// Collectors are the writer's metrics.
+func Collectors(w *Writer) []prometheus.Collector {
+	stat := func(name, help string, f func(WriterStats) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(f(w.Stats())) })
+	}
+	return []prometheus.Collector{
+		stat("shaperproxy_capture_records_total", "Capture records written to disk.", func(s WriterStats) int64 { return s.Written }),
+		stat("shaperproxy_capture_dropped_total", "Capture records dropped because the queue was full (traffic was not held up).", func(s WriterStats) int64 { return s.Dropped }),
+		stat("shaperproxy_capture_lost_total", "Capture records lost to write errors (full or failing disk).", func(s WriterStats) int64 { return s.Lost }),
+		stat("shaperproxy_capture_write_errors_total", "Failed capture writes, syncs and file creations.", func(s WriterStats) int64 { return s.WriteErrors }),
+		stat("shaperproxy_capture_raw_bytes_total", "Bytes of captured records before storage.", func(s WriterStats) int64 { return s.BytesRaw }),
+		stat("shaperproxy_capture_disk_bytes_total", "Bytes appended to capture segments.", func(s WriterStats) int64 { return s.BytesOnDisk }),
+	}
+}
+
+// Request records the request as sent upstream (and, if configured, as
+// the client sent it) and returns the sink for its response.
+func (o *Observer) Request(call *proxy.Call, up *proxy.Upstream) proxy.ResponseSink {
+	base := Record{
+		Call: call.ID, Parent: call.Parent, Internal: call.Internal,
+		Route: call.Route, Model: call.Model, Stream: call.Stream,
+	}
+	if o.clientRequests && !call.Retry {
+		r := base
+		r.Kind, r.Where, r.Offset = KindClientRequest, whereClient, 0
+		r.Method, r.URL, r.Header, r.Data = call.Method, call.Path, call.Header, call.ClientBody
+		o.w.Enqueue(r)
+	}
+	r := base
+	r.Kind, r.Where, r.Offset = KindRequest, whereWire, call.Since()
+	r.Method, r.URL, r.Header, r.Data = up.Method, up.URL, up.Header, up.Body
+	r.ReasoningShaped, r.ReasoningRaw = call.Reasoning.Shaped, call.Reasoning.Raw
+	o.w.Enqueue(r)
+	return &captureSink{w: o.w, base: base, call: call, where: whereWire}
+}
+
+// captureSink records one response as it passes.
+type captureSink struct {
+	w     *Writer
+	base  Record
+	call  *proxy.Call
+	where string
+	usage []byte
+	seq   int
+}
+
+func (s *captureSink) record(kind Kind, at time.Duration) Record {
+	r := s.base
+	r.Kind, r.Offset, r.Where = kind, at, s.where
+	return r
+}
+
+func (s *captureSink) Response(info *proxy.ResponseInfo) {
+	if info.Encoded {
+		s.where = whereDecoded
+	}
+	r := s.record(KindResponse, s.call.Since())
+	r.Status, r.Header, r.Stream = info.Status, info.Header, info.Stream
+	s.w.Enqueue(r)
+}
+
+func (s *captureSink) Event(ev *sse.Event, seq int, at time.Duration) {
+	if ev.HasData && bytes.Contains(ev.Data, []byte(`"usage"`)) {
+		if u := gjson.GetBytes(ev.Data, "usage"); u.IsObject() {
+			s.usage = []byte(u.Raw)
+		}
+	}
+	r := s.record(KindEvent, at)
+	r.Seq, r.Data = seq, bytes.Clone(ev.Raw)
+	s.w.Enqueue(r)
+}
+
+func (s *captureSink) Body(p []byte) {
+	r := s.record(KindBody, s.call.Since())
+	r.Seq, r.Data = s.seq, bytes.Clone(p)
+	s.seq++
+	s.w.Enqueue(r)
+}
+
+func (s *captureSink) End(end proxy.End) {
+	r := s.record(KindEnd, end.Duration)
+	r.Status, r.Outcome, r.Bytes, r.Events, r.Err, r.Usage = end.Status, string(end.Outcome), end.Bytes, end.Events, end.Err, s.usage
+	s.w.Enqueue(r)
+}

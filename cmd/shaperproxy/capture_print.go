@@ -1,0 +1,498 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/shaperproxy/shaperproxy/capture"
+	"github.com/tidwall/gjson"
+)
+
+// captureOptions are shared by the capture commands.
+type captureOptions struct {
+	Dir  string // the capture directory
+	JSON bool   // one JSON object per line instead of text
+	// Progress receives a progress bar during long scans; nil: none. The
+	// command line passes stderr when it is a terminal.
+	Progress io.Writer
+}
+
+// tailOptions configure tailCmd.
+type tailOptions struct {
+	captureOptions
+	N      int            // records to print (default 20)
+	Kinds  []capture.Kind // only these kinds
+	Call   string         // only this call
+	Follow bool           // keep printing new records until ctx is done
+}
+
+// tailCmd prints the last records of the log with their positions, and
+// with Follow the new ones as they come.
+func tailCmd(ctx context.Context, w io.Writer, o tailOptions) error {
+	r, err := capture.OpenReader(o.Dir)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if o.N <= 0 {
+		o.N = 20
+	}
+	f := capture.Filter{Kinds: o.Kinds, Call: o.Call}
+	end, err := r.EndPos()
+	if err != nil {
+		return err
+	}
+	last, err := r.Tail(o.N, f)
+	if err != nil {
+		return err
+	}
+	p := newPrinter(w, o.JSON)
+	for _, l := range last {
+		if err := p.record(l); err != nil {
+			return err
+		}
+	}
+	if !o.Follow {
+		return nil
+	}
+	if len(last) > 0 {
+		lp := last[len(last)-1].Pos
+		end = capture.Pos{Segment: lp.Segment, Offset: lp.Offset, Index: lp.Index + 1}
+	}
+	err = r.Follow(ctx, end, func(l capture.Located) error {
+		if !f.Match(&l.Record) {
+			return nil
+		}
+		return p.record(l)
+	})
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// readOptions configure readCmd.
+type readOptions struct {
+	captureOptions
+	From  capture.Pos
+	Limit int // default 100
+}
+
+// readCmd prints records from a position on, then the position to
+// continue from ("next SEG:OFF+IDX", or {"next": ...} in JSON).
+func readCmd(w io.Writer, o readOptions) error {
+	r, err := capture.OpenReader(o.Dir)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if o.Limit <= 0 {
+		o.Limit = 100
+	}
+	p := newPrinter(w, o.JSON)
+	next, err := r.ReadFrom(o.From, o.Limit, p.record)
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		return p.json(map[string]string{"next": next.String()})
+	}
+	_, err = fmt.Fprintf(w, "next %s\n", next)
+	return err
+}
+
+// printer writes records as text lines or JSON lines.
+type printer struct {
+	w      io.Writer
+	asJSON bool
+	enc    *json.Encoder
+}
+
+func newPrinter(w io.Writer, asJSON bool) *printer {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return &printer{w: w, asJSON: asJSON, enc: enc}
+}
+
+func (p *printer) json(v any) error { return p.enc.Encode(v) }
+
+func (p *printer) record(l capture.Located) error {
+	if p.asJSON {
+		return p.json(toJSON(l))
+	}
+	r := &l.Record
+	_, err := fmt.Fprintf(p.w, "%-18s %s %-14s %-16s %s\n", l.Pos, r.Time.Format("2006-01-02 15:04:05.000"),
+		r.Kind, r.Call, summary(l))
+	return err
+}
+
+// summary is the one-line description of a record in text output.
+func summary(l capture.Located) string {
+	r := &l.Record
+	var b strings.Builder
+	if r.Where != capture.DefaultWhere {
+		fmt.Fprintf(&b, "[%s] ", r.Where)
+	}
+	if r.Internal {
+		fmt.Fprintf(&b, "[internal parent=%s] ", r.Parent)
+	}
+	switch r.Kind {
+	case capture.KindRequest, capture.KindClientRequest:
+		fmt.Fprintf(&b, "%s %s route=%s model=%s", r.Method, r.URL, r.Route, r.Model)
+		if n := gjson.GetBytes(r.Data, "messages.#"); n.Exists() {
+			fmt.Fprintf(&b, " messages=%d", n.Int())
+		}
+		fmt.Fprintf(&b, " reasoning shaped=%d raw=%d stream=%v %d bytes", r.ReasoningShaped, r.ReasoningRaw, r.Stream, l.Size)
+	case capture.KindResponse:
+		fmt.Fprintf(&b, "status=%d content-type=%s", r.Status, http.Header(r.Header).Get("Content-Type"))
+	case capture.KindEvent:
+		fmt.Fprintf(&b, "#%d +%s %s", r.Seq, fmtDur(r.Offset), clip(r.Data, 160))
+	case capture.KindEnd:
+		fmt.Fprintf(&b, "%s events=%d bytes=%d +%s", r.Outcome, r.Events, r.Bytes, fmtDur(r.Offset))
+		if len(r.Usage) > 0 {
+			fmt.Fprintf(&b, " usage=%s", clip(r.Usage, 200))
+		}
+		if r.Err != "" {
+			fmt.Fprintf(&b, " err=%q", r.Err)
+		}
+	case capture.KindDrops:
+		fmt.Fprintf(&b, "dropped=%d %s", r.DroppedCount, r.Data)
+	default:
+		fmt.Fprintf(&b, "%d bytes %s", l.Size, clip(r.Data, 160))
+	}
+	if l.Err != nil {
+		fmt.Fprintf(&b, " (error: %v)", l.Err)
+	}
+	return b.String()
+}
+
+// clip returns b on one line, cut to n bytes.
+func clip(b []byte, n int) string {
+	s := string(b)
+	if !utf8.ValidString(s) {
+		return fmt.Sprintf("<%d bytes binary>", len(b))
+	}
+	s = strings.TrimRight(s, "\r\n")
+	s = strings.NewReplacer("\r", `\r`, "\n", `\n`, "\t", `\t`).Replace(s)
+	if len(s) > n {
+		cut := n
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
+func fmtDur(d time.Duration) string {
+	return d.Round(time.Millisecond).String()
+}
+
+// recordJSON is the JSON form of a record. Data is a string holding the
+// exact bytes when they are UTF-8, else base64 in data_base64.
+type recordJSON struct {
+	Pos             string          `json:"pos"`
+	Kind            string          `json:"kind"`
+	Call            string          `json:"call,omitempty"`
+	Parent          string          `json:"parent,omitempty"`
+	Internal        bool            `json:"internal,omitempty"`
+	Seq             int             `json:"seq"`
+	Time            time.Time       `json:"time"`
+	OffsetMS        float64         `json:"offset_ms"`
+	Where           string          `json:"where"`
+	Route           string          `json:"route,omitempty"`
+	Model           string          `json:"model,omitempty"`
+	Method          string          `json:"method,omitempty"`
+	URL             string          `json:"url,omitempty"`
+	Header          http.Header     `json:"header,omitempty"`
+	Status          int             `json:"status,omitempty"`
+	Stream          bool            `json:"stream,omitempty"`
+	Size            int             `json:"size"`
+	Data            *string         `json:"data,omitempty"`
+	DataBase64      []byte          `json:"data_base64,omitempty"`
+	ReasoningShaped int             `json:"reasoning_shaped,omitempty"`
+	ReasoningRaw    int             `json:"reasoning_raw,omitempty"`
+	Outcome         string          `json:"outcome,omitempty"`
+	Bytes           int64           `json:"bytes,omitempty"`
+	Events          int             `json:"events,omitempty"`
+	Usage           json.RawMessage `json:"usage,omitempty"`
+	Err             string          `json:"err,omitempty"`
+	DroppedCount    int64           `json:"dropped_count,omitempty"`
+	ReadError       string          `json:"read_error,omitempty"`
+}
+
+func toJSON(l capture.Located) recordJSON {
+	r := &l.Record
+	j := recordJSON{
+		Pos: l.Pos.String(), Kind: r.Kind.String(), Call: r.Call, Parent: r.Parent, Internal: r.Internal,
+		Seq: r.Seq, Time: r.Time, OffsetMS: float64(r.Offset) / float64(time.Millisecond), Where: r.Where,
+		Route: r.Route, Model: r.Model, Method: r.Method, URL: r.URL, Header: r.Header, Status: r.Status,
+		Stream: r.Stream, Size: l.Size, ReasoningShaped: r.ReasoningShaped, ReasoningRaw: r.ReasoningRaw,
+		Outcome: r.Outcome, Bytes: r.Bytes, Events: r.Events, Err: r.Err, DroppedCount: r.DroppedCount,
+	}
+	if json.Valid(r.Usage) {
+		j.Usage = r.Usage
+	}
+	if utf8.Valid(r.Data) {
+		if len(r.Data) > 0 {
+			s := string(r.Data)
+			j.Data = &s
+		}
+	} else {
+		j.DataBase64 = r.Data
+	}
+	if l.Err != nil {
+		j.ReadError = l.Err.Error()
+	}
+	return j
+}
+
+// newBar returns a progress bar over total bytes, or nil.
+func newBar(w io.Writer, total int64, desc string) *progressbar.ProgressBar {
+	if w == nil {
+		return nil
+	}
+	return progressbar.NewOptions64(total,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription(desc),
+		progressbar.OptionShowBytes(true),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+	)
+}
+
+// showOptions configure showCmd.
+type showOptions struct {
+	captureOptions
+	Call string // the call id; "" shows the last call with a request
+	Full bool   // print reasoning and content whole (text output)
+}
+
+// showCmd prints one call: what was sent and what came back.
+func showCmd(w io.Writer, o showOptions) error {
+	r, err := capture.OpenReader(o.Dir)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	v, err := capture.Show(r, o.Call)
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		return newPrinter(w, true).json(v)
+	}
+	return printCallView(w, v, o.Full)
+}
+
+func printCallView(w io.Writer, v *capture.CallView, full bool) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "call %s", v.Call)
+	if v.Internal {
+		fmt.Fprintf(&b, " (internal, parent %s)", v.Parent)
+	} else if v.Parent != "" {
+		fmt.Fprintf(&b, " (parent %s)", v.Parent)
+	}
+	b.WriteString("\n")
+	if q := v.Request; q != nil {
+		printReqView(&b, q)
+	} else {
+		b.WriteString("request: not in the log\n")
+	}
+	if v.Status != 0 {
+		fmt.Fprintf(&b, "\nresponse status %d\n", v.Status)
+	}
+	if rv := v.Response; rv != nil {
+		printRespView(&b, rv, full)
+	}
+	for _, n := range v.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	if e := v.End; e != nil {
+		fmt.Fprintf(&b, "\nend: %s, %d events, %d bytes", e.Outcome, e.Events, e.Bytes)
+		if e.Err != "" {
+			fmt.Fprintf(&b, ", error: %s", e.Err)
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func printReqView(b *strings.Builder, q *capture.ReqView) {
+	fmt.Fprintf(b, "\nrequest at %s (%s)\n", q.Time.Format("2006-01-02 15:04:05.000"), q.Pos)
+	fmt.Fprintf(b, "  %s %s\n", q.Method, q.URL)
+	fmt.Fprintf(b, "  route %s, model %s, stream %v, %d bytes\n", q.Route, q.Model, q.Stream, q.Bytes)
+	if q.ReadError != "" {
+		fmt.Fprintf(b, "  body not readable: %s\n", q.ReadError)
+	}
+	var roles []string
+	for _, role := range []string{"system", "developer", "user", "assistant", "tool"} {
+		if n := q.Roles[role]; n > 0 {
+			roles = append(roles, fmt.Sprintf("%s %d", role, n))
+		}
+	}
+	fmt.Fprintf(b, "  messages %d: %s\n", q.Messages, strings.Join(roles, ", "))
+	fmt.Fprintf(b, "  reasoning blocks sent: shaped %d, raw %d (history messages with reasoning text: %d, signed: %d)\n",
+		q.ReasoningShaped, q.ReasoningRaw, q.ReasoningBlocks, q.SignedBlocks)
+	if q.LastMessage != "" {
+		fmt.Fprintf(b, "  last message: %s\n", q.LastMessage)
+	}
+}
+
+func printRespView(b *strings.Builder, rv *capture.RespView, full bool) {
+	src := "upstream events"
+	if rv.FromClientWire {
+		src = "client events (no upstream events captured)"
+	}
+	if rv.Events > 0 {
+		fmt.Fprintf(b, "stream: %d chunks in %d %s, done %v\n", rv.Chunks, rv.Events, src, rv.Done)
+		fmt.Fprintf(b, "  first chunk after %s, largest gap %s (before #%d), last after %s\n",
+			fmtDur(rv.FirstChunk), fmtDur(rv.LargestGap), rv.LargestGapAt, fmtDur(rv.Total))
+	}
+	if rv.BadChunks > 0 {
+		fmt.Fprintf(b, "  %d payloads were not JSON objects\n", rv.BadChunks)
+	}
+	for _, c := range rv.Choices {
+		fmt.Fprintf(b, "\nchoice %d, finish_reason %q\n", c.Index, c.FinishReason)
+		field := c.ReasoningField
+		if field == "" {
+			field = "reasoning"
+		}
+		fmt.Fprintf(b, "  %s (%d chars):\n%s", field, len(c.Reasoning), indent(c.Reasoning, full))
+		fmt.Fprintf(b, "  content (%d chars):\n%s", len(c.Content), indent(c.Content, full))
+		for _, tc := range c.ToolCalls {
+			fmt.Fprintf(b, "  tool call [%d] %s %s(%s)\n", tc.Index, tc.ID, tc.Name, clip([]byte(tc.Arguments), 300))
+		}
+	}
+	if rv.Usage != "" {
+		fmt.Fprintf(b, "usage: %s\n", rv.Usage)
+	}
+	if rv.Error != "" {
+		fmt.Fprintf(b, "error in stream: %s\n", rv.Error)
+	}
+}
+
+// indent prints text under a field, cut to 2000 bytes unless full.
+func indent(s string, full bool) string {
+	if s == "" {
+		return ""
+	}
+	more := ""
+	if !full && len(s) > 2000 {
+		cut := 2000
+		for cut > 0 && s[cut]&0xC0 == 0x80 {
+			cut--
+		}
+		more = fmt.Sprintf("\n    … %d more bytes (--full)", len(s)-cut)
+		s = s[:cut]
+	}
+	return "    " + strings.ReplaceAll(s, "\n", "\n    ") + more + "\n"
+}
+
+// statsOptions configure statsCmd.
+type statsOptions struct {
+	captureOptions
+	Since time.Duration // only records newer than this; 0: all
+	Now   time.Time     // the clock for Since (default time.Now())
+}
+
+// statsCmd prints the statistics of the log.
+func statsCmd(w io.Writer, o statsOptions) error {
+	r, err := capture.OpenReader(o.Dir)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	var since time.Time
+	if o.Since > 0 {
+		since = cmp.Or(o.Now, time.Now()).Add(-o.Since)
+	}
+	var progress func(done, total int64)
+	if bar := newBar(o.Progress, 0, "scanning"); bar != nil {
+		defer bar.Finish()
+		progress = func(done, total int64) {
+			bar.ChangeMax64(total)
+			_ = bar.Set64(done)
+		}
+	}
+	st, err := capture.ComputeStats(r, since, progress)
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		return newPrinter(w, true).json(st)
+	}
+	return printStats(w, st)
+}
+
+func printStats(w io.Writer, st *capture.Stats) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	const tf = "2006-01-02 15:04:05"
+	fmt.Fprintf(tw, "records\t%d", st.Records)
+	if st.Records > 0 {
+		fmt.Fprintf(tw, " from %s to %s", st.First.Format(tf), st.Last.Format(tf))
+	}
+	if !st.Since.IsZero() {
+		fmt.Fprintf(tw, " (since %s)", st.Since.Format(tf))
+	}
+	fmt.Fprintln(tw)
+	for _, k := range []capture.Kind{capture.KindRequest, capture.KindClientRequest, capture.KindResponse, capture.KindEvent, capture.KindBody, capture.KindEnd, capture.KindDrops, capture.KindNote} {
+		if n := st.ByKind[k.String()]; n > 0 {
+			fmt.Fprintf(tw, "  %s\t%d\n", k, n)
+		}
+	}
+	fmt.Fprintf(tw, "bytes on the wire (raw)\t%s\n", fmtBytes(st.BytesWire))
+	fmt.Fprintf(tw, "bytes on disk\t%s in %d segments", fmtBytes(st.BytesOnDisk), st.Segments)
+	if st.BytesWire > 0 {
+		fmt.Fprintf(tw, " (%.2f%% of raw)", 100*float64(st.BytesOnDisk)/float64(st.BytesWire))
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintf(tw, "dropped records\t%d\n", st.Dropped)
+	if st.ReadErrors > 0 {
+		fmt.Fprintf(tw, "unreadable requests\t%d\n", st.ReadErrors)
+	}
+	fmt.Fprintf(tw, "\noutgoing reasoning blocks\n  route\tmodel\trequests\tinternal\tshaped\traw\tshaped %%\n")
+	for _, rr := range st.Reasoning {
+		pct := "-"
+		if t := rr.Shaped + rr.Raw; t > 0 {
+			pct = fmt.Sprintf("%.1f", 100*float64(rr.Shaped)/float64(t))
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%d\t%s\n", rr.Route, rr.Model, rr.Requests, rr.Internal, rr.Shaped, rr.Raw, pct)
+	}
+	c := st.Chunks
+	fmt.Fprintf(tw, "\nchunks per streamed call\t%d calls: min %d, median %d, max %d\n", c.Calls, c.Min, c.Median, c.Max)
+	fmt.Fprintf(tw, "\ncalls by outcome\n")
+	outcomes := make([]string, 0, len(st.Outcomes))
+	for o := range st.Outcomes {
+		outcomes = append(outcomes, o)
+	}
+	slices.Sort(outcomes)
+	for _, o := range outcomes {
+		fmt.Fprintf(tw, "  %s\t%d\n", o, st.Outcomes[o])
+	}
+	return tw.Flush()
+}
+
+func fmtBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/shaperproxy/shaperproxy/fixtures"
+	"github.com/shaperproxy/shaperproxy/internal/config"
+	"github.com/tidwall/sjson"
+)
+
+// benchProxy starts an upstream that answers every request with a short
+// chat completion and the proxy in front of it, configured by mod, and
+// sends body through it b.N times.
+func benchProxy(b *testing.B, mod func(*config.Config), body []byte) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = w.Write([]byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`))
+	}))
+	defer up.Close()
+	c := config.Default()
+	c.DataDir = b.TempDir()
+	c.Routes = c.WithDefaultRoute(up.URL)
+	mod(&c)
+	a, err := build(c, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Close()
+	px := httptest.NewServer(a)
+	defer px.Close()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		resp, err := http.Post(px.URL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}
+
+// BenchmarkSeedRequest sends the seed's 631-message request through the
+// proxy with the default configuration (shaping, originals, guard, capture).
+func BenchmarkSeedRequest(b *testing.B) {
+	body, _ := sjson.SetBytes(fixtures.SeedHistory(), "stream", false)
+	benchProxy(b, func(*config.Config) {}, body)
+}
+
+var small = []byte(`{"model":"deepseek-reasoner","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hello"}]}`)
+
+// BenchmarkSmallRequest sends a small non-stream chat request through the
+// proxy with shaping, capture and guard off (the transparent core).
+func BenchmarkSmallRequest(b *testing.B) {
+	benchProxy(b, func(c *config.Config) { c.Shaping.Enabled, c.Capture.Enabled, c.Guard.Enabled = false, false, false }, small)
+}
+
+// BenchmarkSmallRequestCapture is BenchmarkSmallRequest with capture on.
+func BenchmarkSmallRequestCapture(b *testing.B) {
+	benchProxy(b, func(c *config.Config) { c.Shaping.Enabled, c.Capture.Enabled, c.Guard.Enabled = false, true, false }, small)
+}

@@ -1,0 +1,112 @@
+package conv
+
+import (
+	"bytes"
+	"sort"
+
+	"github.com/tidwall/gjson"
+)
+
+// ReasoningFields are the plain-text reasoning keys of history messages
+// and stream deltas (PROTOCOLS.md rule 3), in the order of preference when
+// more than one holds a string. This list is the one place that names
+// them: the view, the assembler, shaping, the review and the guard all
+// read it.
+var ReasoningFields = [...]string{"reasoning_content", "reasoning"}
+
+// pickReasoning returns the index in ReasoningFields of the value to
+// take: preferred when it holds a string, else the first string, else the
+// first that exists (a null reasoning key); -1 when none exists.
+func pickReasoning(rs [len(ReasoningFields)]gjson.Result, preferred int) int {
+	if preferred >= 0 && rs[preferred].Type == gjson.String {
+		return preferred
+	}
+	first := -1
+	for i, r := range rs {
+		if r.Type == gjson.String {
+			return i
+		}
+		if first < 0 && r.Exists() {
+			first = i
+		}
+	}
+	return first
+}
+
+// DeltaReasoning returns the reasoning text a stream delta (or a message)
+// object carries, "" when it carries none.
+func DeltaReasoning(delta gjson.Result) string {
+	for _, f := range ReasoningFields {
+		if v := delta.Get(f); v.Type == gjson.String {
+			return v.Str
+		}
+	}
+	return ""
+}
+
+// DeltaHasText reports whether a delta carries visible content or
+// reasoning text.
+func DeltaHasText(delta gjson.Result) bool {
+	if v := delta.Get("content"); v.Type == gjson.String && v.Str != "" {
+		return true
+	}
+	return DeltaReasoning(delta) != ""
+}
+
+// Finishes reports whether a stream chunk's data carries a non-null
+// finish_reason in any choice: the chunk that ends a response.
+func Finishes(data []byte) bool {
+	if !bytes.Contains(data, []byte(`"finish_reason"`)) {
+		return false
+	}
+	for _, f := range gjson.GetBytes(data, "choices.#.finish_reason").Array() {
+		if f.Type == gjson.String {
+			return true
+		}
+	}
+	return false
+}
+
+// Edit replaces Body[Start:End] with Repl, offsets into a request body
+// (the byte ranges of the view).
+type Edit struct {
+	Start, End int
+	Repl       []byte
+}
+
+// ApplyEdits returns a new body with non-overlapping edits applied in one
+// pass; body is not changed. Bytes outside the edits are kept as they are.
+func ApplyEdits(body []byte, edits []Edit) []byte {
+	sort.Slice(edits, func(i, j int) bool { return edits[i].Start < edits[j].Start })
+	size := len(body)
+	for _, e := range edits {
+		size += len(e.Repl) - (e.End - e.Start)
+	}
+	out := make([]byte, 0, size)
+	at := 0
+	for _, e := range edits {
+		out = append(out, body[at:e.Start]...)
+		out = append(out, e.Repl...)
+		at = e.End
+	}
+	return append(out, body[at:]...)
+}
+
+// quotedReasoningFields are ReasoningFields as JSON keys, for MentionsReasoning.
+var quotedReasoningFields = func() (q [len(ReasoningFields)][]byte) {
+	for i, f := range ReasoningFields {
+		q[i] = []byte(`"` + f + `"`)
+	}
+	return q
+}()
+
+// MentionsReasoning reports whether data contains a reasoning key: a
+// quick test before parsing a chunk for its reasoning.
+func MentionsReasoning(data []byte) bool {
+	for _, q := range quotedReasoningFields {
+		if bytes.Contains(data, q) {
+			return true
+		}
+	}
+	return false
+}

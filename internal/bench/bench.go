@@ -1,0 +1,91 @@
+// Package bench measures shaperproxy against a baseline taken in the same
+// run: every figure is "directly to the fake upstream" vs "through the
+// proxy" on loopback, so ratios and differences hold across machines. The
+// command runs it:
+//
+//	go run ./cmd/shaperproxy bench              # the README's table
+//	go run ./cmd/shaperproxy bench -quick       # a fast smoke run (small sizes)
+//	go run ./cmd/shaperproxy bench -subprocess  # each proxy in a child process (per-process RSS)
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// sizes are the workload sizes of a run.
+type sizes struct {
+	rate      int           // non-stream requests per second
+	nonStream int           // non-stream requests per side
+	streams   int           // streams per side
+	events    int           // events per stream
+	eventGap  time.Duration // pause between events at the upstream
+	bigStream int64         // bytes of the RSS stream
+	warmup    int
+	// requests of the seed's size per side, originals writes, reviewed turns
+	shapeRequests, originalsPuts, reviewRequests int
+}
+
+// Options configure a run.
+type Options struct {
+	Quick      bool   // small sizes, for a smoke run
+	Only       string // run only these sections (comma-separated: nonstream,stream,rss,shaping,review)
+	Subprocess bool   // each proxy in a child process of its own
+	// Build builds a proxy variant in this process.
+	Build Build
+	// Child is the command line that runs ServeChild in a new process
+	// (with Subprocess); the variant's arguments are appended.
+	Child []string
+}
+
+func pick(quick bool) sizes {
+	if quick {
+		return sizes{rate: 500, nonStream: 200, streams: 2, events: 200, eventGap: 500 * time.Microsecond, bigStream: 32 << 20, warmup: 50, shapeRequests: 5, originalsPuts: 50, reviewRequests: 5}
+	}
+	return sizes{rate: 500, nonStream: 5000, streams: 5, events: 1000, eventGap: time.Millisecond, bigStream: 1 << 30, warmup: 500, shapeRequests: 40, originalsPuts: 500, reviewRequests: 50}
+}
+
+// Run measures every section and prints the table to out.
+func Run(ctx context.Context, out io.Writer, o Options) error {
+	quick, subprocess, only := o.Quick, o.Subprocess, o.Only
+	sz := pick(quick)
+	e, err := newEnv(o)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	t := &table{}
+	sections := []struct {
+		name string
+		fn   func(context.Context, *env, sizes, *table) error
+	}{
+		{"nonstream", benchNonStream}, {"stream", benchStream}, {"rss", benchRSS},
+		{"shaping", benchShaping}, {"review", benchReview},
+	}
+	for _, sec := range sections {
+		if only != "" && !slices.Contains(strings.Split(only, ","), sec.name) {
+			continue
+		}
+		if err := sec.fn(ctx, e, sz, t); err != nil {
+			return fmt.Errorf("%s: %w", sec.name, err)
+		}
+	}
+	where := "each proxy in its own process"
+	if !subprocess {
+		where = "proxies in the benchmark's process"
+	}
+	fmt.Fprintf(out, "shaperproxy bench (%s, GOMAXPROCS=%d, %s; direct = straight to the fake upstream, proxy = through shaperproxy)\n\n", mode(quick), gomaxprocs(), where)
+	t.print(out)
+	return nil
+}
+
+func mode(quick bool) string {
+	if quick {
+		return "quick"
+	}
+	return "full"
+}

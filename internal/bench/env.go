@@ -1,0 +1,238 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shaperproxy/shaperproxy/internal/config"
+	"github.com/shaperproxy/shaperproxy/internal/fakeupstream"
+)
+
+// env is one fake upstream, a stamping stream upstream and the proxy in
+// front of them, all on loopback in this process.
+type env struct {
+	fake      *fakeupstream.Server
+	fakeURL   string
+	streamURL string
+	// proxies by variant; each routes /fake -> fake upstream and
+	// /stream -> stream upstream.
+	proxyURL map[string]string
+	proxyPID map[string]int // the proxy's process per variant (0: this process)
+	build    Build
+	child    []string // the command line that runs ServeChild
+	proxies  []Proxy
+	closers  []func()
+	dir      string
+}
+
+// The proxy variants measured against the direct baseline.
+const (
+	bare     = "proxy"         // shaping, capture and guard off: the transparent core
+	captured = "proxy+capture" // capture on
+	shaped   = "proxy+shaping" // shaping and originals on
+	full     = "proxy+all"     // the defaults: shaping, originals, guard and capture
+	reviewed = "proxy+review"  // the masked review on, everything else off
+)
+
+// newEnv starts the upstreams here and one proxy per variant: each in a
+// child process of its own when subprocess is set (as a user runs it: its
+// garbage collector and scheduler apart from the client's and the
+// upstream's), in this process otherwise (the tests).
+func newEnv(o Options) (*env, error) {
+	e := &env{fake: fakeupstream.New(), build: o.Build, child: o.Child}
+	subprocess := o.Subprocess
+	var err error
+	if e.fakeURL, err = startServer(e.fake, &e.closers); err != nil {
+		return nil, err
+	}
+	if e.streamURL, err = startServer(http.HandlerFunc(stampedStream), &e.closers); err != nil {
+		return nil, err
+	}
+	if e.dir, err = os.MkdirTemp("", "shaperproxy-bench-"); err != nil {
+		return nil, err
+	}
+	e.proxyURL, e.proxyPID = map[string]string{}, map[string]int{}
+	for _, v := range []string{bare, captured, shaped, full, reviewed} {
+		start := e.startProxy
+		if subprocess {
+			start = e.startChild
+		}
+		if err := start(v); err != nil {
+			e.close()
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// Proxy is a proxy under measurement, as the command builds it.
+type Proxy interface {
+	http.Handler
+	Close() error
+}
+
+// Build builds the proxy for a configuration (the command's setup).
+type Build func(config.Config, *slog.Logger) (Proxy, error)
+
+// variantConfig is the configuration of one proxy variant.
+func variantConfig(variant, fakeURL, streamURL, dir string) config.Config {
+	c := config.Default()
+	c.DataDir = filepath.Join(dir, strings.ReplaceAll(variant, "+", "-"))
+	c.Routes = []config.Route{
+		{Name: "fake", Prefix: "/fake", Upstream: fakeURL},
+		{Name: "stream", Prefix: "/stream", Upstream: streamURL},
+	}
+	c.Shaping.Enabled = variant == shaped || variant == full
+	c.Capture.Enabled = variant == captured || variant == full
+	c.Guard.Enabled = variant == full
+	if variant == reviewed {
+		c.Review.Routes = []string{"fake"}
+	}
+	return c
+}
+
+func (e *env) startProxy(variant string) error {
+	px, err := e.build(variantConfig(variant, e.fakeURL, e.streamURL, e.dir), slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	e.proxies = append(e.proxies, px)
+	e.proxyURL[variant], err = startServer(px, &e.closers)
+	return err
+}
+
+// startChild runs the variant's proxy in a child process (the command
+// line in Options.Child, which runs ServeChild) and reads the URL it prints.
+func (e *env) startChild(variant string) error {
+	args := append(append([]string(nil), e.child[1:]...), variant, e.fakeURL, e.streamURL, e.dir)
+	cmd := exec.Command(e.child[0], args...)
+	stdin, err := cmd.StdinPipe() // the child exits when this closes
+	if err != nil {
+		return err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	e.closers = append(e.closers, func() { _ = stdin.Close(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("proxy child %s: %w", variant, err)
+	}
+	e.proxyURL[variant], e.proxyPID[variant] = strings.TrimSpace(line), cmd.Process.Pid
+	return nil
+}
+
+// ServeChild is the child side of Options.Subprocess: it serves one
+// variant (args: variant, fake upstream URL, stream upstream URL, data
+// directory), prints its URL, and returns when stdin closes.
+func ServeChild(build Build, args []string) error {
+	if len(args) != 4 {
+		return fmt.Errorf("bench child: want variant, fake URL, stream URL and directory, got %q", args)
+	}
+	px, err := build(variantConfig(args[0], args[1], args[2], args[3]), slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	defer px.Close()
+	var closers []func()
+	url, err := startServer(px, &closers)
+	if err != nil {
+		return err
+	}
+	fmt.Println(url)
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	for _, c := range closers {
+		c()
+	}
+	return nil
+}
+
+func (e *env) close() {
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		e.closers[i]()
+	}
+	for _, px := range e.proxies {
+		_ = px.Close()
+	}
+	_ = os.RemoveAll(e.dir)
+}
+
+func startServer(h http.Handler, closers *[]func()) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	*closers = append(*closers, func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String(), nil
+}
+
+// newClient returns a client with enough idle connections for the rate.
+func newClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		MaxIdleConns: 512, MaxIdleConnsPerHost: 512, DisableCompression: true,
+	}, Timeout: 5 * time.Minute}
+}
+
+func gomaxprocs() int { return runtime.GOMAXPROCS(0) }
+
+// rssBytes reads the resident set size of process pid (0: this one).
+func rssBytes(pid int) int64 {
+	path := "/proc/self/status"
+	if pid != 0 {
+		path = fmt.Sprintf("/proc/%d/status", pid)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return -1
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-" + fmtDur(-d)
+	case d < time.Millisecond:
+		return fmt.Sprintf("%d µs", d.Microseconds())
+	default:
+		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+	}
+}
+
+// timedPost sends body to url, reads the whole answer and returns how long
+// that took.
+func timedPost(c *http.Client, url string, body []byte) (time.Duration, error) {
+	start := time.Now()
+	resp, err := c.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return time.Since(start), nil
+}

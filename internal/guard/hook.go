@@ -1,0 +1,230 @@
+package guard
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/internal/ledger"
+	"github.com/shaperproxy/shaperproxy/proxy"
+	"github.com/shaperproxy/shaperproxy/sse"
+	"github.com/tidwall/gjson"
+)
+
+// guardBucket holds each conversation's guard State in the ledger.
+const guardBucket = "guard"
+
+// maxProjections bounds the conversations whose fold is kept in memory;
+// a conversation past it is folded again from the start (same result).
+const maxProjections = 1024
+
+// signalsKey carries a request's signals to its response; decisionKey
+// its decision to a retry of the same request.
+var (
+	signalsKey  = proxy.NewKey[Signals]()
+	decisionKey = proxy.NewKey[Decision]()
+)
+
+// Hook is the ECHO/STALL guard on the wire: a request transform that
+// places notices and lowers the effort, and an observer that measures
+// STALL on responses. State lives in the ledger, so acknowledgements
+// survive restarts; events go to the capture log through
+// proxy.Call.Annotate.
+type Hook struct {
+	g         *Guard
+	ledger    *ledger.Store
+	upstreams map[string]string
+	log       *slog.Logger
+	events    *prometheus.CounterVec
+
+	mu    sync.Mutex
+	projs map[string]*convProjection
+}
+
+type convProjection struct {
+	mu sync.Mutex
+	p  *Projection
+}
+
+var (
+	_ proxy.RequestTransform = (*Hook)(nil)
+	_ proxy.Observer         = (*Hook)(nil)
+)
+
+// NewHook returns the hook for g; upstreams maps route names to their
+// upstream URLs (for the effort step-down mappings).
+func NewHook(g *Guard, st *ledger.Store, upstreams map[string]string, log *slog.Logger) *Hook {
+	return &Hook{
+		g: g, ledger: st, upstreams: upstreams, log: log, projs: map[string]*convProjection{},
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shaperproxy_guard_events_total", Help: "Guard signals, by kind (echo_notice, stall_observed, stall_interrupted).",
+		}, []string{"kind"}),
+	}
+}
+
+// Collectors are the guard's metrics.
+func (h *Hook) Collectors() []prometheus.Collector { return []prometheus.Collector{h.events} }
+
+// projection returns the conversation's fold, making one if needed.
+func (h *Hook) projection(conversation string) *convProjection {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if p, ok := h.projs[conversation]; ok {
+		return p
+	}
+	if len(h.projs) >= maxProjections {
+		for k := range h.projs { // drop any one: it will be folded again
+			delete(h.projs, k)
+			break
+		}
+	}
+	p := &convProjection{p: h.g.NewProjection()}
+	h.projs[conversation] = p
+	return p
+}
+
+func (h *Hook) state(conversation string) State {
+	var st State
+	if b, ok, err := h.ledger.Get(guardBucket, conversation, "state"); err == nil && ok {
+		if err := st.UnmarshalBinary(b); err != nil {
+			h.log.Warn("guard state unreadable; starting afresh", "err", err)
+			st = State{}
+		}
+	}
+	return st
+}
+
+func (h *Hook) save(conversation string, before, after State) {
+	a, _ := after.MarshalBinary()
+	if b, _ := before.MarshalBinary(); bytes.Equal(a, b) {
+		return
+	}
+	if err := h.ledger.Put(guardBucket, conversation, "state", a); err != nil {
+		h.log.Warn("guard state not saved", "err", err)
+	}
+}
+
+// TransformRequest folds the request's new messages, decides, and places
+// the notices and the effort step-down.
+func (h *Hook) TransformRequest(_ context.Context, call *proxy.Call, body []byte) ([]byte, error) {
+	if call.Internal || call.Conversation == "" {
+		return body, nil
+	}
+	if call.Retry { // the same request again: the same decision, not a second one
+		if dec, ok := decisionKey.Get(call); ok {
+			return h.apply(call, body, dec), nil
+		}
+		return body, nil
+	}
+	// One conversation's fold and state are read, decided and saved under
+	// its lock, so overlapping requests of a conversation lose nothing.
+	cp := h.projection(call.Conversation)
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	sig, _ := cp.p.Update(call.View)
+	signalsKey.Set(call, sig)
+	st := h.state(call.Conversation)
+	dec, next := h.g.Decide(st, call.View, sig)
+	decisionKey.Set(call, dec)
+	out := h.apply(call, body, dec)
+	h.save(call.Conversation, st, next)
+	h.record(call, dec.Events)
+	return out, nil
+}
+
+// apply places the decision's notices and lowers the effort.
+func (h *Hook) apply(call *proxy.Call, body []byte, dec Decision) []byte {
+	out := body
+	if len(dec.Placements) > 0 {
+		if b, err := ApplyPlacements(call.View, dec.Placements); err == nil {
+			out = b
+		} else {
+			h.log.Warn("guard notice not placed", "call", call.ID, "err", err)
+		}
+	}
+	if dec.StepDown {
+		out, _ = StepDown(out, h.g.Lowering(call.Route, h.upstreams[call.Route]), true)
+	}
+	return out
+}
+
+// record counts the events and writes them to the capture log (counts and
+// effort only, never reasoning or tool output).
+func (h *Hook) record(call *proxy.Call, events []Event) {
+	for _, e := range events {
+		h.events.WithLabelValues(e.Kind.String()).Inc()
+		data, _ := json.Marshal(struct {
+			Guard  string `json:"guard"`
+			Tool   string `json:"tool,omitempty"`
+			Count  int    `json:"count,omitempty"`
+			Stall  Stall  `json:"stall"`
+			Effort string `json:"effort,omitempty"`
+		}{e.Kind.String(), e.Tool, e.Count, e.Stall, e.Effort})
+		call.Annotate("guard", data)
+	}
+}
+
+// Request returns a sink that measures STALL on the response of a chat
+// request the client made.
+func (h *Hook) Request(call *proxy.Call, _ *proxy.Upstream) proxy.ResponseSink {
+	sig, ok := signalsKey.Get(call)
+	if !ok || call.Internal || call.Retry {
+		return nil
+	}
+	return &guardSink{h: h, call: call, sig: sig, view: call.View}
+}
+
+// guardSink counts the reasoning characters of a response as it passes;
+// it keeps no text (a stream can be gigabytes long).
+type guardSink struct {
+	h     *Hook
+	call  *proxy.Call
+	view  *conv.Request
+	sig   Signals
+	chars int
+	body  []byte // a non-stream body, whole at End
+}
+
+func (s *guardSink) Response(*proxy.ResponseInfo) {}
+
+func (s *guardSink) Event(ev *sse.Event, _ int, _ time.Duration) {
+	if !ev.HasData || !conv.MentionsReasoning(ev.Data) {
+		return
+	}
+	s.chars += utf8.RuneCountInString(conv.DeltaReasoning(gjson.GetBytes(ev.Data, "choices.0.delta")))
+}
+
+func (s *guardSink) Body(p []byte) {
+	if len(s.body) < maxGuardBody {
+		s.body = append(s.body, p...)
+	}
+}
+
+// maxGuardBody bounds the non-stream body the guard keeps to measure.
+const maxGuardBody = 16 << 20
+
+func (s *guardSink) End(end proxy.End) {
+	if end.Outcome != proxy.OutcomeComplete {
+		return
+	}
+	if s.body != nil {
+		asm := conv.NewAssembler()
+		if asm.AddBody(s.body) != nil || len(asm.Response().Choices) == 0 {
+			return
+		}
+		s.chars = StepChars(asm.Response().Choices[0])
+	}
+	cp := s.h.projection(s.call.Conversation)
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	st := s.h.state(s.call.Conversation)
+	events, next := s.h.g.ObserveStep(st, s.view, s.sig, s.chars)
+	s.h.save(s.call.Conversation, st, next)
+	s.h.record(s.call, events)
+}

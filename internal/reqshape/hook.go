@@ -1,0 +1,142 @@
+package reqshape
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shaperproxy/shaperproxy/originals"
+	"github.com/shaperproxy/shaperproxy/proxy"
+	"github.com/shaperproxy/shaperproxy/shaping"
+)
+
+// Shaper is the request transform that shapes reasoning in outgoing
+// history, records the originals, clears them at each new turn, and backs
+// off (the breaker) when an upstream rejects a shaped request.
+type Shaper struct {
+	enabled bool
+	rules   Rules
+	store   *originals.Writer // nil: no side table
+	memo    *Memo
+	breaker *breaker
+	log     *slog.Logger
+	blocks  *prometheus.CounterVec
+	trips   *prometheus.CounterVec
+}
+
+// memoEntries bounds the shaped texts remembered across requests: enough
+// for the histories of a few dozen concurrent agents (a 631-message
+// history holds ~200 reasoning blocks).
+const memoEntries = 16384
+
+var (
+	_ proxy.RequestTransform = (*Shaper)(nil)
+	_ proxy.Retrier          = (*Shaper)(nil)
+)
+
+// NewShaper returns the transform for c; store (nil: none) receives the
+// originals of shaped blocks. c must be valid.
+func NewShaper(c Config, store *originals.Writer, log *slog.Logger) *Shaper {
+	return &Shaper{
+		enabled: c.Enabled, rules: c.RuleSet(), store: store, log: log,
+		breaker: newBreaker(c.Breaker), memo: NewMemo(memoEntries),
+		blocks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shaperproxy_reasoning_blocks_total", Help: "Reasoning blocks in outgoing requests, by route and state (shaped or raw).",
+		}, []string{"route", "state"}),
+		trips: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shaperproxy_shaping_breaker_trips_total", Help: "Shaped requests the upstream rejected; each was retried unshaped and paused shaping on its route.",
+		}, []string{"route"}),
+	}
+}
+
+// Collectors are the transform's metrics.
+func (s *Shaper) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{s.blocks, s.trips}
+}
+
+// TransformRequest clears the conversation's earlier turns when the
+// request starts a new one (whether shaping is on or not), then shapes.
+func (s *Shaper) TransformRequest(_ context.Context, call *proxy.Call, body []byte) ([]byte, error) {
+	view := call.View
+	turn := len(view.Turns())
+	if s.store != nil && view.StartsNewTurn() && !call.Retry {
+		s.store.BeginTurn(call.Conversation, turn)
+	}
+	rule, ok := s.rules.Match(call.Route, call.Model)
+	if !s.enabled || !ok || call.Retry || s.breaker.paused(call.Route) {
+		rule = Rule{Shaping: shaping.Options{Op: shaping.OpKeep}}
+	}
+	res := ApplyMemo(view, rule, s.memo)
+	call.Reasoning = proxy.ReasoningCount{Shaped: res.Shaped, Raw: res.Raw}
+	s.blocks.WithLabelValues(call.Route, "shaped").Add(float64(res.Shaped))
+	s.blocks.WithLabelValues(call.Route, "raw").Add(float64(res.Raw))
+	if res.Shaped > 0 && s.store != nil {
+		open, _ := view.OpenTurn()
+		if es := entries(res.Blocks, open.Start, call.Conversation, turn); len(es) > 0 {
+			s.store.Put(es)
+		}
+	}
+	return res.Body, nil
+}
+
+// entries are the originals to keep: the blocks shaped in the open turn.
+// Blocks of earlier turns were recorded in their own turn and cleared
+// when this one began; recording them again would make the table hold
+// the whole history instead of one turn.
+func entries(blocks []Block, openStart int, conversation string, turn int) []originals.Entry {
+	var out []originals.Entry
+	for _, b := range blocks {
+		if b.Changed && b.Message >= openStart {
+			out = append(out, originals.Entry{Shaped: b.Shaped, Original: b.Original, Conversation: conversation, Turn: turn})
+		}
+	}
+	return out
+}
+
+// RetryWithout trips the breaker when the upstream's answer concerns the
+// request body: a 4xx that mentions reasoning, or any 400 when configured.
+func (s *Shaper) RetryWithout(call *proxy.Call, status int, errBody []byte) bool {
+	if !s.breaker.rejects(status, errBody) {
+		return false
+	}
+	s.breaker.trip(call.Route)
+	s.trips.WithLabelValues(call.Route).Inc()
+	s.log.Warn("upstream rejected a shaped request; retrying unshaped and pausing shaping on the route",
+		"call", call.ID, "route", call.Route, "status", status, "cooldown", s.breaker.cooldown)
+	return true
+}
+
+// breaker pauses shaping per route after a rejection.
+type breaker struct {
+	anyStatus400 bool
+	cooldown     time.Duration
+	now          func() time.Time
+	mu           sync.Mutex
+	until        map[string]time.Time
+}
+
+func newBreaker(c BreakerConfig) *breaker {
+	return &breaker{anyStatus400: c.AnyStatus400, cooldown: c.Cooldown, now: time.Now, until: map[string]time.Time{}}
+}
+
+func (b *breaker) rejects(status int, body []byte) bool {
+	if status == 400 && b.anyStatus400 {
+		return true
+	}
+	return status >= 400 && status < 500 && bytes.Contains(bytes.ToLower(body), []byte("reasoning"))
+}
+
+func (b *breaker) trip(route string) {
+	b.mu.Lock()
+	b.until[route] = b.now().Add(b.cooldown)
+	b.mu.Unlock()
+}
+
+func (b *breaker) paused(route string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.now().Before(b.until[route])
+}

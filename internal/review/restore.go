@@ -1,0 +1,139 @@
+package review
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+// Insertion is what the proxy put into one turn's history that the client
+// never saw as such: the draft, the notice and the continuation, as raw
+// messages, keyed by InsertionKey of the merged content the client got.
+// ledger.Insertion has the same fields, so one converts to the other.
+type Insertion struct {
+	Key          [32]byte
+	Draft        []byte // the draft as an assistant message (Draft.Message)
+	Notice       []byte // the notice message (NoticeMessage)
+	Continuation []byte // the continuation as an assistant message (Draft.Message)
+}
+
+// NewInsertion records a revised turn: draft, notice (NoticeMessage) and
+// continuation, keyed by the content the client sees.
+func NewInsertion(draft Draft, notice []byte, cont Draft) Insertion {
+	return Insertion{
+		Key:          InsertionKey(MergedContent(draft.Content, cont.Content)),
+		Draft:        draft.Message(),
+		Notice:       bytes.Clone(notice),
+		Continuation: cont.Message(),
+	}
+}
+
+// InsertionKey is the sha256 of a merged assistant content
+// (MergedContent). Insertions are matched by content, not by bytes or
+// position: clients rebuild the history they send (key order, escaping,
+// reasoning kept or dropped), but send back the visible text they got.
+// A client that edits that text (trims it, say) gets no restoration, and
+// its history keeps the merged message.
+func InsertionKey(mergedContent string) [32]byte {
+	return sha256.Sum256([]byte(mergedContent))
+}
+
+// Restore puts back what the model actually saw in the history of req:
+// each assistant message whose visible content (Message.Content) contains
+// Separator and whose InsertionKey lookup finds is replaced by three
+// messages, in their real order: the draft, the notice and the
+// continuation. The continuation is the client's message with its content
+// replaced by the continuation's and, when the client's message has a
+// reasoning key, that key set to the continuation's reasoning; so the
+// client's tool_calls and other keys stay. The draft carries its
+// reasoning only when the client's message has a reasoning key. Every
+// other byte of req.Body is kept.
+//
+// body is always usable: req.Body itself when nothing was restored. err
+// reports an insertion that could not be used (that message is left as it
+// is) or a request that repeats a key (left alone). A restored request
+// does not match again: none of its messages holds the merged content.
+func Restore(req *conv.Request, lookup func(key [32]byte) (Insertion, bool)) (body []byte, restored int, err error) {
+	if req.DuplicateKeys {
+		return req.Body, 0, errors.New("review: restore: the request repeats a key")
+	}
+	var edits []conv.Edit
+	var errs []error
+	for _, m := range req.Messages {
+		if m.Role != conv.RoleAssistant || !strings.Contains(m.Content, Separator) {
+			continue
+		}
+		ins, ok := lookup(InsertionKey(m.Content))
+		if !ok {
+			continue
+		}
+		repl, err := restoreOne(req, m, ins)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("review: restore message %d: %w", m.Index, err))
+			continue
+		}
+		edits = append(edits, conv.Edit{Start: m.Start, End: m.End, Repl: repl})
+	}
+	if len(edits) == 0 {
+		return req.Body, 0, errors.Join(errs...)
+	}
+	return conv.ApplyEdits(req.Body, edits), len(edits), errors.Join(errs...)
+}
+
+// restoreOne returns the three messages that replace merged message m.
+func restoreOne(req *conv.Request, m conv.Message, ins Insertion) ([]byte, error) {
+	for _, v := range [][]byte{ins.Draft, ins.Notice, ins.Continuation} {
+		if !gjson.ValidBytes(v) || !gjson.ParseBytes(v).IsObject() {
+			return nil, errors.New("stored message is not a json object")
+		}
+	}
+	draft := ins.Draft
+	if !m.HasReasoningKey {
+		var err error
+		if draft, err = withoutReasoning(draft); err != nil {
+			return nil, err
+		}
+	}
+	cont, err := continuationFrom(req.Body[m.Start:m.End], m, ins.Continuation)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(draft)+len(ins.Notice)+len(cont)+2)
+	out = append(append(out, draft...), ',')
+	out = append(append(out, ins.Notice...), ',')
+	return append(out, cont...), nil
+}
+
+// withoutReasoning removes every reasoning key from a message.
+func withoutReasoning(msg []byte) ([]byte, error) {
+	var err error
+	for _, k := range conv.ReasoningFields {
+		if gjson.GetBytes(msg, k).Exists() {
+			if msg, err = sjson.DeleteBytes(msg, k); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return msg, nil
+}
+
+// continuationFrom edits the client's merged message (raw) into the
+// continuation: content and, when present, the reasoning key from stored.
+func continuationFrom(raw []byte, m conv.Message, stored []byte) ([]byte, error) {
+	s := gjson.ParseBytes(stored)
+	content := s.Get("content").Raw
+	if content == "" {
+		content = "null"
+	}
+	out, err := sjson.SetRawBytes(bytes.Clone(raw), "content", []byte(content))
+	if err != nil || !m.HasReasoningKey {
+		return out, err
+	}
+	return sjson.SetRawBytes(out, m.ReasoningField, quote(conv.DeltaReasoning(s)))
+}

@@ -1,0 +1,108 @@
+package review
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shaperproxy/shaperproxy/internal/ledger"
+	"github.com/shaperproxy/shaperproxy/proxy"
+)
+
+// Restorer is the request transform that puts back, in every request,
+// what the model actually saw of a revised turn: draft, notice and
+// continuation, where the client sends the merged message. It runs before
+// shaping, whether the review is on or not (a turn revised while it was on
+// must stay consistent after it is turned off).
+type Restorer struct {
+	ledger   *ledger.Store
+	restored prometheus.Counter
+	touches  chan string // conversations whose last-seen time to refresh
+	done     chan struct{}
+
+	mu      sync.Mutex
+	touched map[string]time.Time // conversation → last refresh queued; reset past maxTouched
+	closed  bool
+}
+
+var _ proxy.RequestTransform = (*Restorer)(nil)
+
+const (
+	maxTouched   = 1 << 16
+	touchBacklog = 256
+)
+
+// NewRestorer returns the transform reading st. It starts one goroutine
+// (the last-seen refresher); Close stops it.
+func NewRestorer(st *ledger.Store) *Restorer {
+	r := &Restorer{
+		ledger: st, touches: make(chan string, touchBacklog), done: make(chan struct{}),
+		restored: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shaperproxy_review_restored_total", Help: "Revised turns put back into requests as draft, notice and continuation.",
+		}),
+	}
+	go r.refresh()
+	return r
+}
+
+// Collectors are the transform's metrics.
+func (r *Restorer) Collectors() []prometheus.Collector { return []prometheus.Collector{r.restored} }
+
+// Close stops the refresher once the refreshes already queued are done.
+func (r *Restorer) Close() error {
+	r.mu.Lock()
+	if !r.closed {
+		r.closed = true
+		close(r.touches)
+	}
+	r.mu.Unlock()
+	<-r.done
+	return nil
+}
+
+func (r *Restorer) refresh() {
+	defer close(r.done)
+	for c := range r.touches {
+		_ = r.ledger.Touch(c) // a missed refresh only lets Purge forget the conversation sooner
+	}
+}
+
+// touch keeps the conversation's last-seen time in the ledger fresh (so
+// Purge spares it) without a disk access on the request path: at most
+// once per ledger.TouchEvery per conversation, in the background, and
+// never blocking (a full backlog skips the refresh).
+func (r *Restorer) touch(conversation string) {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t, ok := r.touched[conversation]; r.closed || ok && now.Sub(t) < ledger.TouchEvery {
+		return
+	}
+	if r.touched == nil || len(r.touched) >= maxTouched {
+		r.touched = map[string]time.Time{} // forgetting only costs a refresh more
+	}
+	select {
+	case r.touches <- conversation:
+		r.touched[conversation] = now
+	default:
+	}
+}
+
+// TransformRequest replaces each merged message of a revised turn with
+// the draft, notice and continuation the model saw.
+func (r *Restorer) TransformRequest(_ context.Context, call *proxy.Call, body []byte) ([]byte, error) {
+	if call.Conversation == "" || call.Internal {
+		return body, nil
+	}
+	r.touch(call.Conversation)
+	out, n, err := Restore(call.View, func(key [32]byte) (Insertion, bool) {
+		ins, ok, err := r.ledger.Insertion(call.Conversation, key)
+		return Insertion(ins), ok && err == nil
+	})
+	if err != nil || n == 0 {
+		return body, err
+	}
+	r.restored.Add(float64(n))
+	return out, nil
+}
