@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 	"time"
+	"unicode/utf8"
 
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/sse"
@@ -15,14 +15,14 @@ import (
 // CallView is a call as ShowCmd presents it: the request summary and the
 // response reassembled field by field.
 type CallView struct {
-	Call     string     `json:"call"`
-	Parent   string     `json:"parent,omitempty"`
-	Internal bool       `json:"internal,omitempty"`
-	Request  *ReqView   `json:"request,omitempty"`
-	Status   int        `json:"status,omitempty"`
-	Response *RespView  `json:"response,omitempty"`
-	End      *EndView `json:"end,omitempty"`
-	Notes    []string   `json:"notes,omitempty"`
+	Call     string    `json:"call"`
+	Parent   string    `json:"parent,omitempty"`
+	Internal bool      `json:"internal,omitempty"`
+	Request  *ReqView  `json:"request,omitempty"`
+	Status   int       `json:"status,omitempty"`
+	Response *RespView `json:"response,omitempty"`
+	End      *EndView  `json:"end,omitempty"`
+	Notes    []string  `json:"notes,omitempty"`
 }
 
 // ReqView summarises the request as sent upstream.
@@ -101,11 +101,11 @@ func Show(r *Reader, call string) (*CallView, error) {
 	if len(recs) == 0 {
 		return nil, fmt.Errorf("%w: %q", ErrCallNotFound, call)
 	}
-	return BuildCallView(call, recs), nil
+	return buildCallView(call, recs), nil
 }
 
-// BuildCallView assembles the view of a call from its records.
-func BuildCallView(call string, recs []Located) *CallView {
+// buildCallView assembles the view of a call from its records.
+func buildCallView(call string, recs []Located) *CallView {
 	v := &CallView{Call: call}
 	var events, clientEvents []Located
 	var body []byte
@@ -233,7 +233,6 @@ func (rv *RespView) fill(resp conv.Response) {
 		})
 	}
 }
-
 
 // preview is s on one line, cut to about n bytes at a rune boundary.
 func preview(s string, n int) string {

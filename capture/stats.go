@@ -132,4 +132,3 @@ func chunkStats(chunks map[string]int) ChunkStats {
 	slices.Sort(n)
 	return ChunkStats{Calls: len(n), Min: n[0], Median: n[len(n)/2], Max: n[len(n)-1]}
 }
-

@@ -23,10 +23,6 @@ import (
 	"github.com/shaperproxy/shaperproxy/proxy"
 )
 
-// ledgerFile is the proxy's own state (review insertions and checkpoints,
-// guard acknowledgements) in the data directory.
-const ledgerFile = "state.db"
-
 // stack is the proxy with the stores and hooks it owns, built from the
 // configuration in one direction: stores, then hooks, then the proxy.
 // `serve`, `demo`, `bench` and the tests all build through it.
@@ -58,7 +54,7 @@ func build(c config.Config, logger *slog.Logger) (st *stack, err error) {
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	led, err := ledger.Open(filepath.Join(c.DataDir, ledgerFile), ledger.Options{})
+	led, err := ledger.Open(filepath.Join(c.DataDir, ledger.FileName), ledger.Options{})
 	if err != nil {
 		return nil, err
 	}

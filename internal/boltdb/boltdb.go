@@ -25,8 +25,8 @@ var (
 	// (bbolt allows one writer and, while it is open, no readers in other
 	// processes) and LockTimeout passed.
 	ErrLocked = errors.New("boltdb: file is locked by another process")
-	// ErrReadOnly is returned by Update and Compact on a DB opened ReadOnly.
-	ErrReadOnly = errors.New("boltdb: database is read-only")
+	// errReadOnly is returned by Update and Compact on a DB opened ReadOnly.
+	errReadOnly = errors.New("boltdb: database is read-only")
 )
 
 // Options configure Open. The zero value opens the file for writing,
@@ -128,7 +128,7 @@ func (d *DB) Update(fn func(*bolt.Tx) error) error {
 // on a DB opened ReadOnly is refused with ErrReadOnly.
 func (d *DB) locked(l sync.Locker, write bool, fn func(*bolt.DB) error) error {
 	if write && d.opts.ReadOnly {
-		return ErrReadOnly
+		return errReadOnly
 	}
 	l.Lock()
 	defer l.Unlock()

@@ -170,10 +170,10 @@ func TestReadOnly(t *testing.T) {
 			t.Errorf("read-only View: got %q, want %q", got, "v")
 		}
 	}
-	if err := r1.Update(func(*bolt.Tx) error { return nil }); !errors.Is(err, ErrReadOnly) {
+	if err := r1.Update(func(*bolt.Tx) error { return nil }); !errors.Is(err, errReadOnly) {
 		t.Errorf("read-only Update: got %v, want ErrReadOnly", err)
 	}
-	if err := r1.Compact(0); !errors.Is(err, ErrReadOnly) {
+	if err := r1.Compact(0); !errors.Is(err, errReadOnly) {
 		t.Errorf("read-only Compact: got %v, want ErrReadOnly", err)
 	}
 }

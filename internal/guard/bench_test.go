@@ -43,7 +43,7 @@ func BenchmarkIncremental600(b *testing.B) {
 	primed.Update(prefix(req, 600))
 	b.SetBytes(int64(len(req.Body)))
 	b.ReportAllocs()
-	var batch []*Projection
+	var batch []*projection
 	for i := 0; i < b.N; i++ {
 		if len(batch) == 0 {
 			b.StopTimer()
@@ -61,7 +61,7 @@ func BenchmarkIncremental600(b *testing.B) {
 }
 
 // clone copies a Projection (for the benchmark).
-func (p *Projection) clone() *Projection {
+func (p *projection) clone() *projection {
 	q := *p
 	q.f.calls = slices.Clone(p.f.calls)
 	q.f.byID = maps.Clone(p.f.byID)
@@ -86,8 +86,8 @@ func BenchmarkUnchanged600(b *testing.B) {
 func BenchmarkDecide600(b *testing.B) {
 	g, req := bench600(b, 0)
 	sig := g.Fold(req)
-	_, st := g.Decide(State{}, req, sig) // the stall of this history is reported once
-	st.Notices = []Notice{{EchoNotice, 599, messageHash(req, 599), "x"}}
+	_, st := g.Decide(state{}, req, sig) // the stall of this history is reported once
+	st.Notices = []notice{{echoNotice, 599, messageHash(req, 599), "x"}}
 	b.ReportAllocs()
 	for b.Loop() {
 		g.Decide(st, req, sig)

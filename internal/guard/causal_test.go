@@ -106,7 +106,7 @@ func TestCausalOrderTable(t *testing.T) {
 						t.Fatalf("%s: chain[%d] = %+v, want %s at message %d", name, k, c, wantID, resultAt[4-want+k])
 					}
 				}
-				d, st := g.Decide(State{}, req, sig)
+				d, st := g.Decide(state{}, req, sig)
 				if fired := len(d.Placements) == 1; fired != (want >= 3) {
 					t.Fatalf("%s: notice %v with tail %d", name, d.Placements, want)
 				}

@@ -23,9 +23,9 @@ const (
 
 // Defaults of Config (see doc.go for why).
 const (
-	DefaultEchoThreshold  = 3
-	DefaultStallStepChars = 12000
-	DefaultStallTurnChars = 40000
+	defaultEchoThreshold  = 3
+	defaultStallStepChars = 12000
+	defaultStallTurnChars = 40000
 )
 
 // Limits that Validate enforces.
@@ -95,12 +95,12 @@ type Lowering struct {
 	Values map[string]string `toml:"values"`
 }
 
-// LineWindow is the number of non-empty lines at the start and at the end
+// lineWindow is the number of non-empty lines at the start and at the end
 // of a tool result that FailureLines are tried on. Exit-code lines are
 // printed first (Codex: "Exit code: 1") or last (shells, Go's "exit status
 // 1"); a matching line in the middle of a long output is more likely the
 // content of a file or a log than the tool's own verdict.
-const LineWindow = 5
+const lineWindow = 5
 
 // maxLineLen is the longest line FailureLines are tried on.
 const maxLineLen = 256
@@ -110,11 +110,11 @@ const maxLineLen = 256
 func DefaultConfig() Config {
 	return Config{
 		Enabled:          true,
-		EchoThreshold:    DefaultEchoThreshold,
+		EchoThreshold:    defaultEchoThreshold,
 		StallAction:      StallObserve,
 		StepDownRequests: 0,
-		StallStepChars:   DefaultStallStepChars,
-		StallTurnChars:   DefaultStallTurnChars,
+		StallStepChars:   defaultStallStepChars,
+		StallTurnChars:   defaultStallTurnChars,
 		FailurePrefixes:  []string{"Error:", "ERROR:", "error:", "<tool_use_error>"},
 		FailureLines: []string{
 			`(?i)exit[ _]?(?:code|status)\s*[:=]?\s*(-?\d+)`,
@@ -142,7 +142,7 @@ var (
 	}}
 )
 
-// DefaultLowering returns the lowering for an upstream base URL:
+// defaultLowering returns the lowering for an upstream base URL:
 //
 //   - api.deepseek.com: reasoning_effort max→high (DeepSeek knows only
 //     high and max);
@@ -152,7 +152,7 @@ var (
 //
 // The lowering stops at low: minimal and none are not accepted by every
 // model, and none turns reasoning off rather than lowering it.
-func DefaultLowering(upstream string) Lowering {
+func defaultLowering(upstream string) Lowering {
 	host := upstream
 	if u, err := url.Parse(upstream); err == nil && u.Host != "" {
 		host = u.Hostname()

@@ -93,7 +93,7 @@ values = { max = "high" }
 	if err := g.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if g.StallAction != StallInterrupt || g.StepDownRequests != 2 || g.EchoThreshold != 4 || g.StallTurnChars != DefaultStallTurnChars ||
+	if g.StallAction != StallInterrupt || g.StepDownRequests != 2 || g.EchoThreshold != 4 || g.StallTurnChars != defaultStallTurnChars ||
 		g.FailurePrefixes[0] != "FATAL:" || g.StepDownMap["deepseek"].Values["max"] != "high" {
 		t.Fatalf("decoded %+v", g)
 	}

@@ -10,12 +10,12 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// State is the guard's memory of one conversation, kept by the wiring
+// state is the guard's memory of one conversation, kept by the wiring
 // between requests (MarshalBinary / UnmarshalBinary) under the
-// conversation key. The zero State is a conversation the guard has not
-// acted on. Decide and ObserveResponse take a State and return the next
+// conversation key. The zero state is a conversation the guard has not
+// acted on. Decide and ObserveResponse take a state and return the next
 // one; they never change the one they were given.
-type State struct {
+type state struct {
 	// AckCallID is the id of the last call covered by the last ECHO
 	// notice: that call and every call before it no longer count.
 	AckCallID string
@@ -26,7 +26,7 @@ type State struct {
 	// StallPending is true when an interrupt notice waits for a request
 	// it can be placed in; Pending holds the measure it reports.
 	StallPending bool
-	Pending      StallCounts
+	Pending      stallCounts
 	// StepDownLeft is the number of further requests whose reasoning
 	// effort is lowered.
 	StepDownLeft int
@@ -35,20 +35,20 @@ type State struct {
 	// later request whose message there is unchanged, so that the model
 	// keeps seeing the history it answered to and the request stays the
 	// same from one retry to the next.
-	Notices []Notice
+	Notices []notice
 }
 
-// StallCounts are the numbers a STALL notice or event reports.
-type StallCounts struct {
+// stallCounts are the numbers a STALL notice or event reports.
+type stallCounts struct {
 	StepChars, TurnChars, Steps int
 }
 
-// MaxNotices bounds State.Notices; the oldest notice is forgotten first.
-const MaxNotices = 16
+// maxNotices bounds State.Notices; the oldest notice is forgotten first.
+const maxNotices = 16
 
-// Notice is a notice placed in a request.
-type Notice struct {
-	Kind Kind
+// notice is a notice placed in a request.
+type notice struct {
+	Kind kind
 	// Message is the index of the message the text was appended to.
 	Message int
 	// Hash is the FNV-1a 64 hash of that message's bytes (before the
@@ -58,67 +58,67 @@ type Notice struct {
 	Text string
 }
 
-// Placement asks the wiring to append Text to the content of message
+// placement asks the wiring to append Text to the content of message
 // Message (see ApplyPlacements). Several placements may name one message;
 // they are appended in order.
-type Placement struct {
+type placement struct {
 	Message int
 	Text    string
 }
 
-// Kind names what happened.
-type Kind uint8
+// kind names what happened.
+type kind uint8
 
 // The kinds of Event (and of Notice).
 const (
-	// EchoNotice: an ECHO notice was placed in this request.
-	EchoNotice Kind = iota + 1
-	// StallObserved: a STALL was recorded (stall_action = "observe").
-	StallObserved
-	// StallInterrupted: a STALL notice was placed in this request and
+	// echoNotice: an ECHO notice was placed in this request.
+	echoNotice kind = iota + 1
+	// stallObserved: a STALL was recorded (stall_action = "observe").
+	stallObserved
+	// stallInterrupted: a STALL notice was placed in this request and
 	// the step-down window started (stall_action = "interrupt").
-	StallInterrupted
+	stallInterrupted
 )
 
 // String returns "echo", "stall_observed" or "stall_interrupted", for
 // metric labels and log lines.
-func (k Kind) String() string {
+func (k kind) String() string {
 	switch k {
-	case EchoNotice:
+	case echoNotice:
 		return "echo"
-	case StallObserved:
+	case stallObserved:
 		return "stall_observed"
-	case StallInterrupted:
+	case stallInterrupted:
 		return "stall_interrupted"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
-// Event is one thing for the wiring to log and count. It never holds
+// event is one thing for the wiring to log and count. It never holds
 // reasoning or tool output text.
-type Event struct {
-	Kind Kind
+type event struct {
+	Kind kind
 	// Tool, Count and Sig describe an ECHO: the tool, how many times the
 	// same call failed in a row, and the call's signature hash.
 	Tool  string
 	Count int
-	Sig   Sig
+	Sig   sig
 	// Stall is the STALL measure; Effort the request's reasoning effort
 	// ("" when the request sets none).
-	Stall  Stall
+	Stall  stall
 	Effort string
 }
 
-// Decision is what the guard does to one request.
-type Decision struct {
+// decision is what the guard does to one request.
+type decision struct {
 	// Placements: notices to append to message contents, in order.
 	// Empty when there is nothing to say.
-	Placements []Placement
+	Placements []placement
 	// StepDown is true when the request's reasoning effort is to be
 	// lowered (see StepDown).
 	StepDown bool
 	// Events happened while deciding.
-	Events []Event
+	Events []event
 }
 
 // Decide decides what to do to one request of a conversation, given the
@@ -132,14 +132,14 @@ type Decision struct {
 // threshold; the STALL measure of the history is noted (reported once per
 // continuing stall); a pending STALL interrupt is placed; and one request
 // of the step-down window is used up.
-func (g *Guard) Decide(st State, req *conv.Request, sig Signals) (Decision, State) {
-	var d Decision
+func (g *Guard) Decide(st state, req *conv.Request, sig signals) (decision, state) {
+	var d decision
 	if !g.Enabled() {
 		return d, st
 	}
 	for _, n := range st.Notices {
 		if anchored(req, n) && placeable(req, n.Message) {
-			d.Placements = append(d.Placements, Placement{n.Message, n.Text})
+			d.Placements = append(d.Placements, placement{n.Message, n.Text})
 		}
 	}
 	g.decideEcho(&d, &st, req, sig.Echo)
@@ -157,24 +157,24 @@ func (g *Guard) Decide(st State, req *conv.Request, sig Signals) (Decision, Stat
 // a StallObserved event the first time a stall is seen; in interrupt mode
 // it schedules the notice for the conversation's next request. It never
 // touches ECHO.
-func (g *Guard) ObserveResponse(st State, req *conv.Request, sig Signals, c conv.Choice) ([]Event, State) {
-	return g.ObserveStep(st, req, sig, StepChars(c))
+func (g *Guard) ObserveResponse(st state, req *conv.Request, sig signals, c conv.Choice) ([]event, state) {
+	return g.ObserveStep(st, req, sig, stepChars(c))
 }
 
 // ObserveStep is ObserveResponse for a caller that counted the response's
 // reasoning characters as it streamed by (so it need not keep the text).
-func (g *Guard) ObserveStep(st State, req *conv.Request, sig Signals, stepChars int) ([]Event, State) {
+func (g *Guard) ObserveStep(st state, req *conv.Request, sig signals, stepChars int) ([]event, state) {
 	if !g.Enabled() {
 		return nil, st
 	}
-	var d Decision
+	var d decision
 	g.noteStall(&d, &st, req, g.stall(true, stepChars, sig.Stall.TurnChars+stepChars, sig.Stall.Steps+1))
 	return d.Events, st
 }
 
 // decideEcho places an ECHO notice at the result of the newest failed
 // call when the run after the acknowledged call reaches the threshold.
-func (g *Guard) decideEcho(d *Decision, st *State, req *conv.Request, e Echo) {
+func (g *Guard) decideEcho(d *decision, st *state, req *conv.Request, e echo) {
 	c, ok := e.Newest()
 	if !ok {
 		return
@@ -183,13 +183,13 @@ func (g *Guard) decideEcho(d *Decision, st *State, req *conv.Request, e Echo) {
 	if n < g.threshold || len(c.ID) > maxIDLen || !placeable(req, c.Result) {
 		return
 	}
-	g.place(d, st, req, EchoNotice, c.Result, EchoText(e.Tool, n))
+	g.place(d, st, req, echoNotice, c.Result, echoText(e.Tool, n))
 	st.AckCallID = c.ID
-	d.Events = append(d.Events, Event{Kind: EchoNotice, Tool: e.Tool, Count: n, Sig: e.Sig})
+	d.Events = append(d.Events, event{Kind: echoNotice, Tool: e.Tool, Count: n, Sig: e.Sig})
 }
 
 // noteStall applies a STALL measure to the report-once state.
-func (g *Guard) noteStall(d *Decision, st *State, req *conv.Request, s Stall) {
+func (g *Guard) noteStall(d *decision, st *state, req *conv.Request, s stall) {
 	switch {
 	case !s.Known:
 	case !s.Stalled:
@@ -198,10 +198,10 @@ func (g *Guard) noteStall(d *Decision, st *State, req *conv.Request, s Stall) {
 	case g.interrupt:
 		st.StallReported = true
 		st.StallPending = true
-		st.Pending = StallCounts{s.StepChars, s.TurnChars, s.Steps}
+		st.Pending = stallCounts{s.StepChars, s.TurnChars, s.Steps}
 	default:
 		st.StallReported = true
-		d.Events = append(d.Events, Event{Kind: StallObserved, Stall: s, Effort: Effort(req.Body)})
+		d.Events = append(d.Events, event{Kind: stallObserved, Stall: s, Effort: effort(req.Body)})
 	}
 }
 
@@ -209,7 +209,7 @@ func (g *Guard) noteStall(d *Decision, st *State, req *conv.Request, s Stall) {
 // last message when that is a tool result, or a user message inside the
 // open turn. A request that starts a new turn drops it: the stalled turn
 // is over.
-func (g *Guard) placeStall(d *Decision, st *State, req *conv.Request, sig Signals) {
+func (g *Guard) placeStall(d *decision, st *state, req *conv.Request, sig signals) {
 	if !st.StallPending {
 		return
 	}
@@ -222,20 +222,20 @@ func (g *Guard) placeStall(d *Decision, st *State, req *conv.Request, sig Signal
 		return // wait for a request that ends with a tool result
 	}
 	p := st.Pending
-	g.place(d, st, req, StallInterrupted, last, StallText(p.StepChars, p.TurnChars))
+	g.place(d, st, req, stallInterrupted, last, stallText(p.StepChars, p.TurnChars))
 	st.StallPending = false
 	st.StepDownLeft = g.stepDown
 	s := g.stall(true, p.StepChars, p.TurnChars, p.Steps)
-	d.Events = append(d.Events, Event{Kind: StallInterrupted, Stall: s, Effort: Effort(req.Body)})
+	d.Events = append(d.Events, event{Kind: stallInterrupted, Stall: s, Effort: effort(req.Body)})
 }
 
 // place adds a placement and remembers it as a notice.
-func (g *Guard) place(d *Decision, st *State, req *conv.Request, k Kind, i int, text string) {
-	d.Placements = append(d.Placements, Placement{i, text})
-	n := Notice{Kind: k, Message: i, Hash: messageHash(req, i), Text: text}
+func (g *Guard) place(d *decision, st *state, req *conv.Request, k kind, i int, text string) {
+	d.Placements = append(d.Placements, placement{i, text})
+	n := notice{Kind: k, Message: i, Hash: messageHash(req, i), Text: text}
 	st.Notices = append(slices.Clip(st.Notices), n)
-	if len(st.Notices) > MaxNotices {
-		st.Notices = st.Notices[len(st.Notices)-MaxNotices:]
+	if len(st.Notices) > maxNotices {
+		st.Notices = st.Notices[len(st.Notices)-maxNotices:]
 	}
 }
 
@@ -255,7 +255,7 @@ func placeable(req *conv.Request, i int) bool {
 	return !c.Exists() || c.Type == gjson.Null || c.Type == gjson.String || c.IsArray()
 }
 
-func anchored(req *conv.Request, n Notice) bool {
+func anchored(req *conv.Request, n notice) bool {
 	return n.Message >= 0 && n.Message < len(req.Messages) && messageHash(req, n.Message) == n.Hash
 }
 
@@ -266,10 +266,10 @@ func messageHash(req *conv.Request, i int) uint64 {
 	return h.Sum64()
 }
 
-// Effort returns the request's reasoning effort: the top-level
+// effort returns the request's reasoning effort: the top-level
 // "reasoning_effort" string, else "reasoning.effort" (OpenRouter), else "".
 // It reads the body once; Decide calls it only for an Event.
-func Effort(body []byte) string {
+func effort(body []byte) string {
 	var top, nested string
 	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
 		switch {
@@ -288,17 +288,17 @@ func Effort(body []byte) string {
 	return nested
 }
 
-// EchoText is the ECHO notice for a tool whose same call failed count
+// echoText is the ECHO notice for a tool whose same call failed count
 // times in a row.
-func EchoText(tool string, count int) string {
+func echoText(tool string, count int) string {
 	return fmt.Sprintf("Note from the shaperproxy guard: the same call to the tool %q, with the same arguments, "+
 		"has now failed %d times in a row. Repeating it unchanged is unlikely to help; "+
 		"change the arguments or the approach.", cleanName(tool), count)
 }
 
-// StallText is the STALL notice for a step of stepChars characters of
+// stallText is the STALL notice for a step of stepChars characters of
 // reasoning in a turn of turnChars.
-func StallText(stepChars, turnChars int) string {
+func stallText(stepChars, turnChars int) string {
 	return fmt.Sprintf("Note from the shaperproxy guard: the last step reasoned for %d characters before any output, "+
 		"and this turn for %d characters so far. Stop deliberating and act on what you have: "+
 		"make the next tool call or give your answer.", stepChars, turnChars)

@@ -15,7 +15,7 @@ import (
 type conversation struct {
 	t     *testing.T
 	g     *Guard
-	p     *Projection
+	p     *projection
 	state []byte
 }
 
@@ -23,8 +23,8 @@ func newConversation(t *testing.T, g *Guard) *conversation {
 	return &conversation{t: t, g: g, p: g.NewProjection()}
 }
 
-func (c *conversation) load() State {
-	var st State
+func (c *conversation) load() state {
+	var st state
 	if c.state != nil {
 		if err := st.UnmarshalBinary(c.state); err != nil {
 			c.t.Fatal(err)
@@ -33,7 +33,7 @@ func (c *conversation) load() State {
 	return st
 }
 
-func (c *conversation) save(st State) {
+func (c *conversation) save(st state) {
 	b, err := st.MarshalBinary()
 	if err != nil {
 		c.t.Fatal(err)
@@ -42,13 +42,13 @@ func (c *conversation) save(st State) {
 }
 
 // send runs one request and returns the decision and the body sent.
-func (c *conversation) send(h *hist) (Decision, Signals, []byte) {
+func (c *conversation) send(h *hist) (decision, signals, []byte) {
 	c.t.Helper()
 	req := h.req(c.t)
 	sig, _ := c.p.Update(req)
 	d, st := c.g.Decide(c.load(), req, sig)
 	c.save(st)
-	out, err := ApplyPlacements(req, d.Placements)
+	out, err := applyPlacements(req, d.Placements)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -58,8 +58,8 @@ func (c *conversation) send(h *hist) (Decision, Signals, []byte) {
 	return d, sig, out
 }
 
-func kinds(evs []Event) []Kind {
-	var ks []Kind
+func kinds(evs []event) []kind {
+	var ks []kind
 	for _, e := range evs {
 		ks = append(ks, e.Kind)
 	}
@@ -75,11 +75,11 @@ func TestEchoNoticeOnce(t *testing.T) {
 	}
 	h.assistant("", tc{"call_2", "read_file", `{"path":"main.go"}`}).tool("call_2", failOut)
 	d, _, out := c.send(h)
-	if !reflect.DeepEqual(kinds(d.Events), []Kind{EchoNotice}) || d.Events[0].Count != 3 || d.Events[0].Tool != "read_file" {
+	if !reflect.DeepEqual(kinds(d.Events), []kind{echoNotice}) || d.Events[0].Count != 3 || d.Events[0].Tool != "read_file" {
 		t.Fatalf("third failure: %+v", d)
 	}
 	last := len(h.msgs) - 1
-	want := []Placement{{last, EchoText("read_file", 3)}}
+	want := []placement{{last, echoText("read_file", 3)}}
 	if !reflect.DeepEqual(d.Placements, want) {
 		t.Fatalf("placements %+v, want %+v", d.Placements, want)
 	}
@@ -105,7 +105,7 @@ func TestEchoNoticeOnce(t *testing.T) {
 	// The third new failure after the notice: a new notice.
 	h.assistant("", tc{"call_5", "read_file", `{"path":"main.go"}`}).tool("call_5", failOut)
 	d, _, _ = c.send(h)
-	if !reflect.DeepEqual(kinds(d.Events), []Kind{EchoNotice}) || d.Events[0].Count != 3 {
+	if !reflect.DeepEqual(kinds(d.Events), []kind{echoNotice}) || d.Events[0].Count != 3 {
 		t.Fatalf("three new failures: %+v", d)
 	}
 	if len(d.Placements) != 2 || d.Placements[1].Message != len(h.msgs)-1 || c.load().AckCallID != "call_5" {
@@ -119,8 +119,8 @@ func TestEchoAckWithoutState(t *testing.T) {
 	g := mustGuard(t, nil)
 	req := failingLoop(3).req(t)
 	sig := g.Fold(req)
-	d1, st := g.Decide(State{}, req, sig)
-	d2, _ := g.Decide(State{}, req, sig)
+	d1, st := g.Decide(state{}, req, sig)
+	d2, _ := g.Decide(state{}, req, sig)
 	d3, _ := g.Decide(st, req, sig)
 	if len(d1.Events) != 1 || len(d2.Events) != 1 || len(d3.Events) != 0 {
 		t.Fatalf("events %v %v %v", d1.Events, d2.Events, d3.Events)
@@ -130,11 +130,11 @@ func TestEchoAckWithoutState(t *testing.T) {
 func TestEchoThresholdConfigurable(t *testing.T) {
 	g := mustGuard(t, func(c *Config) { c.EchoThreshold = 5 })
 	req := failingLoop(4).req(t)
-	if d, _ := g.Decide(State{}, req, g.Fold(req)); len(d.Events) != 0 {
+	if d, _ := g.Decide(state{}, req, g.Fold(req)); len(d.Events) != 0 {
 		t.Fatal("4 failures with threshold 5")
 	}
 	req = failingLoop(5).req(t)
-	if d, _ := g.Decide(State{}, req, g.Fold(req)); len(d.Events) != 1 {
+	if d, _ := g.Decide(state{}, req, g.Fold(req)); len(d.Events) != 1 {
 		t.Fatal("5 failures with threshold 5")
 	}
 }
@@ -142,7 +142,7 @@ func TestEchoThresholdConfigurable(t *testing.T) {
 func TestNoticeNotReappliedWhenMessageChanged(t *testing.T) {
 	g := mustGuard(t, nil)
 	req := failingLoop(3).req(t)
-	_, st := g.Decide(State{}, req, g.Fold(req))
+	_, st := g.Decide(state{}, req, g.Fold(req))
 	h := failingLoop(3)
 	h.msgs[len(h.msgs)-1] = `{"role":"tool","tool_call_id":"call_2","content":"Error: other"}`
 	req = h.req(t)
@@ -153,31 +153,31 @@ func TestNoticeNotReappliedWhenMessageChanged(t *testing.T) {
 }
 
 func TestStateRoundTrip(t *testing.T) {
-	st := State{
+	st := state{
 		AckCallID: "call_ü", StallReported: true, StallPending: true,
-		Pending: StallCounts{13000, 41000, 7}, StepDownLeft: 2,
-		Notices: []Notice{{EchoNotice, 12, 0xdeadbeefcafe, EchoText("bash", 3)}, {StallInterrupted, 40, 1, "x"}},
+		Pending: stallCounts{13000, 41000, 7}, StepDownLeft: 2,
+		Notices: []notice{{echoNotice, 12, 0xdeadbeefcafe, echoText("bash", 3)}, {stallInterrupted, 40, 1, "x"}},
 	}
 	b, err := st.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got State
+	var got state
 	if err := got.UnmarshalBinary(b); err != nil || !reflect.DeepEqual(got, st) {
 		t.Fatalf("round trip: %+v, %v", got, err)
 	}
-	var zero State
+	var zero state
 	b, _ = zero.MarshalBinary()
 	if err := got.UnmarshalBinary(b); err != nil || !reflect.DeepEqual(got, zero) {
 		t.Fatalf("zero round trip: %+v, %v", got, err)
 	}
 	for _, bad := range [][]byte{nil, {9}, b[:len(b)-1], append(b, 0)} {
 		keep := st
-		if err := keep.UnmarshalBinary(bad); !errors.Is(err, ErrBadState) || !reflect.DeepEqual(keep, st) {
+		if err := keep.UnmarshalBinary(bad); !errors.Is(err, errBadState) || !reflect.DeepEqual(keep, st) {
 			t.Errorf("UnmarshalBinary(%v) = %v, state %+v", bad, err, keep)
 		}
 	}
-	st.Notices = make([]Notice, MaxNotices+1)
+	st.Notices = make([]notice, maxNotices+1)
 	if _, err := st.MarshalBinary(); err == nil {
 		t.Error("too many notices marshalled")
 	}
@@ -185,15 +185,15 @@ func TestStateRoundTrip(t *testing.T) {
 
 func TestMaxNotices(t *testing.T) {
 	g := mustGuard(t, nil)
-	st := State{}
+	st := state{}
 	h := failingLoop(0)
-	for i := range 3 * (MaxNotices + 2) {
+	for i := range 3 * (maxNotices + 2) {
 		id := fmt.Sprintf("call_%d", i)
 		h.assistant("", tc{id, "read_file", `{"path":"main.go"}`}).tool(id, failOut)
 		req := h.req(t)
 		_, st = g.Decide(st, req, g.Fold(req))
 	}
-	if len(st.Notices) != MaxNotices {
+	if len(st.Notices) != maxNotices {
 		t.Fatalf("%d notices kept", len(st.Notices))
 	}
 	if _, err := st.MarshalBinary(); err != nil {
@@ -214,13 +214,13 @@ func TestStallObserveOncePerStall(t *testing.T) {
 	h := (&hist{}).system("agent").user("go")
 	steps := []struct {
 		chars int
-		want  []Kind
+		want  []kind
 	}{
 		{100, nil},
-		{13000, []Kind{StallObserved}}, // stalled: recorded
+		{13000, []kind{stallObserved}}, // stalled: recorded
 		{12500, nil},                   // continuing: not again
 		{200, nil},                     // cleared
-		{12000, []Kind{StallObserved}}, // stalled again: recorded again
+		{12000, []kind{stallObserved}}, // stalled again: recorded again
 	}
 	for i, s := range steps {
 		stallStep(h, s.chars)
@@ -265,7 +265,7 @@ func TestStallTurnThreshold(t *testing.T) {
 
 func TestStallUnknownWithoutReasoning(t *testing.T) {
 	g := mustGuard(t, nil)
-	st := State{StallReported: true}
+	st := state{StallReported: true}
 	h := (&hist{}).user("go")
 	h.raw(`{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"ls","arguments":"{}"}}]}`).tool("a", okOut)
 	req := h.req(t)
@@ -286,10 +286,10 @@ func TestStallThinkTags(t *testing.T) {
 	if !s.Known || s.StepChars != 12000 || !s.Stalled {
 		t.Fatalf("%+v", s)
 	}
-	if n := StepChars(conv.Choice{Content: "<think>abc</think>x"}); n != 3 {
+	if n := stepChars(conv.Choice{Content: "<think>abc</think>x"}); n != 3 {
 		t.Fatalf("StepChars think = %d", n)
 	}
-	if n := StepChars(conv.Choice{Reasoning: "日本語", Content: "x"}); n != 3 {
+	if n := stepChars(conv.Choice{Reasoning: "日本語", Content: "x"}); n != 3 {
 		t.Fatalf("StepChars = %d", n)
 	}
 }
@@ -302,12 +302,12 @@ func TestObserveDoesNotHideEcho(t *testing.T) {
 		h := failingLoop(2)
 		h.assistant(strings.Repeat("x", 20000), tc{"call_2", "read_file", `{"path":"main.go"}`}).tool("call_2", failOut)
 		req := h.req(t)
-		d, st := g.Decide(State{}, req, g.Fold(req))
-		var want []Kind
+		d, st := g.Decide(state{}, req, g.Fold(req))
+		var want []kind
 		if action == StallObserve {
-			want = []Kind{EchoNotice, StallObserved}
+			want = []kind{echoNotice, stallObserved}
 		} else {
-			want = []Kind{EchoNotice, StallInterrupted}
+			want = []kind{echoNotice, stallInterrupted}
 		}
 		if !reflect.DeepEqual(kinds(d.Events), want) || st.AckCallID != "call_2" {
 			t.Fatalf("%s: events %v, state %+v", action, kinds(d.Events), st)
@@ -315,12 +315,12 @@ func TestObserveDoesNotHideEcho(t *testing.T) {
 		if len(d.Placements) != len(want)-1+boolInt(action == StallInterrupt) {
 			t.Fatalf("%s: placements %+v", action, d.Placements)
 		}
-		out, err := ApplyPlacements(req, d.Placements)
+		out, err := applyPlacements(req, d.Placements)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := mustParse(t, out).Messages[len(h.msgs)-1].Content
-		if !strings.Contains(got, EchoText("read_file", 3)) {
+		if !strings.Contains(got, echoText("read_file", 3)) {
 			t.Fatalf("%s: %q", action, got)
 		}
 	}
@@ -346,12 +346,12 @@ func TestInterruptStepDown(t *testing.T) {
 	}
 	stallStep(h, 15000)
 	d, _, out := c.send(h)
-	if !reflect.DeepEqual(kinds(d.Events), []Kind{StallInterrupted}) || !d.StepDown {
+	if !reflect.DeepEqual(kinds(d.Events), []kind{stallInterrupted}) || !d.StepDown {
 		t.Fatalf("interrupt: %+v", d)
 	}
 	last := len(h.msgs) - 1
 	if len(d.Placements) != 1 || d.Placements[0].Message != last ||
-		!strings.HasSuffix(mustParse(t, out).Messages[last].Content, "\n\n"+StallText(15000, 15100)) {
+		!strings.HasSuffix(mustParse(t, out).Messages[last].Content, "\n\n"+stallText(15000, 15100)) {
 		t.Fatalf("interrupt placement %+v", d.Placements)
 	}
 	stallStep(h, 14000) // still stalled: no second interrupt
@@ -366,7 +366,7 @@ func TestInterruptStepDown(t *testing.T) {
 		t.Fatalf("state %+v", st)
 	}
 	body := h.body()
-	if got, changed := StepDown(body, deepseek, true); !changed || !strings.Contains(string(got), `"reasoning_effort":"high"`) {
+	if got, changed := stepDown(body, deepseek, true); !changed || !strings.Contains(string(got), `"reasoning_effort":"high"`) {
 		t.Fatalf("lowered body %s", got)
 	}
 }
@@ -377,7 +377,7 @@ func TestInterruptFromResponse(t *testing.T) {
 	stallStep(h, 10)
 	req := h.req(t)
 	sig := g.Fold(req)
-	d, st := g.Decide(State{}, req, sig)
+	d, st := g.Decide(state{}, req, sig)
 	if len(d.Events) != 0 {
 		t.Fatal(d)
 	}
@@ -392,8 +392,8 @@ func TestInterruptFromResponse(t *testing.T) {
 		`,"tool_calls":[{"id":"z","type":"function","function":{"name":"ls","arguments":"{}"}}]}`).tool("z", okOut)
 	req = h.req(t)
 	d, st = g.Decide(st, req, g.Fold(req))
-	if !reflect.DeepEqual(kinds(d.Events), []Kind{StallInterrupted}) || !d.StepDown || len(d.Placements) != 1 ||
-		d.Placements[0].Text != StallText(12345, 12355) {
+	if !reflect.DeepEqual(kinds(d.Events), []kind{stallInterrupted}) || !d.StepDown || len(d.Placements) != 1 ||
+		d.Placements[0].Text != stallText(12345, 12355) {
 		t.Fatalf("next request: %+v", d)
 	}
 	if d, _ = g.Decide(st, req, g.Fold(req)); len(d.Events) != 0 || d.StepDown {
@@ -403,7 +403,7 @@ func TestInterruptFromResponse(t *testing.T) {
 
 func TestInterruptPendingRules(t *testing.T) {
 	g := mustGuard(t, func(c *Config) { c.StallAction = StallInterrupt; c.StepDownRequests = 3 })
-	pending := State{StallReported: true, StallPending: true, Pending: StallCounts{13000, 13000, 1}}
+	pending := state{StallReported: true, StallPending: true, Pending: stallCounts{13000, 13000, 1}}
 
 	// A request that starts a new turn drops it.
 	h := (&hist{}).user("go").assistant("x").user("next question")
@@ -434,7 +434,7 @@ func TestStepDownZeroNeverLowers(t *testing.T) {
 	h := (&hist{}).user("go")
 	stallStep(h, 50000)
 	req := h.req(t)
-	d, st := g.Decide(State{}, req, g.Fold(req))
+	d, st := g.Decide(state{}, req, g.Fold(req))
 	if len(d.Events) != 1 || d.StepDown || st.StepDownLeft != 0 {
 		t.Fatalf("%+v %+v", d, st)
 	}
@@ -447,8 +447,8 @@ func TestDisabled(t *testing.T) {
 	}
 	req := failingLoop(5).req(t)
 	sig, stats := g.NewProjection().Update(req)
-	d, st := g.Decide(State{}, req, sig)
-	if !reflect.DeepEqual(sig, Signals{}) || stats.Processed != 0 || len(d.Placements)+len(d.Events) != 0 || !reflect.DeepEqual(st, State{}) {
+	d, st := g.Decide(state{}, req, sig)
+	if !reflect.DeepEqual(sig, signals{}) || stats.Processed != 0 || len(d.Placements)+len(d.Events) != 0 || !reflect.DeepEqual(st, state{}) {
 		t.Fatalf("disabled guard acted: %+v %+v %+v", sig, d, st)
 	}
 }

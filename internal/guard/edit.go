@@ -11,14 +11,14 @@ import (
 	"github.com/tidwall/sjson"
 )
 
-// ErrNotPlaceable is wrapped by ApplyPlacements when a placement names a
+// errNotPlaceable is wrapped by ApplyPlacements when a placement names a
 // message it cannot append to (see Decide's placement rules).
-var ErrNotPlaceable = errors.New("guard: notice cannot be placed")
+var errNotPlaceable = errors.New("guard: notice cannot be placed")
 
 // noticeSep separates a notice from the content before it.
 const noticeSep = "\n\n"
 
-// ApplyPlacements returns a copy of req.Body with each placement's text
+// applyPlacements returns a copy of req.Body with each placement's text
 // appended to its message's content; req.Body is not changed. Only the
 // content value of the named messages changes, and only at its end:
 //
@@ -30,14 +30,14 @@ const noticeSep = "\n\n"
 // Texts for one message are joined with "\n\n". With no placements the
 // body is returned as it is. On error (ErrNotPlaceable) the body is
 // returned unchanged and nothing should be sent differently.
-func ApplyPlacements(req *conv.Request, ps []Placement) ([]byte, error) {
+func applyPlacements(req *conv.Request, ps []placement) ([]byte, error) {
 	if len(ps) == 0 {
 		return req.Body, nil
 	}
 	texts := map[int][]string{}
 	for _, p := range ps {
 		if !placeable(req, p.Message) {
-			return req.Body, fmt.Errorf("%w: message %d", ErrNotPlaceable, p.Message)
+			return req.Body, fmt.Errorf("%w: message %d", errNotPlaceable, p.Message)
 		}
 		texts[p.Message] = append(texts[p.Message], p.Text)
 	}
@@ -84,11 +84,11 @@ func appendToContent(body []byte, m conv.Message, text string) ([]byte, error) {
 	case !c.Exists():
 		edited, err := sjson.SetBytes(append([]byte(nil), raw...), "content", text)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrNotPlaceable, err)
+			return nil, fmt.Errorf("%w: %w", errNotPlaceable, err)
 		}
 		return splice(body, m.Start, len(raw), edited), nil
 	default:
-		return nil, fmt.Errorf("%w: message %d content", ErrNotPlaceable, m.Index)
+		return nil, fmt.Errorf("%w: message %d content", errNotPlaceable, m.Index)
 	}
 	return splice(body, m.Start+at, cut, ins), nil
 }
@@ -101,7 +101,7 @@ func splice(body []byte, off, n int, ins []byte) []byte {
 	return append(out, body[off+n:]...)
 }
 
-// StepDown lowers the reasoning effort of a request body by one step of
+// stepDown lowers the reasoning effort of a request body by one step of
 // the route's lowering when active is true: the string at l.Path is
 // replaced by l.Values[value]. The body is returned unchanged (changed
 // false) when active is false, the key is absent or not a string, the
@@ -109,7 +109,7 @@ func splice(body []byte, off, n int, ins []byte) []byte {
 // would read the first, the upstream the last). The edit is made in place
 // with sjson: every other byte, key order and spelling are kept; body
 // itself is not modified.
-func StepDown(body []byte, l Lowering, active bool) (out []byte, changed bool) {
+func stepDown(body []byte, l Lowering, active bool) (out []byte, changed bool) {
 	if !active || l.Path == "" || repeatedOnPath(body, l.Path) {
 		return body, false
 	}

@@ -22,7 +22,7 @@ func TestApplyPlacements(t *testing.T) {
 		`],"x":1}`)
 	req := mustParse(t, body)
 	orig := string(body)
-	out, err := ApplyPlacements(req, []Placement{
+	out, err := applyPlacements(req, []placement{
 		{2, "one"}, {3, "two"}, {4, "three"}, {5, "four"}, {6, "five"}, {7, "six"}, {2, "again"},
 	})
 	if err != nil {
@@ -49,7 +49,7 @@ func TestApplyPlacements(t *testing.T) {
 	if len(got.Messages[1].ToolCalls) != 5 || got.Messages[0].Content != "go" {
 		t.Error("other messages changed")
 	}
-	if out, err := ApplyPlacements(req, nil); err != nil || &out[0] != &body[0] {
+	if out, err := applyPlacements(req, nil); err != nil || &out[0] != &body[0] {
 		t.Error("no placements should return the body itself")
 	}
 }
@@ -57,8 +57,8 @@ func TestApplyPlacements(t *testing.T) {
 func TestApplyPlacementsRefuses(t *testing.T) {
 	req := mustParse(t, []byte(`{"messages":[{"role":"assistant","content":"x"},{"role":"tool","content":{"a":1}},{"role":"tool","content":"x","content":"y"}]}`))
 	for _, i := range []int{0, 1, 2, 3, -1} {
-		out, err := ApplyPlacements(req, []Placement{{i, "n"}})
-		if !errors.Is(err, ErrNotPlaceable) || string(out) != string(req.Body) {
+		out, err := applyPlacements(req, []placement{{i, "n"}})
+		if !errors.Is(err, errNotPlaceable) || string(out) != string(req.Body) {
 			t.Errorf("message %d: %v", i, err)
 		}
 	}
@@ -89,7 +89,7 @@ func TestStepDown(t *testing.T) {
 			`{"reasoning_effort":"medium"}`},
 	} {
 		in := []byte(tc.body)
-		out, changed := StepDown(in, tc.l, tc.active)
+		out, changed := stepDown(in, tc.l, tc.active)
 		want := tc.want
 		if want == "" {
 			want = tc.body
@@ -106,13 +106,13 @@ func TestStepDownWindow(t *testing.T) {
 	g := mustGuard(t, func(c *Config) { c.StallAction = StallInterrupt; c.StepDownRequests = 2 })
 	h := (&hist{}).user("go")
 	stallStep(h, 20000)
-	var st State
+	var st state
 	var got []string
 	for range 3 {
 		req := h.req(t)
-		var d Decision
+		var d decision
 		d, st = g.Decide(st, req, g.Fold(req))
-		out, _ := StepDown(req.Body, g.Lowering("deepseek", "https://api.deepseek.com"), d.StepDown)
+		out, _ := stepDown(req.Body, g.Lowering("deepseek", "https://api.deepseek.com"), d.StepDown)
 		got = append(got, gjson.GetBytes(out, "reasoning_effort").Str)
 		stallStep(h, 10)
 	}
@@ -128,7 +128,7 @@ func TestEffort(t *testing.T) {
 		`{"reasoning":{"effort":"low"},"reasoning_effort":"x"}`: "x",
 		`{"messages":[]}`:                                       "",
 	} {
-		if got := Effort([]byte(body)); got != want {
+		if got := effort([]byte(body)); got != want {
 			t.Errorf("Effort(%s) = %q, want %q", body, got, want)
 		}
 	}
@@ -136,9 +136,9 @@ func TestEffort(t *testing.T) {
 
 // The default lowerings, as the tests use them.
 var (
-	deepseek   = DefaultLowering("https://api.deepseek.com")
-	openrouter = DefaultLowering("https://openrouter.ai/api/v1")
-	openai     = DefaultLowering("https://api.openai.com/v1")
+	deepseek   = defaultLowering("https://api.deepseek.com")
+	openrouter = defaultLowering("https://openrouter.ai/api/v1")
+	openai     = defaultLowering("https://api.openai.com/v1")
 )
 
 func TestDefaultLowering(t *testing.T) {
@@ -148,13 +148,13 @@ func TestDefaultLowering(t *testing.T) {
 		"https://api.openai.com":       `reasoning_effort map[high:medium medium:low xhigh:high]`,
 		"http://127.0.0.1:8000/v1":     `reasoning_effort map[high:medium medium:low xhigh:high]`,
 	} {
-		if got := fmt.Sprint(DefaultLowering(up).Path, " ", DefaultLowering(up).Values); got != want {
+		if got := fmt.Sprint(defaultLowering(up).Path, " ", defaultLowering(up).Values); got != want {
 			t.Errorf("DefaultLowering(%s) = %s, want %s", up, got, want)
 		}
 	}
-	l := DefaultLowering("https://api.deepseek.com")
+	l := defaultLowering("https://api.deepseek.com")
 	l.Values["max"] = "changed"
-	if DefaultLowering("https://api.deepseek.com").Values["max"] != "high" {
+	if defaultLowering("https://api.deepseek.com").Values["max"] != "high" {
 		t.Error("DefaultLowering hands out a shared map")
 	}
 	g := mustGuard(t, func(c *Config) {

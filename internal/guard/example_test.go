@@ -1,15 +1,14 @@
-package guard_test
+package guard
 
 import (
 	"fmt"
 
 	"github.com/shaperproxy/shaperproxy/conv"
-	"github.com/shaperproxy/shaperproxy/internal/guard"
 )
 
 // Example shows the wiring of one request: fold, decide, apply.
 func Example() {
-	g, err := guard.New(guard.DefaultConfig())
+	g, err := New(DefaultConfig())
 	if err != nil {
 		panic(err)
 	}
@@ -26,11 +25,11 @@ func Example() {
 		panic(err)
 	}
 	proj := g.NewProjection() // kept per conversation key
-	var state guard.State     // loaded per conversation key
+	var state state           // loaded per conversation key
 
 	sig, stats := proj.Update(req)
 	dec, state := g.Decide(state, req, sig)
-	out, err := guard.ApplyPlacements(req, dec.Placements)
+	out, err := applyPlacements(req, dec.Placements)
 	if err != nil {
 		panic(err)
 	}

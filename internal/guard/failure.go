@@ -88,9 +88,9 @@ func (r *failureRules) exitLine(content string) bool {
 		hit = r.lineFails(line)
 		return !hit
 	}
-	headLines(content, LineWindow, visit)
+	headLines(content, lineWindow, visit)
 	if !hit {
-		tailLines(content, LineWindow, visit)
+		tailLines(content, lineWindow, visit)
 	}
 	return hit
 }

@@ -22,7 +22,7 @@ type callRec struct {
 	name string
 	// sig is Signature when known, else rawSig: comparing two records'
 	// (known, sig) tells whether two occurrences of an id agree.
-	sig       Sig
+	sig       sig
 	known     bool
 	untrusted bool
 	state     uint8
@@ -86,7 +86,7 @@ func (f *fold) addStep(m *conv.Message) {
 func (f *fold) addCalls(m *conv.Message) {
 	for _, tc := range m.ToolCalls {
 		rec := callRec{id: tc.ID, name: tc.Name, result: -1}
-		rec.sig, rec.known = Signature(tc.Name, tc.Arguments)
+		rec.sig, rec.known = signature(tc.Name, tc.Arguments)
 		if !rec.known {
 			rec.sig = rawSig(tc.Name, tc.Arguments)
 		}
@@ -134,8 +134,8 @@ func (f *fold) addResult(g *Guard, body []byte, m *conv.Message) {
 }
 
 // signals computes the Signals of the messages folded so far.
-func (f *fold) signals(g *Guard) Signals {
-	s := Signals{Echo: f.echo(), NewTurn: f.inTurn && f.steps == 0}
+func (f *fold) signals(g *Guard) signals {
+	s := signals{Echo: f.echo(), NewTurn: f.inTurn && f.steps == 0}
 	known := f.inTurn && (f.steps == 0 || f.lastKnown)
 	s.Stall = g.stall(known, f.lastChars, f.turnChars, f.steps)
 	return s
@@ -144,19 +144,19 @@ func (f *fold) signals(g *Guard) Signals {
 // echo returns the tail run: from the newest call backwards in call
 // order, while calls are trusted failures with known arguments and the
 // newest call's signature.
-func (f *fold) echo() Echo {
+func (f *fold) echo() echo {
 	n := len(f.calls)
 	if n == 0 || !f.calls[n-1].failing() {
-		return Echo{}
+		return echo{}
 	}
 	last := f.calls[n-1]
 	i := n - 1
 	for i > 0 && f.calls[i-1].failing() && f.calls[i-1].sig == last.sig {
 		i--
 	}
-	e := Echo{Tool: last.name, Sig: last.sig, Chain: make([]Call, 0, n-i)}
+	e := echo{Tool: last.name, Sig: last.sig, Chain: make([]call, 0, n-i)}
 	for j := i; j < n; j++ {
-		e.Chain = append(e.Chain, Call{ID: f.calls[j].id, Seq: j, Result: int(f.calls[j].result)})
+		e.Chain = append(e.Chain, call{ID: f.calls[j].id, Seq: j, Result: int(f.calls[j].result)})
 	}
 	return e
 }
@@ -192,12 +192,12 @@ func thinkBlock(content string) (string, bool) {
 	return s, true
 }
 
-// StepChars measures one step of a response: the characters (runes) of
+// stepChars measures one step of a response: the characters (runes) of
 // reasoning it produced before any visible content or tool call. All
 // reasoning deltas come before content and tool calls (PROTOCOLS.md,
 // "Streams"), so this is the whole reasoning of the choice; for an inline
 // <think> block it is the block's text.
-func StepChars(c conv.Choice) int {
+func stepChars(c conv.Choice) int {
 	if c.Reasoning != "" {
 		return utf8.RuneCountInString(c.Reasoning)
 	}
@@ -205,11 +205,11 @@ func StepChars(c conv.Choice) int {
 	return utf8.RuneCountInString(t)
 }
 
-// TurnSteps returns the reasoning length, in characters, of each step of
+// turnSteps returns the reasoning length, in characters, of each step of
 // req's open turn, oldest first (nil without a user message). It walks
 // conv's turns and is meant for logs and tests, not for every request:
 // Signals.Stall has the newest step and the sum.
-func TurnSteps(req *conv.Request) []int {
+func turnSteps(req *conv.Request) []int {
 	t, ok := req.OpenTurn()
 	if !ok {
 		return nil
@@ -222,21 +222,21 @@ func TurnSteps(req *conv.Request) []int {
 	return out
 }
 
-// Projection is the fold of one conversation kept between requests.
+// projection is the fold of one conversation kept between requests.
 // Agent histories only grow, so Update folds only the messages appended
 // since the last request, after checking that the messages folded before
 // are unchanged; a history that was edited, reordered or shortened is
 // folded again from the start. The result always equals Guard.Fold.
 //
 // The check hashes every message's bytes with hash/maphash (a seed per
-// Projection; it guards against accidents, not adversaries) and compares
+// projection; it guards against accidents, not adversaries) and compares
 // the count and the hash of the prefix. The cost is one pass of a fast
 // hash over the body, instead of parsing failures and canonical JSON for
 // every call again.
 //
-// A Projection belongs to the Guard that made it: a changed Config needs
+// A projection belongs to the Guard that made it: a changed Config needs
 // new Projections. It is not safe for concurrent use.
-type Projection struct {
+type projection struct {
 	g    *Guard
 	f    fold
 	n    int    // messages folded
@@ -245,14 +245,14 @@ type Projection struct {
 }
 
 // NewProjection returns an empty Projection for one conversation.
-func (g *Guard) NewProjection() *Projection {
-	p := &Projection{g: g, seed: maphash.MakeSeed()}
+func (g *Guard) NewProjection() *projection {
+	p := &projection{g: g, seed: maphash.MakeSeed()}
 	p.f.init()
 	return p
 }
 
-// Stats tell what an Update did.
-type Stats struct {
+// stats tell what an Update did.
+type stats struct {
 	// Messages is the number of messages in the request.
 	Messages int
 	// Processed is the number of messages folded by this Update.
@@ -263,11 +263,11 @@ type Stats struct {
 }
 
 // Update brings the projection to req's history and returns its signals.
-func (p *Projection) Update(req *conv.Request) (Signals, Stats) {
+func (p *projection) Update(req *conv.Request) (signals, stats) {
 	msgs := req.Messages
-	st := Stats{Messages: len(msgs)}
+	st := stats{Messages: len(msgs)}
 	if !p.g.Enabled() {
-		return Signals{}, st
+		return signals{}, st
 	}
 	var h maphash.Hash
 	h.SetSeed(p.seed)

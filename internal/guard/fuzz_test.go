@@ -23,8 +23,8 @@ func FuzzCanonical(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, args string) {
-		c, ok := Canonical(args)
-		if _, sok := Signature("tool", args); sok != ok {
+		c, ok := canonical(args)
+		if _, sok := signature("tool", args); sok != ok {
 			t.Fatalf("Signature ok %v, Canonical ok %v", sok, ok)
 		}
 		if !ok {
@@ -33,12 +33,12 @@ func FuzzCanonical(f *testing.F) {
 		if !json.Valid([]byte(args)) || !json.Valid(c) {
 			t.Fatalf("accepted invalid JSON %q -> %q", args, c)
 		}
-		again, ok := Canonical(string(c))
+		again, ok := canonical(string(c))
 		if !ok || !bytes.Equal(again, c) {
 			t.Fatalf("not idempotent: %q -> %q -> %q", args, c, again)
 		}
-		s1, _ := Signature("tool", args)
-		s2, _ := Signature("tool", string(c))
+		s1, _ := signature("tool", args)
+		s2, _ := signature("tool", string(c))
 		if s1 != s2 {
 			t.Fatal("signature differs from the signature of the canonical form")
 		}
@@ -144,9 +144,9 @@ func FuzzFold(f *testing.F) {
 		if _, st := p.Update(req); st.Processed != 0 {
 			t.Fatalf("same request processed %d", st.Processed)
 		}
-		st := State{StallPending: true, Pending: StallCounts{1, 2, 3}}
+		st := state{StallPending: true, Pending: stallCounts{1, 2, 3}}
 		d, next := g.Decide(st, req, sig)
-		out, err := ApplyPlacements(req, d.Placements)
+		out, err := applyPlacements(req, d.Placements)
 		if err != nil {
 			t.Fatalf("a decided placement failed: %v", err)
 		}
@@ -155,12 +155,12 @@ func FuzzFold(f *testing.F) {
 			t.Fatalf("edited body: %v\n%s", err, out)
 		}
 		for _, l := range []Lowering{deepseek, openrouter} {
-			if lowered, _ := StepDown(out, l, true); !json.Valid(lowered) {
+			if lowered, _ := stepDown(out, l, true); !json.Valid(lowered) {
 				t.Fatalf("StepDown broke the body: %s", lowered)
 			}
 		}
 		b, err := next.MarshalBinary()
-		var back State
+		var back state
 		if err != nil || back.UnmarshalBinary(b) != nil || !reflect.DeepEqual(back, next) {
 			t.Fatalf("state round trip: %v", err)
 		}

@@ -54,36 +54,36 @@ func (g *Guard) Lowering(route, upstream string) Lowering {
 	if l, ok := g.cfg.StepDownMap[route]; ok {
 		return l
 	}
-	return DefaultLowering(upstream)
+	return defaultLowering(upstream)
 }
 
-// Signals are what one fold of a request's history finds. A Signals value
+// signals are what one fold of a request's history finds. A signals value
 // depends only on the messages and the Guard's Config: a Projection's
 // Update and Fold return equal values for the same request.
-type Signals struct {
+type signals struct {
 	// Echo is the run of failed calls at the tail of the history.
-	Echo Echo
+	Echo echo
 	// Stall is the reasoning measure of the open turn.
-	Stall Stall
+	Stall stall
 	// NewTurn is true when the request starts a turn (conv's
 	// StartsNewTurn): its open turn has no assistant message yet.
 	NewTurn bool
 }
 
-// Echo is the tail run of failures of one signature, in call order. It
+// echo is the tail run of failures of one signature, in call order. It
 // ignores acknowledgement; Count applies it.
-type Echo struct {
+type echo struct {
 	// Chain holds the calls of the run, oldest first; nil when the newest
 	// call of the history is not a trusted failure with known arguments.
-	Chain []Call
+	Chain []call
 	// Tool is the tool name of the run.
 	Tool string
 	// Sig is the signature hash shared by the run.
-	Sig Sig
+	Sig sig
 }
 
-// Call is one call of an ECHO chain.
-type Call struct {
+// call is one call of an ECHO chain.
+type call struct {
 	// ID is the call's tool_call_id.
 	ID string
 	// Seq is the call's position in call order (0 = the first call of the
@@ -97,7 +97,7 @@ type Call struct {
 // (the last call covered by the previous notice). When ackID is not in
 // the run, every call of the run counts: the acknowledged call is older
 // than the run (or gone from the history).
-func (e Echo) Count(ackID string) int {
+func (e echo) Count(ackID string) int {
 	n := 0
 	for i := len(e.Chain) - 1; i >= 0 && (ackID == "" || e.Chain[i].ID != ackID); i-- {
 		n++
@@ -107,15 +107,15 @@ func (e Echo) Count(ackID string) int {
 
 // Newest returns the newest call of the run; ok is false when the run is
 // empty.
-func (e Echo) Newest() (c Call, ok bool) {
+func (e echo) Newest() (c call, ok bool) {
 	if len(e.Chain) == 0 {
-		return Call{}, false
+		return call{}, false
 	}
 	return e.Chain[len(e.Chain)-1], true
 }
 
-// Stall is the reasoning measure of a step and of the open turn.
-type Stall struct {
+// stall is the reasoning measure of a step and of the open turn.
+type stall struct {
 	// Known is false when the measure cannot be judged: the request has
 	// no user message, or the newest step of the open turn carries no
 	// reasoning field (a client that does not send reasoning back). A
@@ -137,8 +137,8 @@ type Stall struct {
 }
 
 // stall fills the thresholds into a measure.
-func (g *Guard) stall(known bool, step, turn, steps int) Stall {
-	s := Stall{Known: known, StepChars: step, TurnChars: turn, Steps: steps}
+func (g *Guard) stall(known bool, step, turn, steps int) stall {
+	s := stall{Known: known, StepChars: step, TurnChars: turn, Steps: steps}
 	s.OverStep = g.stepChars > 0 && step >= g.stepChars
 	s.OverTurn = g.turnChars > 0 && turn >= g.turnChars
 	s.Stalled = s.OverStep || s.OverTurn
@@ -147,9 +147,9 @@ func (g *Guard) stall(known bool, step, turn, steps int) Stall {
 
 // Fold folds the whole history of req once and returns its signals. It is
 // the reference for Projection.Update.
-func (g *Guard) Fold(req *conv.Request) Signals {
+func (g *Guard) Fold(req *conv.Request) signals {
 	if !g.Enabled() {
-		return Signals{}
+		return signals{}
 	}
 	var f fold
 	f.init()
@@ -157,12 +157,4 @@ func (g *Guard) Fold(req *conv.Request) Signals {
 		f.add(g, req.Body, &req.Messages[i])
 	}
 	return f.signals(g)
-}
-
-// StallOfResponse measures a response (a choice rebuilt by
-// conv.Assembler) as the newest step of the open turn of the request that
-// produced it: hist is that request's Signals.Stall.
-func (g *Guard) StallOfResponse(hist Stall, c conv.Choice) Stall {
-	step := StepChars(c)
-	return g.stall(true, step, hist.TurnChars+step, hist.Steps+1)
 }

@@ -27,8 +27,8 @@ const maxProjections = 1024
 // signalsKey carries a request's signals to its response; decisionKey
 // its decision to a retry of the same request.
 var (
-	signalsKey  = proxy.NewKey[Signals]()
-	decisionKey = proxy.NewKey[Decision]()
+	signalsKey  = proxy.NewKey[signals]()
+	decisionKey = proxy.NewKey[decision]()
 )
 
 // Hook is the ECHO/STALL guard on the wire: a request transform that
@@ -49,7 +49,7 @@ type Hook struct {
 
 type convProjection struct {
 	mu sync.Mutex
-	p  *Projection
+	p  *projection
 }
 
 var (
@@ -89,18 +89,18 @@ func (h *Hook) projection(conversation string) *convProjection {
 	return p
 }
 
-func (h *Hook) state(conversation string) State {
-	var st State
+func (h *Hook) state(conversation string) state {
+	var st state
 	if b, ok, err := h.ledger.Get(guardBucket, conversation, "state"); err == nil && ok {
 		if err := st.UnmarshalBinary(b); err != nil {
 			h.log.Warn("guard state unreadable; starting afresh", "err", err)
-			st = State{}
+			st = state{}
 		}
 	}
 	return st
 }
 
-func (h *Hook) save(conversation string, before, after State) {
+func (h *Hook) save(conversation string, before, after state) {
 	a, _ := after.MarshalBinary()
 	if b, _ := before.MarshalBinary(); bytes.Equal(a, b) {
 		return
@@ -139,31 +139,31 @@ func (h *Hook) TransformRequest(_ context.Context, call *proxy.Call, body []byte
 }
 
 // apply places the decision's notices and lowers the effort.
-func (h *Hook) apply(call *proxy.Call, body []byte, dec Decision) []byte {
+func (h *Hook) apply(call *proxy.Call, body []byte, dec decision) []byte {
 	out := body
 	if len(dec.Placements) > 0 {
-		if b, err := ApplyPlacements(call.View, dec.Placements); err == nil {
+		if b, err := applyPlacements(call.View, dec.Placements); err == nil {
 			out = b
 		} else {
 			h.log.Warn("guard notice not placed", "call", call.ID, "err", err)
 		}
 	}
 	if dec.StepDown {
-		out, _ = StepDown(out, h.g.Lowering(call.Route, h.upstreams[call.Route]), true)
+		out, _ = stepDown(out, h.g.Lowering(call.Route, h.upstreams[call.Route]), true)
 	}
 	return out
 }
 
 // record counts the events and writes them to the capture log (counts and
 // effort only, never reasoning or tool output).
-func (h *Hook) record(call *proxy.Call, events []Event) {
+func (h *Hook) record(call *proxy.Call, events []event) {
 	for _, e := range events {
 		h.events.WithLabelValues(e.Kind.String()).Inc()
 		data, _ := json.Marshal(struct {
 			Guard  string `json:"guard"`
 			Tool   string `json:"tool,omitempty"`
 			Count  int    `json:"count,omitempty"`
-			Stall  Stall  `json:"stall"`
+			Stall  stall  `json:"stall"`
 			Effort string `json:"effort,omitempty"`
 		}{e.Kind.String(), e.Tool, e.Count, e.Stall, e.Effort})
 		call.Annotate("guard", data)
@@ -186,7 +186,7 @@ type guardSink struct {
 	h     *Hook
 	call  *proxy.Call
 	view  *conv.Request
-	sig   Signals
+	sig   signals
 	chars int
 	body  []byte // a non-stream body, whole at End
 }
@@ -218,7 +218,7 @@ func (s *guardSink) End(end proxy.End) {
 		if asm.AddBody(s.body) != nil || len(asm.Response().Choices) == 0 {
 			return
 		}
-		s.chars = StepChars(asm.Response().Choices[0])
+		s.chars = stepChars(asm.Response().Choices[0])
 	}
 	cp := s.h.projection(s.call.Conversation)
 	cp.mu.Lock()

@@ -170,7 +170,7 @@ func TestProjectionEqualsFold(t *testing.T) {
 }
 
 // checkOpenTurn compares the fold's turn measure with conv's own turns.
-func checkOpenTurn(t *testing.T, req *conv.Request, s Stall) {
+func checkOpenTurn(t *testing.T, req *conv.Request, s stall) {
 	t.Helper()
 	turn, ok := req.OpenTurn()
 	if !ok {
@@ -184,7 +184,7 @@ func checkOpenTurn(t *testing.T, req *conv.Request, s Stall) {
 		last = utf8.RuneCountInString(req.Messages[st.Assistant].Reasoning)
 		chars += last
 	}
-	if steps := TurnSteps(req); len(steps) != len(turn.Steps) || (len(steps) > 0 && steps[len(steps)-1] != last) {
+	if steps := turnSteps(req); len(steps) != len(turn.Steps) || (len(steps) > 0 && steps[len(steps)-1] != last) {
 		t.Fatalf("TurnSteps %v", steps)
 	}
 	if s.Steps != len(turn.Steps) || s.TurnChars != chars || s.StepChars != last {

@@ -13,12 +13,12 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// Sig is the SHA-256 of a call's signature: its tool name and its
+// sig is the SHA-256 of a call's signature: its tool name and its
 // arguments as canonical JSON. Only the hash is kept in state.
-type Sig [32]byte
+type sig [32]byte
 
 // String returns the first 12 hex digits, enough for a log line.
-func (s Sig) String() string { return hex.EncodeToString(s[:6]) }
+func (s sig) String() string { return hex.EncodeToString(s[:6]) }
 
 // maxDepth bounds the nesting of arguments; deeper arguments are unknown.
 const maxDepth = 128
@@ -26,18 +26,18 @@ const maxDepth = 128
 // maxExponent bounds the exponent of a number; larger ones are unknown.
 const maxExponent = 1_000_000_000
 
-// Signature returns the signature hash of a call to tool name with the
+// signature returns the signature hash of a call to tool name with the
 // given arguments (the decoded "function.arguments" string). ok is false
 // when the arguments are unknown (see Canonical): such a call matches no
 // other call, not even one with the same bytes.
-func Signature(name, args string) (s Sig, ok bool) {
+func signature(name, args string) (s sig, ok bool) {
 	if !utf8.ValidString(args) || !gjson.Valid(args) {
-		return Sig{}, false
+		return sig{}, false
 	}
 	buf := sigPrefix(make([]byte, 0, 16+len(name)+len(args)), 0, name)
 	buf, ok = canon(buf, gjson.Parse(args), 0)
 	if !ok {
-		return Sig{}, false
+		return sig{}, false
 	}
 	return sha256.Sum256(buf), true
 }
@@ -45,7 +45,7 @@ func Signature(name, args string) (s Sig, ok bool) {
 // rawSig hashes a call with unknown arguments over their raw bytes, in a
 // separate domain so that it never equals a Signature. It only serves to
 // tell whether two occurrences of one call id agree.
-func rawSig(name, args string) Sig {
+func rawSig(name, args string) sig {
 	buf := sigPrefix(make([]byte, 0, 16+len(name)+len(args)), 1, name)
 	return sha256.Sum256(append(buf, args...))
 }
@@ -57,10 +57,10 @@ func sigPrefix(dst []byte, domain byte, name string) []byte {
 	return append(dst, name...)
 }
 
-// Canonical returns args as canonical JSON, or ok false when args are
+// canonical returns args as canonical JSON, or ok false when args are
 // unknown.
 //
-// Canonical JSON: no white space; object keys sorted by their bytes,
+// canonical JSON: no white space; object keys sorted by their bytes,
 // recursively; array order kept; strings, true, false and null kept with
 // their type ("1" and 1 differ); strings written with only '"', '\\' and
 // control characters escaped; numbers written by their exact decimal
@@ -72,7 +72,7 @@ func sigPrefix(dst []byte, domain byte, name string) []byte {
 // string included), when an object repeats a key (its meaning then
 // depends on the reader), when they nest deeper than 128 levels, or when a
 // number's exponent in the canonical form is beyond ±10⁹.
-func Canonical(args string) ([]byte, bool) {
+func canonical(args string) ([]byte, bool) {
 	if !utf8.ValidString(args) || !gjson.Valid(args) {
 		return nil, false
 	}

@@ -29,7 +29,7 @@ func TestCanonical(t *testing.T) {
 		{`[]`, `[]`},
 		{`{}`, `{}`},
 	} {
-		got, ok := Canonical(tc.in)
+		got, ok := canonical(tc.in)
 		if !ok || string(got) != tc.want {
 			t.Errorf("Canonical(%s) = %s, %v; want %s", tc.in, got, ok, tc.want)
 		}
@@ -42,7 +42,7 @@ func TestCanonicalUnknown(t *testing.T) {
 		`{"a":1,"a":2}`, `{"a":{"b":1,"b":1}}`, `1e99999999999`, `10E1000000000`, "{\"a\":\"\xff\"}",
 		"\"a\nb\"",
 	} {
-		if got, ok := Canonical(in); ok {
+		if got, ok := canonical(in); ok {
 			t.Errorf("Canonical(%q) = %s, want unknown", in, got)
 		}
 	}
@@ -53,14 +53,14 @@ func TestCanonicalUnknown(t *testing.T) {
 	for range maxDepth + 1 {
 		deep += "]"
 	}
-	if _, ok := Canonical(deep); ok {
+	if _, ok := canonical(deep); ok {
 		t.Error("arguments deeper than maxDepth should be unknown")
 	}
 }
 
 func TestSignature(t *testing.T) {
-	a, ok1 := Signature("read", `{"path":"a","n":1}`)
-	b, ok2 := Signature("read", `{ "n" : 1.0, "path" : "a" }`)
+	a, ok1 := signature("read", `{"path":"a","n":1}`)
+	b, ok2 := signature("read", `{ "n" : 1.0, "path" : "a" }`)
 	if !ok1 || !ok2 || a != b {
 		t.Fatalf("equal arguments in another spelling differ: %v %v", a, b)
 	}
@@ -71,11 +71,11 @@ func TestSignature(t *testing.T) {
 		{"read", `{"path":["a"],"n":1}`},
 		{"rea", `d{"path":"a","n":1}`},
 	} {
-		if s, _ := Signature(other.name, other.args); s == a {
+		if s, _ := signature(other.name, other.args); s == a {
 			t.Errorf("Signature(%q, %q) equals the original", other.name, other.args)
 		}
 	}
-	if _, ok := Signature("read", `{"path":`); ok {
+	if _, ok := signature("read", `{"path":`); ok {
 		t.Error("unparseable arguments must be unknown")
 	}
 	if rawSig("read", `{"n":1}`) == a {

@@ -15,13 +15,13 @@ const (
 	maxTextLen = 4096
 )
 
-// ErrBadState is wrapped by UnmarshalBinary for data it cannot read.
-var ErrBadState = errors.New("guard: bad state encoding")
+// errBadState is wrapped by UnmarshalBinary for data it cannot read.
+var errBadState = errors.New("guard: bad state encoding")
 
 // MarshalBinary encodes s in a small versioned binary form. It fails
 // only for a State that Decide does not make: more than MaxNotices
 // notices, or an id or text beyond the limits UnmarshalBinary accepts.
-func (s State) MarshalBinary() ([]byte, error) {
+func (s state) MarshalBinary() ([]byte, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -47,13 +47,13 @@ func (s State) MarshalBinary() ([]byte, error) {
 	return b, nil
 }
 
-func (s State) check() error {
-	if len(s.Notices) > MaxNotices || len(s.AckCallID) > maxIDLen {
-		return fmt.Errorf("%w: too many notices or id too long", ErrBadState)
+func (s state) check() error {
+	if len(s.Notices) > maxNotices || len(s.AckCallID) > maxIDLen {
+		return fmt.Errorf("%w: too many notices or id too long", errBadState)
 	}
 	for _, n := range s.Notices {
 		if len(n.Text) > maxTextLen {
-			return fmt.Errorf("%w: notice text too long", ErrBadState)
+			return fmt.Errorf("%w: notice text too long", errBadState)
 		}
 	}
 	return nil
@@ -67,12 +67,12 @@ func appendLenString(b []byte, s string) []byte {
 // UnmarshalBinary decodes what MarshalBinary wrote. On error s is left
 // unchanged and the error wraps ErrBadState; the wiring should then start
 // from the zero State.
-func (s *State) UnmarshalBinary(data []byte) error {
+func (s *state) UnmarshalBinary(data []byte) error {
 	r := reader{b: data}
 	if r.byte() != stateVersion {
-		return fmt.Errorf("%w: unknown version", ErrBadState)
+		return fmt.Errorf("%w: unknown version", errBadState)
 	}
-	var t State
+	var t state
 	t.AckCallID = r.string(maxIDLen)
 	flags := r.byte()
 	t.StallReported, t.StallPending = flags&1 != 0, flags&2 != 0
@@ -81,12 +81,12 @@ func (s *State) UnmarshalBinary(data []byte) error {
 	t.Pending.Steps = r.int()
 	t.StepDownLeft = r.int()
 	count := r.int()
-	if count > MaxNotices {
+	if count > maxNotices {
 		r.fail()
 	}
 	for i := 0; i < count && r.err == nil; i++ {
-		var n Notice
-		n.Kind = Kind(r.byte())
+		var n notice
+		n.Kind = kind(r.byte())
 		n.Message = r.int()
 		n.Hash = r.uint64()
 		n.Text = r.string(maxTextLen)
@@ -110,7 +110,7 @@ type reader struct {
 
 func (r *reader) fail() {
 	if r.err == nil {
-		r.err = fmt.Errorf("%w: truncated or out of range", ErrBadState)
+		r.err = fmt.Errorf("%w: truncated or out of range", errBadState)
 	}
 	r.b = nil
 }

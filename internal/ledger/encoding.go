@@ -23,20 +23,20 @@ func encodeInsertion(ins Insertion) []byte {
 // decodeInsertion decodes v (stored under key) into fresh slices.
 func decodeInsertion(key [32]byte, v []byte) (Insertion, error) {
 	if len(v) == 0 || v[0] != insertionVersion {
-		return Insertion{}, fmt.Errorf("%w: insertion version", ErrCorrupt)
+		return Insertion{}, fmt.Errorf("%w: insertion version", errCorrupt)
 	}
 	v = v[1:]
 	var fields [3][]byte
 	for i := range fields {
 		n, size := binary.Uvarint(v)
 		if size <= 0 || n > uint64(len(v)-size) {
-			return Insertion{}, fmt.Errorf("%w: insertion field %d", ErrCorrupt, i)
+			return Insertion{}, fmt.Errorf("%w: insertion field %d", errCorrupt, i)
 		}
 		fields[i] = append([]byte{}, v[size:size+int(n)]...)
 		v = v[size+int(n):]
 	}
 	if len(v) != 0 {
-		return Insertion{}, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(v))
+		return Insertion{}, fmt.Errorf("%w: %d trailing bytes", errCorrupt, len(v))
 	}
 	return Insertion{Key: key, Draft: fields[0], Notice: fields[1], Continuation: fields[2]}, nil
 }

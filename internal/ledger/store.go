@@ -17,12 +17,12 @@ const FileName = "state.db"
 
 // Defaults and limits.
 const (
-	DefaultTTL         = 7 * 24 * time.Hour
-	DefaultLockTimeout = boltdb.DefaultLockTimeout
-	// MaxConversationLen is the longest conversation key the Store accepts.
-	MaxConversationLen = 1024
-	// MaxKeyLen is the longest bucket name, key or turn key it accepts.
-	MaxKeyLen = 1024
+	defaultTTL         = 7 * 24 * time.Hour
+	defaultLockTimeout = boltdb.DefaultLockTimeout
+	// maxConversationLen is the longest conversation key the Store accepts.
+	maxConversationLen = 1024
+	// maxKeyLen is the longest bucket name, key or turn key it accepts.
+	maxKeyLen = 1024
 	// TouchEvery is how stale a conversation's last-seen time must be for
 	// Touch to write it again.
 	TouchEvery = time.Hour
@@ -31,16 +31,16 @@ const (
 // Errors returned by the Store. Errors from bbolt and the file system are
 // wrapped with %w.
 var (
-	// ErrClosed is returned by every method after Close.
-	ErrClosed = errors.New("ledger: store is closed")
-	// ErrLocked is returned by Open when another process holds the file
+	// errClosed is returned by every method after Close.
+	errClosed = errors.New("ledger: store is closed")
+	// errLocked is returned by Open when another process holds the file
 	// and LockTimeout passed.
-	ErrLocked = errors.New("ledger: file is locked by another process")
-	// ErrInvalid is returned for an empty or over-long conversation,
+	errLocked = errors.New("ledger: file is locked by another process")
+	// errInvalid is returned for an empty or over-long conversation,
 	// bucket, key or turn key.
-	ErrInvalid = errors.New("ledger: invalid argument")
-	// ErrCorrupt is returned when a stored record cannot be decoded.
-	ErrCorrupt = errors.New("ledger: corrupt record")
+	errInvalid = errors.New("ledger: invalid argument")
+	// errCorrupt is returned when a stored record cannot be decoded.
+	errCorrupt = errors.New("ledger: corrupt record")
 )
 
 // Options configure a Store. The zero value works.
@@ -57,13 +57,13 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.TTL <= 0 {
-		o.TTL = DefaultTTL
+		o.TTL = defaultTTL
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	if o.LockTimeout <= 0 {
-		o.LockTimeout = DefaultLockTimeout
+		o.LockTimeout = defaultLockTimeout
 	}
 	return o
 }
@@ -110,7 +110,7 @@ func Open(path string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	db, err := boltdb.Open(path, boltdb.Options{LockTimeout: opts.LockTimeout})
 	if errors.Is(err, boltdb.ErrLocked) {
-		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
+		return nil, fmt.Errorf("%w: %s", errLocked, path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
@@ -140,7 +140,7 @@ func (s *Store) update(fn func(*bolt.Tx) error) error { return ownErr(s.db.Updat
 // ownErr gives boltdb's ErrClosed this package's name.
 func ownErr(err error) error {
 	if errors.Is(err, boltdb.ErrClosed) {
-		return ErrClosed
+		return errClosed
 	}
 	return err
 }
@@ -148,7 +148,7 @@ func ownErr(err error) error {
 // updateConv runs fn on conversation's bucket (created if needed) in a
 // write transaction and sets its last-seen time to now.
 func (s *Store) updateConv(conversation string, fn func(cb *bolt.Bucket) error) error {
-	if err := checkName("conversation", conversation, MaxConversationLen); err != nil {
+	if err := checkName("conversation", conversation, maxConversationLen); err != nil {
 		return err
 	}
 	now := s.opts.Now()
@@ -167,7 +167,7 @@ func (s *Store) updateConv(conversation string, fn func(cb *bolt.Bucket) error) 
 // viewConv runs fn on conversation's bucket in a read transaction; cb is
 // nil when the conversation has none.
 func (s *Store) viewConv(conversation string, fn func(cb *bolt.Bucket) error) error {
-	if err := checkName("conversation", conversation, MaxConversationLen); err != nil {
+	if err := checkName("conversation", conversation, maxConversationLen); err != nil {
 		return err
 	}
 	return s.view(func(tx *bolt.Tx) error {
@@ -179,9 +179,9 @@ func (s *Store) viewConv(conversation string, fn func(cb *bolt.Bucket) error) er
 func checkName(what, name string, limit int) error {
 	switch {
 	case name == "":
-		return fmt.Errorf("%w: empty %s", ErrInvalid, what)
+		return fmt.Errorf("%w: empty %s", errInvalid, what)
 	case len(name) > limit:
-		return fmt.Errorf("%w: %s of %d bytes (max %d)", ErrInvalid, what, len(name), limit)
+		return fmt.Errorf("%w: %s of %d bytes (max %d)", errInvalid, what, len(name), limit)
 	}
 	return nil
 }
@@ -239,7 +239,7 @@ func (s *Store) Insertion(conversation string, key [32]byte) (ins Insertion, ok 
 // process or an earlier one: the mark is on disk when it returns). Exactly
 // one of concurrent calls for the same turn gets true.
 func (s *Store) MarkReviewed(conversation, turnKey string) (first bool, err error) {
-	if err := checkName("turn key", turnKey, MaxKeyLen); err != nil {
+	if err := checkName("turn key", turnKey, maxKeyLen); err != nil {
 		return false, err
 	}
 	err = s.updateConv(conversation, func(cb *bolt.Bucket) error {
@@ -255,7 +255,7 @@ func (s *Store) MarkReviewed(conversation, turnKey string) (first bool, err erro
 
 // Reviewed reports whether the turn has been marked.
 func (s *Store) Reviewed(conversation, turnKey string) (bool, error) {
-	if err := checkName("turn key", turnKey, MaxKeyLen); err != nil {
+	if err := checkName("turn key", turnKey, maxKeyLen); err != nil {
 		return false, err
 	}
 	found := false
@@ -328,10 +328,10 @@ func (s *Store) Delete(bucket, conversation, key string) error {
 }
 
 func checkKV(bucket, key string) error {
-	if err := checkName("bucket", bucket, MaxKeyLen); err != nil {
+	if err := checkName("bucket", bucket, maxKeyLen); err != nil {
 		return err
 	}
-	return checkName("key", key, MaxKeyLen)
+	return checkName("key", key, maxKeyLen)
 }
 
 // Touch sets the conversation's last-seen time to now, so Purge keeps a
@@ -367,7 +367,7 @@ func (s *Store) LastSeen(conversation string) (time.Time, bool, error) {
 
 // ClearConversation removes everything the ledger holds for conversation.
 func (s *Store) ClearConversation(conversation string) error {
-	if err := checkName("conversation", conversation, MaxConversationLen); err != nil {
+	if err := checkName("conversation", conversation, maxConversationLen); err != nil {
 		return err
 	}
 	return s.update(func(tx *bolt.Tx) error {
@@ -420,7 +420,7 @@ func (s *Store) Check() error {
 			}
 			return ib.ForEach(func(k, v []byte) error {
 				if len(k) != 32 {
-					errs = append(errs, fmt.Errorf("%w: insertion key of %d bytes in %q", ErrCorrupt, len(k), name))
+					errs = append(errs, fmt.Errorf("%w: insertion key of %d bytes in %q", errCorrupt, len(k), name))
 				} else if _, err := decodeInsertion([32]byte(k), v); err != nil {
 					errs = append(errs, fmt.Errorf("insertion in %q: %w", name, err))
 				}
@@ -428,7 +428,7 @@ func (s *Store) Check() error {
 			})
 		})
 		if len(errs) > 0 {
-			return fmt.Errorf("%w: %w", ErrCorrupt, errors.Join(errs...))
+			return fmt.Errorf("%w: %w", errCorrupt, errors.Join(errs...))
 		}
 		return nil
 	})

@@ -42,7 +42,7 @@ func openAt(tb testing.TB, path string, opts Options) *Store {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() {
-		if err := s.Close(); err != nil && !errors.Is(err, ErrClosed) {
+		if err := s.Close(); err != nil && !errors.Is(err, errClosed) {
 			tb.Errorf("close: %v", err)
 		}
 		c, err := Open(path, Options{LockTimeout: time.Second})
@@ -171,7 +171,7 @@ func TestReopen(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Reviewed("c:1", "t:1"); !errors.Is(err, ErrClosed) {
+	if _, err := s.Reviewed("c:1", "t:1"); !errors.Is(err, errClosed) {
 		t.Errorf("after Close: %v, want ErrClosed", err)
 	}
 	s = openAt(t, path, Options{})
@@ -215,8 +215,8 @@ func TestPutGet(t *testing.T) {
 	if _, ok, _ := s.Get("guard", "c:1", "k"); ok {
 		t.Error("value survives Delete")
 	}
-	for _, bad := range [][3]string{{"", "c:1", "k"}, {"b", "", "k"}, {"b", "c:1", ""}, {"b", string(make([]byte, MaxConversationLen+1)), "k"}} {
-		if err := s.Put(bad[0], bad[1], bad[2], nil); !errors.Is(err, ErrInvalid) {
+	for _, bad := range [][3]string{{"", "c:1", "k"}, {"b", "", "k"}, {"b", "c:1", ""}, {"b", string(make([]byte, maxConversationLen+1)), "k"}} {
+		if err := s.Put(bad[0], bad[1], bad[2], nil); !errors.Is(err, errInvalid) {
 			t.Errorf("Put(%.10q, %.10q, %.10q) = %v, want ErrInvalid", bad[0], bad[1], bad[2], err)
 		}
 	}
@@ -353,7 +353,7 @@ func TestLocked(t *testing.T) {
 	path := testPath(t)
 	openAt(t, path, Options{})
 	_, err := Open(path, Options{LockTimeout: 50 * time.Millisecond})
-	if !errors.Is(err, ErrLocked) {
+	if !errors.Is(err, errLocked) {
 		t.Errorf("second open: %v, want ErrLocked", err)
 	}
 }
@@ -361,7 +361,7 @@ func TestLocked(t *testing.T) {
 func TestDecodeCorrupt(t *testing.T) {
 	good := encodeInsertion(testInsertion("m"))
 	for i, v := range [][]byte{nil, {9}, good[:len(good)-1], append(bytes.Clone(good), 0), {1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}} {
-		if _, err := decodeInsertion([32]byte{}, v); !errors.Is(err, ErrCorrupt) {
+		if _, err := decodeInsertion([32]byte{}, v); !errors.Is(err, errCorrupt) {
 			t.Errorf("case %d: err %v, want ErrCorrupt", i, err)
 		}
 	}

@@ -40,17 +40,17 @@ var secretParams = map[string]bool{
 	"x-goog-signature": true,
 }
 
-// Value returns the redaction marker for a secret value.
-func Value(v string) string {
+// redactValue returns the redaction marker for a secret value.
+func redactValue(v string) string {
 	sum := sha256.Sum256([]byte(v))
 	return "[REDACTED len=" + strconv.Itoa(len(v)) + " sha256=" + hex.EncodeToString(sum[:4]) + "]"
 }
 
-// IsSecretHeader reports whether values of the header name are redacted.
+// isSecretHeader reports whether values of the header name are redacted.
 //
 // Rate-limit counters such as "x-ratelimit-remaining-tokens" are token
 // counts, not tokens, and are kept: they matter when reading a capture.
-func IsSecretHeader(name string) bool {
+func isSecretHeader(name string) bool {
 	n := strings.ToLower(name)
 	if secretHeaders[n] {
 		return true
@@ -62,9 +62,9 @@ func IsSecretHeader(name string) bool {
 	return containsWord(n)
 }
 
-// IsSecretParam reports whether values of the query parameter name are
+// isSecretParam reports whether values of the query parameter name are
 // redacted.
-func IsSecretParam(name string) bool {
+func isSecretParam(name string) bool {
 	n := strings.ToLower(name)
 	return secretParams[n] || containsWord(n)
 }
@@ -88,10 +88,10 @@ func Header(h http.Header) http.Header {
 	out := make(http.Header, len(h))
 	for name, vals := range h {
 		cp := make([]string, len(vals))
-		secret := IsSecretHeader(name)
+		secret := isSecretHeader(name)
 		for i, v := range vals {
 			if secret {
-				v = Value(v)
+				v = redactValue(v)
 			}
 			cp[i] = v
 		}
@@ -131,14 +131,14 @@ func redactParam(p string) string {
 	if n, err := url.QueryUnescape(name); err == nil {
 		name = n
 	}
-	if !IsSecretParam(name) {
+	if !isSecretParam(name) {
 		return p
 	}
 	v, err := url.QueryUnescape(value)
 	if err != nil {
 		v = value
 	}
-	return p[:len(p)-len(value)] + url.QueryEscape(Value(v))
+	return p[:len(p)-len(value)] + url.QueryEscape(redactValue(v))
 }
 
 // redactUserinfo replaces the password of "scheme://user:password@host".
@@ -163,5 +163,5 @@ func redactUserinfo(u string) string {
 	if p, err := url.PathUnescape(pass); err == nil {
 		pass = p
 	}
-	return u[:s+3] + user + ":" + url.QueryEscape(Value(pass)) + rest[at:]
+	return u[:s+3] + user + ":" + url.QueryEscape(redactValue(pass)) + rest[at:]
 }

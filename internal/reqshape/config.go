@@ -106,16 +106,16 @@ func (c Config) effective() []RuleConfig {
 }
 
 // RuleSet returns the rules Apply matches, in order, the default last.
-func (c Config) RuleSet() Rules {
-	var rs Rules
+func (c Config) RuleSet() rules {
+	var rs rules
 	for _, r := range c.effective() {
 		rs = append(rs, r.rule())
 	}
 	return rs
 }
 
-func (r RuleConfig) rule() Rule {
-	return Rule{
+func (r RuleConfig) rule() shapeRule {
+	return shapeRule{
 		Route: r.Route, Model: r.Model, KeepRecent: r.KeepRecent, ThinkTags: r.ThinkTags,
 		Shaping: shaping.Options{Op: r.Op, MaxChars: r.MaxChars, Marker: r.Marker},
 	}

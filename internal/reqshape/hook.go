@@ -18,9 +18,9 @@ import (
 // off (the breaker) when an upstream rejects a shaped request.
 type Shaper struct {
 	enabled bool
-	rules   Rules
+	rules   rules
 	store   *originals.Writer // nil: no side table
-	memo    *Memo
+	memo    *memo
 	breaker *breaker
 	log     *slog.Logger
 	blocks  *prometheus.CounterVec
@@ -42,7 +42,7 @@ var (
 func NewShaper(c Config, store *originals.Writer, log *slog.Logger) *Shaper {
 	return &Shaper{
 		enabled: c.Enabled, rules: c.RuleSet(), store: store, log: log,
-		breaker: newBreaker(c.Breaker), memo: NewMemo(memoEntries),
+		breaker: newBreaker(c.Breaker), memo: newMemo(memoEntries),
 		blocks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shaperproxy_reasoning_blocks_total", Help: "Reasoning blocks in outgoing requests, by route and state (shaped or raw).",
 		}, []string{"route", "state"}),
@@ -67,9 +67,9 @@ func (s *Shaper) TransformRequest(_ context.Context, call *proxy.Call, body []by
 	}
 	rule, ok := s.rules.Match(call.Route, call.Model)
 	if !s.enabled || !ok || call.Retry || s.breaker.paused(call.Route) {
-		rule = Rule{Shaping: shaping.Options{Op: shaping.OpKeep}}
+		rule = shapeRule{Shaping: shaping.Options{Op: shaping.OpKeep}}
 	}
-	res := ApplyMemo(view, rule, s.memo)
+	res := applyMemo(view, rule, s.memo)
 	call.Reasoning = proxy.ReasoningCount{Shaped: res.Shaped, Raw: res.Raw}
 	s.blocks.WithLabelValues(call.Route, "shaped").Add(float64(res.Shaped))
 	s.blocks.WithLabelValues(call.Route, "raw").Add(float64(res.Raw))
@@ -86,7 +86,7 @@ func (s *Shaper) TransformRequest(_ context.Context, call *proxy.Call, body []by
 // Blocks of earlier turns were recorded in their own turn and cleared
 // when this one began; recording them again would make the table hold
 // the whole history instead of one turn.
-func entries(blocks []Block, openStart int, conversation string, turn int) []originals.Entry {
+func entries(blocks []block, openStart int, conversation string, turn int) []originals.Entry {
 	var out []originals.Entry
 	for _, b := range blocks {
 		if b.Changed && b.Message >= openStart {

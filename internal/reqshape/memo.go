@@ -8,13 +8,13 @@ import (
 	"github.com/shaperproxy/shaperproxy/shaping"
 )
 
-// Memo remembers shaped texts so that the history an agent re-sends with
+// memo remembers shaped texts so that the history an agent re-sends with
 // every request is shaped once, not once per request. It is keyed by the
 // text and the options, and holds at most a fixed number of entries (least
-// recently used out first). A Memo never changes a result: Shape gives
+// recently used out first). A memo never changes a result: Shape gives
 // exactly what shaping.Shape gives. The zero value is not usable; use
-// NewMemo. A Memo is safe for concurrent use.
-type Memo struct {
+// NewMemo. A memo is safe for concurrent use.
+type memo struct {
 	mu    sync.Mutex
 	seed  maphash.Seed
 	max   int
@@ -37,13 +37,13 @@ type memoEntry struct {
 	changed bool
 }
 
-// NewMemo returns a Memo holding up to max entries.
-func NewMemo(max int) *Memo {
-	return &Memo{seed: maphash.MakeSeed(), max: max, order: list.New(), items: map[memoKey]*list.Element{}}
+// newMemo returns a Memo holding up to max entries.
+func newMemo(max int) *memo {
+	return &memo{seed: maphash.MakeSeed(), max: max, order: list.New(), items: map[memoKey]*list.Element{}}
 }
 
 // Shape returns shaping.Shape(text, o), from memory when it can.
-func (m *Memo) Shape(text string, o shaping.Options) (string, bool) {
+func (m *memo) Shape(text string, o shaping.Options) (string, bool) {
 	if m == nil {
 		return shaping.Shape(text, o)
 	}
@@ -63,7 +63,7 @@ func (m *Memo) Shape(text string, o shaping.Options) (string, bool) {
 	return out, changed
 }
 
-func (m *Memo) put(e *memoEntry) {
+func (m *memo) put(e *memoEntry) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if el, ok := m.items[e.key]; ok {
@@ -80,7 +80,7 @@ func (m *Memo) put(e *memoEntry) {
 }
 
 // Stats returns the hits and misses so far.
-func (m *Memo) Stats() (hits, misses uint64) {
+func (m *memo) Stats() (hits, misses uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.hits, m.miss

@@ -26,8 +26,8 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// Rule chooses what happens to the reasoning of one route and model.
-type Rule struct {
+// shapeRule chooses what happens to the reasoning of one route and model.
+type shapeRule struct {
 	// Route and Model are glob patterns (path.Match); "" matches all.
 	Route string
 	Model string
@@ -44,18 +44,18 @@ type Rule struct {
 	ThinkTags bool
 }
 
-// Rules are tried in order; the first whose patterns match applies. With
+// rules are tried in order; the first whose patterns match applies. With
 // no match the request is left alone.
-type Rules []Rule
+type rules []shapeRule
 
 // Match returns the first rule for route and model.
-func (rs Rules) Match(route, model string) (Rule, bool) {
+func (rs rules) Match(route, model string) (shapeRule, bool) {
 	for _, r := range rs {
 		if glob(r.Route, route) && glob(r.Model, model) {
 			return r, true
 		}
 	}
-	return Rule{}, false
+	return shapeRule{}, false
 }
 
 func glob(pattern, s string) bool {
@@ -67,7 +67,7 @@ func glob(pattern, s string) bool {
 }
 
 // Validate checks every rule and names the first invalid one.
-func (rs Rules) Validate() error {
+func (rs rules) Validate() error {
 	for i, r := range rs {
 		if _, err := path.Match(r.Route, ""); err != nil {
 			return fmt.Errorf("rule %d: route pattern %q: %w", i, r.Route, err)
@@ -82,8 +82,8 @@ func (rs Rules) Validate() error {
 	return nil
 }
 
-// Block is one reasoning block the request carried.
-type Block struct {
+// block is one reasoning block the request carried.
+type block struct {
 	Message  int    // index in messages
 	Field    string // "reasoning_content", "reasoning" or "content" (<think>)
 	Original string
@@ -91,25 +91,25 @@ type Block struct {
 	Changed  bool
 }
 
-// Result is the outcome of Apply.
-type Result struct {
+// result is the outcome of Apply.
+type result struct {
 	// Body is the request to send; it is the input slice itself when
 	// nothing changed.
 	Body []byte
 	// Blocks lists every non-empty reasoning block of assistant messages,
 	// changed or not, in message order.
-	Blocks []Block
+	Blocks []block
 	// Shaped and Raw count the blocks that went out changed and as they
 	// were.
 	Shaped, Raw int
 }
 
-// Apply shapes the reasoning of req (a view of its body) under rule.
-func Apply(req *conv.Request, rule Rule) Result { return ApplyMemo(req, rule, nil) }
+// apply shapes the reasoning of req (a view of its body) under rule.
+func apply(req *conv.Request, rule shapeRule) result { return applyMemo(req, rule, nil) }
 
-// ApplyMemo is Apply with shaped texts remembered in memo (nil: none).
-func ApplyMemo(req *conv.Request, rule Rule, memo *Memo) Result {
-	res := Result{Body: req.Body}
+// applyMemo is Apply with shaped texts remembered in memo (nil: none).
+func applyMemo(req *conv.Request, rule shapeRule, memo *memo) result {
+	res := result{Body: req.Body}
 	keep := keepFrom(req, rule.KeepRecent)
 	floor := lastSigned(req)
 	noTools := !hasTools(req.Body)
@@ -180,11 +180,11 @@ func hasTools(body []byte) bool {
 }
 
 // shapeReasoning handles the reasoning field of one assistant message.
-func shapeReasoning(body []byte, m *conv.Message, rule Rule, memo *Memo, editable, noTools bool) (*Block, []conv.Edit) {
+func shapeReasoning(body []byte, m *conv.Message, rule shapeRule, memo *memo, editable, noTools bool) (*block, []conv.Edit) {
 	if m.ReasoningStart < 0 || m.Reasoning == "" {
 		return nil, nil
 	}
-	b := &Block{Message: m.Index, Field: m.ReasoningField, Original: m.Reasoning, Shaped: m.Reasoning}
+	b := &block{Message: m.Index, Field: m.ReasoningField, Original: m.Reasoning, Shaped: m.Reasoning}
 	if !editable {
 		return b, nil
 	}
@@ -251,7 +251,7 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 
 // shapeThink shapes an inline <think>…</think> block at the start of the
 // string content, when the rule opts in.
-func shapeThink(body []byte, m *conv.Message, rule Rule, memo *Memo, editable bool) (*Block, []conv.Edit) {
+func shapeThink(body []byte, m *conv.Message, rule shapeRule, memo *memo, editable bool) (*block, []conv.Edit) {
 	if !rule.ThinkTags || !m.ContentIsString {
 		return nil, nil
 	}
@@ -271,7 +271,7 @@ func shapeThink(body []byte, m *conv.Message, rule Rule, memo *Memo, editable bo
 	if !ok || strings.TrimSpace(inner) == "" {
 		return nil, nil
 	}
-	b := &Block{Message: m.Index, Field: "content", Original: inner, Shaped: inner}
+	b := &block{Message: m.Index, Field: "content", Original: inner, Shaped: inner}
 	if !editable {
 		return b, nil
 	}

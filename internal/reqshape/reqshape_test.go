@@ -48,7 +48,7 @@ func TestRealDeepSeekToolLoop(t *testing.T) {
 	changed := 0
 	for _, ex := range exs {
 		in := view(t, ex.RequestBody)
-		res := Apply(in, Rule{Shaping: shaping.Options{MaxChars: 60}, KeepRecent: -1})
+		res := apply(in, shapeRule{Shaping: shaping.Options{MaxChars: 60}, KeepRecent: -1})
 		if !json.Valid(res.Body) {
 			t.Fatalf("%s: shaped body is not valid JSON", ex.Name)
 		}
@@ -92,7 +92,7 @@ func TestSignedTrafficUntouched(t *testing.T) {
 			continue
 		}
 		signed++
-		res := Apply(v, Rule{Shaping: shaping.Options{MaxChars: 20}, KeepRecent: -1, ThinkTags: true})
+		res := apply(v, shapeRule{Shaping: shaping.Options{MaxChars: 20}, KeepRecent: -1, ThinkTags: true})
 		if !bytes.Equal(res.Body, ex.RequestBody) || res.Shaped != 0 {
 			t.Errorf("%s: signed request changed", ex.Name)
 		}
@@ -119,9 +119,9 @@ func history(reasonings ...string) []byte {
 
 func TestKeepRecentAndDeterminism(t *testing.T) {
 	body := history(long, long+" One.", long+" Two.")
-	rule := Rule{Shaping: shaping.Options{MaxChars: 80}}
-	a := Apply(view(t, body), rule)
-	b := Apply(view(t, body), rule)
+	rule := shapeRule{Shaping: shaping.Options{MaxChars: 80}}
+	a := apply(view(t, body), rule)
+	b := apply(view(t, body), rule)
 	if !bytes.Equal(a.Body, b.Body) {
 		t.Fatal("not deterministic")
 	}
@@ -132,11 +132,11 @@ func TestKeepRecentAndDeterminism(t *testing.T) {
 	if last != long+" Two." {
 		t.Errorf("latest step changed: %q", last)
 	}
-	again := Apply(view(t, a.Body), rule)
+	again := apply(view(t, a.Body), rule)
 	if !bytes.Equal(again.Body, a.Body) {
 		t.Error("shaping the shaped request changed it (not idempotent)")
 	}
-	all := Apply(view(t, body), Rule{Shaping: shaping.Options{MaxChars: 80}, KeepRecent: -1})
+	all := apply(view(t, body), shapeRule{Shaping: shaping.Options{MaxChars: 80}, KeepRecent: -1})
 	if all.Shaped != 3 {
 		t.Errorf("KeepRecent -1 shaped %d", all.Shaped)
 	}
@@ -144,7 +144,7 @@ func TestKeepRecentAndDeterminism(t *testing.T) {
 
 func TestDropOnlyWhereAllowed(t *testing.T) {
 	noTools := []byte(`{"model":"m","messages":[{"role":"user","content":"q"},{"role":"assistant","content":"a","reasoning_content":"` + long + `"},{"role":"user","content":"q2"},{"role":"assistant", "reasoning_content": "r2" , "content":"a2"},{"role":"user","content":"q3"}]}`)
-	res := Apply(view(t, noTools), Rule{Shaping: shaping.Options{Op: shaping.OpDrop}, KeepRecent: -1})
+	res := apply(view(t, noTools), shapeRule{Shaping: shaping.Options{Op: shaping.OpDrop}, KeepRecent: -1})
 	if !json.Valid(res.Body) || res.Shaped != 2 {
 		t.Fatalf("drop: valid=%v shaped=%d body=%s", json.Valid(res.Body), res.Shaped, res.Body)
 	}
@@ -156,7 +156,7 @@ func TestDropOnlyWhereAllowed(t *testing.T) {
 	}
 	// With tool calls the field must stay (DeepSeek/Kimi 400 without it): drop acts as extract.
 	withTools := history(long, long)
-	res = Apply(view(t, withTools), Rule{Shaping: shaping.Options{Op: shaping.OpDrop, MaxChars: 80}, KeepRecent: -1})
+	res = apply(view(t, withTools), shapeRule{Shaping: shaping.Options{Op: shaping.OpDrop, MaxChars: 80}, KeepRecent: -1})
 	for i := 1; i <= 3; i += 2 {
 		if r := gjson.GetBytes(res.Body, "messages."+string(rune('0'+i))+".reasoning_content"); r.String() == "" {
 			t.Errorf("message %d lost its reasoning in a tool loop", i)
@@ -166,10 +166,10 @@ func TestDropOnlyWhereAllowed(t *testing.T) {
 
 func TestThinkTagsOptIn(t *testing.T) {
 	body := []byte(`{"model":"qwen3","messages":[{"role":"user","content":"q"},{"role":"assistant","content":"<think>` + long + `</think>\n\nThe answer."},{"role":"user","content":"q2"}]}`)
-	if res := Apply(view(t, body), Rule{KeepRecent: -1, Shaping: shaping.Options{MaxChars: 80}}); !bytes.Equal(res.Body, body) {
+	if res := apply(view(t, body), shapeRule{KeepRecent: -1, Shaping: shaping.Options{MaxChars: 80}}); !bytes.Equal(res.Body, body) {
 		t.Fatal("think tags shaped without opt-in")
 	}
-	res := Apply(view(t, body), Rule{KeepRecent: -1, ThinkTags: true, Shaping: shaping.Options{MaxChars: 80}})
+	res := apply(view(t, body), shapeRule{KeepRecent: -1, ThinkTags: true, Shaping: shaping.Options{MaxChars: 80}})
 	c := gjson.GetBytes(res.Body, "messages.1.content").String()
 	if res.Shaped != 1 || !strings.HasPrefix(c, "<think>") || !strings.HasSuffix(c, "</think>\n\nThe answer.") || len(c) >= len(long) {
 		t.Fatalf("content = %q", c)
@@ -177,7 +177,7 @@ func TestThinkTagsOptIn(t *testing.T) {
 }
 
 func TestRulesMatch(t *testing.T) {
-	rs := Rules{{Route: "openrouter", Shaping: shaping.Options{Op: shaping.OpKeep}}, {Model: "deepseek-*"}}
+	rs := rules{{Route: "openrouter", Shaping: shaping.Options{Op: shaping.OpKeep}}, {Model: "deepseek-*"}}
 	if r, ok := rs.Match("openrouter", "deepseek-r1"); !ok || r.Shaping.Op != shaping.OpKeep {
 		t.Error("first rule should win")
 	}
@@ -187,7 +187,7 @@ func TestRulesMatch(t *testing.T) {
 	if _, ok := rs.Match("default", "gpt-4o"); ok {
 		t.Error("no rule should match")
 	}
-	if err := (Rules{{Model: "[bad"}}).Validate(); err == nil {
+	if err := (rules{{Model: "[bad"}}).Validate(); err == nil {
 		t.Error("bad pattern accepted")
 	}
 }
@@ -200,7 +200,7 @@ func FuzzApply(f *testing.F) {
 		if err != nil {
 			return
 		}
-		res := Apply(v, Rule{KeepRecent: -1, ThinkTags: true, Shaping: shaping.Options{MaxChars: max%300 + 1}})
+		res := apply(v, shapeRule{KeepRecent: -1, ThinkTags: true, Shaping: shaping.Options{MaxChars: max%300 + 1}})
 		if json.Valid(body) && !json.Valid(res.Body) {
 			t.Fatalf("valid body became invalid: %s", res.Body)
 		}

@@ -20,13 +20,13 @@ func TestSeedCaseShape(t *testing.T) {
 	if len(v.Messages) != 631 || chars < 800_000 || chars > 920_000 {
 		t.Fatalf("seed case has %d messages and %d characters", len(v.Messages), chars)
 	}
-	res := Apply(v, Rule{})
+	res := apply(v, shapeRule{})
 	if res.Shaped < 180 {
 		t.Fatalf("shaped %d blocks", res.Shaped)
 	}
-	memo := NewMemo(4096)
+	memo := newMemo(4096)
 	for i := 0; i < 2; i++ {
-		if got := ApplyMemo(v, Rule{}, memo); !bytes.Equal(got.Body, res.Body) {
+		if got := applyMemo(v, shapeRule{}, memo); !bytes.Equal(got.Body, res.Body) {
 			t.Fatalf("memo run %d differs from a plain run", i)
 		}
 	}
@@ -43,7 +43,7 @@ func BenchmarkSeedCase(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ResetTimer()
 	for b.Loop() {
-		Apply(v, Rule{})
+		apply(v, shapeRule{})
 	}
 }
 
@@ -51,12 +51,12 @@ func BenchmarkSeedCase(b *testing.B) {
 // previous request and the memo answers (parse included).
 func BenchmarkSeedCaseWarm(b *testing.B) {
 	body := seedCase()
-	memo := NewMemo(4096)
-	ApplyMemo(view(b, body), Rule{}, memo)
+	memo := newMemo(4096)
+	applyMemo(view(b, body), shapeRule{}, memo)
 	b.SetBytes(int64(len(body)))
 	b.ResetTimer()
 	for b.Loop() {
-		ApplyMemo(view(b, body), Rule{}, memo)
+		applyMemo(view(b, body), shapeRule{}, memo)
 	}
 }
 

@@ -40,12 +40,12 @@ func BenchmarkBuildChild(b *testing.B) {
 	if n := len(primary.Messages); n != 600 {
 		b.Fatalf("%d messages", n)
 	}
-	var c Child
+	var c child
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
 		var err error
-		if c, err = BuildChild(primary, testDraft(), ChildOptions{}); err != nil {
+		if c, err = buildChild(primary, testDraft(), childOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -42,25 +42,25 @@ const (
 
 // Limits of the snapshot.
 const (
-	DefaultMaxSnapshotChars = 65536
-	DefaultMaxImages        = 20
+	defaultMaxSnapshotChars = 65536
+	defaultMaxImages        = 20
 )
 
 // Reasons of a SkipError.
 const (
-	SkipNoTurn        = "no-turn"        // the request has no user message
-	SkipOversize      = "oversize"       // the snapshot exceeds MaxSnapshotChars
-	SkipImages        = "images"         // the snapshot references more than MaxImages images
-	SkipDuplicateKeys = "duplicate-keys" // the primary repeats a key; path edits would be ambiguous
+	skipNoTurn        = "no-turn"        // the request has no user message
+	skipOversize      = "oversize"       // the snapshot exceeds MaxSnapshotChars
+	skipImages        = "images"         // the snapshot references more than MaxImages images
+	skipDuplicateKeys = "duplicate-keys" // the primary repeats a key; path edits would be ambiguous
 )
 
 // removedKeys are the primary's top-level keys the child never carries:
 // the child is a one-shot, non-streamed call without tools.
 var removedKeys = []string{"tools", "tool_choice", "parallel_tool_calls", "stream_options", "n", "functions", "function_call"}
 
-// ChildOptions configure BuildChild. The zero value is the automatic
+// childOptions configure BuildChild. The zero value is the automatic
 // review: reasoning-only, json_object, the primary's model, default limits.
-type ChildOptions struct {
+type childOptions struct {
 	// Mask is MaskReasoningOnly ("" means it) or MaskActionOnly.
 	Mask Mask
 	// ResponseFormat is FormatJSONObject ("" means it), FormatJSONSchema
@@ -82,7 +82,7 @@ type ChildOptions struct {
 	KeepTools bool
 }
 
-func (o ChildOptions) withDefaults() (ChildOptions, error) {
+func (o childOptions) withDefaults() (childOptions, error) {
 	if o.Mask == "" {
 		o.Mask = MaskReasoningOnly
 	}
@@ -90,10 +90,10 @@ func (o ChildOptions) withDefaults() (ChildOptions, error) {
 		o.ResponseFormat = FormatJSONObject
 	}
 	if o.MaxSnapshotChars <= 0 {
-		o.MaxSnapshotChars = DefaultMaxSnapshotChars
+		o.MaxSnapshotChars = defaultMaxSnapshotChars
 	}
 	if o.MaxImages <= 0 {
-		o.MaxImages = DefaultMaxImages
+		o.MaxImages = defaultMaxImages
 	}
 	if err := o.Mask.validate(); err != nil {
 		return o, err
@@ -101,35 +101,35 @@ func (o ChildOptions) withDefaults() (ChildOptions, error) {
 	return o, o.ResponseFormat.validate()
 }
 
-// SkipError reports that no review should run for this request (not a
+// skipError reports that no review should run for this request (not a
 // failure): see the Skip* reasons.
-type SkipError struct {
+type skipError struct {
 	Reason string // one of the Skip* constants
 	Detail string
 }
 
-func (e *SkipError) Error() string {
+func (e *skipError) Error() string {
 	return "review: skipped (" + e.Reason + "): " + e.Detail
 }
 
-// SkipReason returns the reason of a SkipError in err's chain.
-func SkipReason(err error) (string, bool) {
-	var s *SkipError
+// skipReason returns the reason of a SkipError in err's chain.
+func skipReason(err error) (string, bool) {
+	var s *skipError
 	if errors.As(err, &s) {
 		return s.Reason, true
 	}
 	return "", false
 }
 
-// Child is the request of one masked review.
-type Child struct {
+// child is the request of one masked review.
+type child struct {
 	// Body is the child's chat completions request (non-streamed).
 	Body  []byte
-	Stats ChildStats
+	Stats childStats
 }
 
-// ChildStats describe a Child, for metrics and the benchmark.
-type ChildStats struct {
+// childStats describe a Child, for metrics and the benchmark.
+type childStats struct {
 	SeedMessages    int // messages copied byte for byte (those before the open turn)
 	SeedBytes       int // bytes of the messages array copied verbatim ("[" to the last seed message)
 	SnapshotChars   int // characters of the snapshot (markers included, task excluded)
@@ -140,7 +140,7 @@ type ChildStats struct {
 	PrimaryBytes    int // len(primary.Body)
 }
 
-// BuildChild builds the masked-review request for the turn primary is
+// buildChild builds the masked-review request for the turn primary is
 // about to end with draft (the mid-fork):
 //
 //   - the messages before the open turn, byte for byte with their
@@ -156,30 +156,30 @@ type ChildStats struct {
 // It returns a *SkipError when the review should not run (no user
 // message, a repeated key, a snapshot over the limits) and another error
 // for invalid options. primary.Body is not modified.
-func BuildChild(primary *conv.Request, draft Draft, opts ChildOptions) (Child, error) {
+func buildChild(primary *conv.Request, draft Draft, opts childOptions) (child, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
-		return Child{}, err
+		return child{}, err
 	}
 	if primary.DuplicateKeys {
-		return Child{}, &SkipError{Reason: SkipDuplicateKeys, Detail: "the request repeats a key"}
+		return child{}, &skipError{Reason: skipDuplicateKeys, Detail: "the request repeats a key"}
 	}
 	t, ok := primary.OpenTurn()
 	if !ok {
-		return Child{}, &SkipError{Reason: SkipNoTurn, Detail: "the request has no user message"}
+		return child{}, &skipError{Reason: skipNoTurn, Detail: "the request has no user message"}
 	}
 	snap := project(primary, t, draft, opts.Mask == MaskActionOnly)
 	if err := checkLimits(snap, opts); err != nil {
-		return Child{}, err
+		return child{}, err
 	}
 	start, end := arrayBounds(primary)
 	seed := seedBytes(primary, t, start)
-	arr := messagesArray(seed, t.Start > 0, userMessage(Task+"\n\n"+snap.text))
+	arr := messagesArray(seed, t.Start > 0, userMessage(task+"\n\n"+snap.text))
 	body, err := childBody(primary.Body, start, end, arr, opts)
 	if err != nil {
-		return Child{}, err
+		return child{}, err
 	}
-	return Child{Body: body, Stats: ChildStats{
+	return child{Body: body, Stats: childStats{
 		SeedMessages: t.Start, SeedBytes: len(seed),
 		SnapshotChars: snap.chars, Images: snap.images,
 		ReasoningMasked: snap.reasoningMasked, ProseMasked: snap.proseMasked,
@@ -188,12 +188,12 @@ func BuildChild(primary *conv.Request, draft Draft, opts ChildOptions) (Child, e
 }
 
 // checkLimits skips a snapshot over the size or image limit.
-func checkLimits(s snapshot, opts ChildOptions) error {
+func checkLimits(s snapshot, opts childOptions) error {
 	if s.chars > opts.MaxSnapshotChars {
-		return &SkipError{Reason: SkipOversize, Detail: fmt.Sprintf("snapshot of %d characters (max %d)", s.chars, opts.MaxSnapshotChars)}
+		return &skipError{Reason: skipOversize, Detail: fmt.Sprintf("snapshot of %d characters (max %d)", s.chars, opts.MaxSnapshotChars)}
 	}
 	if s.images > opts.MaxImages {
-		return &SkipError{Reason: SkipImages, Detail: fmt.Sprintf("snapshot with %d images (max %d)", s.images, opts.MaxImages)}
+		return &skipError{Reason: skipImages, Detail: fmt.Sprintf("snapshot with %d images (max %d)", s.images, opts.MaxImages)}
 	}
 	return nil
 }
@@ -237,7 +237,7 @@ func messagesArray(seed []byte, comma bool, msg []byte) []byte {
 // childBody builds the child's body: the primary's top-level keys edited
 // (on a copy whose messages array, primary[start:end], is left out, so no
 // edit scans the history), then arr spliced in as the messages.
-func childBody(primary []byte, start, end int, arr []byte, opts ChildOptions) ([]byte, error) {
+func childBody(primary []byte, start, end int, arr []byte, opts childOptions) ([]byte, error) {
 	shell := make([]byte, 0, len(primary)-(end-start)+2)
 	shell = append(append(append(shell, primary[:start]...), "[]"...), primary[end:]...)
 	var err error
@@ -258,7 +258,7 @@ func childBody(primary []byte, start, end int, arr []byte, opts ChildOptions) ([
 }
 
 // setChildKeys sets stream, response_format and model.
-func setChildKeys(body []byte, opts ChildOptions) ([]byte, error) {
+func setChildKeys(body []byte, opts childOptions) ([]byte, error) {
 	body, err := sjson.SetRawBytes(body, "stream", []byte("false"))
 	if err != nil {
 		return nil, fmt.Errorf("review: child stream: %w", err)

@@ -98,7 +98,7 @@ func TestBuildChildAgentHistory(t *testing.T) {
 	primary := mustParse(t, requestBody(agentMessages()))
 	for _, format := range []Format{"", FormatJSONObject, FormatJSONSchema, FormatNone} {
 		t.Run("format="+string(format), func(t *testing.T) {
-			c := mustChild(t, primary, testDraft(), ChildOptions{ResponseFormat: format})
+			c := mustChild(t, primary, testDraft(), childOptions{ResponseFormat: format})
 			checkSeed(t, primary, c.Body, true)
 			checkMasked(t, primary, testDraft(), c.Body)
 			checkChildKeys(t, c.Body, cmp(format, FormatJSONObject))
@@ -153,7 +153,7 @@ func cmp[T ~string](s, def T) T {
 
 func TestBuildChildActionOnly(t *testing.T) {
 	primary := mustParse(t, requestBody(agentMessages()))
-	c := mustChild(t, primary, testDraft(), ChildOptions{Mask: MaskActionOnly})
+	c := mustChild(t, primary, testDraft(), childOptions{Mask: MaskActionOnly})
 	checkSeed(t, primary, c.Body, true)
 	checkMasked(t, primary, testDraft(), c.Body)
 	snap := snapshotText(t, c.Body)
@@ -177,7 +177,7 @@ func TestBuildChildKeepsPrimary(t *testing.T) {
 	body := requestBody(agentMessages())
 	before := bytes.Clone(body)
 	primary := mustParse(t, body)
-	c := mustChild(t, primary, testDraft(), ChildOptions{Model: "deepseek-v4-pro", KeepTools: true})
+	c := mustChild(t, primary, testDraft(), childOptions{Model: "deepseek-v4-pro", KeepTools: true})
 	if !bytes.Equal(body, before) {
 		t.Fatal("BuildChild changed the primary body")
 	}
@@ -194,7 +194,7 @@ func TestBuildChildKeepsPrimary(t *testing.T) {
 func TestBuildChildToolsFirst(t *testing.T) {
 	body := []byte(`{"tools":[{"type":"function","function":{"name":"x"}}],"stream":true,"messages":[` + strings.Join(agentMessages(), ",") + `],"model":"m"}`)
 	primary := mustParse(t, body)
-	c := mustChild(t, primary, testDraft(), ChildOptions{})
+	c := mustChild(t, primary, testDraft(), childOptions{})
 	checkSeed(t, primary, c.Body, false)
 	checkChildKeys(t, c.Body, FormatJSONObject)
 }
@@ -213,7 +213,7 @@ func TestBuildChildFirstTurn(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			primary := mustParse(t, requestBody(tc.msgs))
-			c := mustChild(t, primary, testDraft(), ChildOptions{})
+			c := mustChild(t, primary, testDraft(), childOptions{})
 			checkSeed(t, primary, c.Body, true)
 			checkMasked(t, primary, testDraft(), c.Body)
 			if c.Stats.SeedMessages != tc.seed {
@@ -228,12 +228,12 @@ func TestBuildChildOversize(t *testing.T) {
 	big := strings.Repeat("0123456789", 7000) + "THE-END"
 	msgs[9] = msg("role", "tool", "tool_call_id", "call_3", "content", big)
 	primary := mustParse(t, requestBody(msgs))
-	_, err := BuildChild(primary, testDraft(), ChildOptions{})
-	if reason, ok := SkipReason(err); !ok || reason != SkipOversize {
+	_, err := buildChild(primary, testDraft(), childOptions{})
+	if reason, ok := skipReason(err); !ok || reason != skipOversize {
 		t.Fatalf("err = %v, want a skip for oversize", err)
 	}
 	// With room for it, the whole result is there: never truncated.
-	c := mustChild(t, primary, testDraft(), ChildOptions{MaxSnapshotChars: 100000})
+	c := mustChild(t, primary, testDraft(), childOptions{MaxSnapshotChars: 100000})
 	if !strings.Contains(snapshotText(t, c.Body), big) {
 		t.Error("the large tool result was not kept whole")
 	}
@@ -257,9 +257,9 @@ func TestBuildChildImages(t *testing.T) {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			m := append(append([]string{}, msgs[:10]...), imageMessage(n))
 			primary := mustParse(t, requestBody(m))
-			c, err := BuildChild(primary, testDraft(), ChildOptions{})
-			if n > DefaultMaxImages {
-				if reason, ok := SkipReason(err); !ok || reason != SkipImages {
+			c, err := buildChild(primary, testDraft(), childOptions{})
+			if n > defaultMaxImages {
+				if reason, ok := skipReason(err); !ok || reason != skipImages {
 					t.Fatalf("err = %v, want a skip for images", err)
 				}
 				return
@@ -290,7 +290,7 @@ func TestBuildChildThinkTags(t *testing.T) {
 		"tool_calls", []any{call("call_2", "edit_file", "{}"), call("call_3", "run_tests", "{}")})
 	primary := mustParse(t, requestBody(msgs))
 	d := Draft{Content: "<think>DRAFT-THINK-SECRET</think>\nDone."}
-	c := mustChild(t, primary, d, ChildOptions{})
+	c := mustChild(t, primary, d, childOptions{})
 	if bytes.Contains(c.Body, []byte("THINK-SECRET")) {
 		t.Error("inline think block reached the child")
 	}
@@ -301,25 +301,25 @@ func TestBuildChildThinkTags(t *testing.T) {
 
 func TestBuildChildSkips(t *testing.T) {
 	noUser := mustParse(t, []byte(`{"model":"m","messages":[{"role":"system","content":"s"}]}`))
-	if reason, _ := SkipReason(errOf(BuildChild(noUser, testDraft(), ChildOptions{}))); reason != SkipNoTurn {
+	if reason, _ := skipReason(errOf(buildChild(noUser, testDraft(), childOptions{}))); reason != skipNoTurn {
 		t.Errorf("no user: reason %q", reason)
 	}
 	dup := mustParse(t, []byte(`{"model":"m","model":"n","messages":[{"role":"user","content":"u"}]}`))
-	if reason, _ := SkipReason(errOf(BuildChild(dup, testDraft(), ChildOptions{}))); reason != SkipDuplicateKeys {
+	if reason, _ := skipReason(errOf(buildChild(dup, testDraft(), childOptions{}))); reason != skipDuplicateKeys {
 		t.Errorf("duplicate keys: reason %q", reason)
 	}
 	ok := mustParse(t, requestBody(agentMessages()))
-	err := errOf(BuildChild(ok, testDraft(), ChildOptions{Mask: "everything"}))
-	if _, skip := SkipReason(err); err == nil || skip {
+	err := errOf(buildChild(ok, testDraft(), childOptions{Mask: "everything"}))
+	if _, skip := skipReason(err); err == nil || skip {
 		t.Errorf("bad mask: err %v, want a non-skip error", err)
 	}
-	var se *SkipError
+	var se *skipError
 	if errors.As(err, &se) {
 		t.Error("bad options reported as a skip")
 	}
 }
 
-func errOf(_ Child, err error) error { return err }
+func errOf(_ child, err error) error { return err }
 
 // TestBuildChildFixture runs BuildChild on real DeepSeek traffic: the last
 // request of a tool loop and the turn-ending response it got.
@@ -337,11 +337,11 @@ func TestBuildChildFixture(t *testing.T) {
 	if choice.FinishReason != "stop" || len(choice.ToolCalls) > 0 {
 		t.Fatalf("fixture's last response is not a turn end: %+v", choice)
 	}
-	draft := DraftOf(choice)
+	draft := draftOf(choice)
 	primary := mustParse(t, ex.RequestBody)
 	for _, mask := range []Mask{MaskReasoningOnly, MaskActionOnly} {
 		t.Run(string(mask), func(t *testing.T) {
-			c := mustChild(t, primary, draft, ChildOptions{Mask: mask})
+			c := mustChild(t, primary, draft, childOptions{Mask: mask})
 			checkSeed(t, primary, c.Body, true)
 			checkMasked(t, primary, draft, c.Body)
 			checkChildKeys(t, c.Body, FormatJSONObject)

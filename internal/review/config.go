@@ -57,14 +57,14 @@ const (
 )
 
 // Publishes reports whether a valid packet leads to a revision.
-func (p Policy) Publishes(packet Packet) bool {
+func (p Policy) Publishes(packet packet) bool {
 	switch p {
 	case PolicyObserveOnly:
 		return false
 	case PolicyAll:
 		return true
 	default:
-		return packet.Status == StatusUpdate
+		return packet.Status == statusUpdate
 	}
 }
 
@@ -74,7 +74,7 @@ func DefaultConfig() Config {
 	return Config{
 		Scope: ScopeToolTurns, Mask: MaskReasoningOnly, Policy: PolicyUpdatesOnly,
 		Timeout: 300 * time.Second, KeepAlive: 10 * time.Second,
-		MaxSnapshotChars: DefaultMaxSnapshotChars, MaxImages: DefaultMaxImages,
+		MaxSnapshotChars: defaultMaxSnapshotChars, MaxImages: defaultMaxImages,
 		ResponseFormat: FormatJSONObject,
 	}
 }

@@ -8,13 +8,13 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// ContinuationRequest returns the primary request with two messages
+// continuationRequest returns the primary request with two messages
 // appended to its messages array: the draft as an assistant message (its
 // reasoning under the key the upstream used, see Draft.Message) and
 // notice (a raw message, NoticeMessage). Every other byte of primaryBody
 // is kept, "stream" included: the continuation streams when the client
 // asked for a stream. notice must be a JSON object.
-func ContinuationRequest(primaryBody []byte, draft Draft, notice []byte) ([]byte, error) {
+func continuationRequest(primaryBody []byte, draft Draft, notice []byte) ([]byte, error) {
 	if !gjson.ValidBytes(notice) || !gjson.ParseBytes(notice).IsObject() {
 		return nil, errors.New("review: notice is not a json object")
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/tidwall/sjson"
 )
 
-// SplitFinish splits the draft's finish chunk, one raw SSE event: some
+// splitFinish splits the draft's finish chunk, one raw SSE event: some
 // upstreams (vLLM, Gemini, Ollama) put the last piece of text in the chunk
 // that carries finish_reason. text is that chunk with finish_reason null
 // and no usage, to go out before a revision so the client loses nothing
@@ -18,7 +18,7 @@ import (
 // removed, to end a stream whose revision was cut after the text went out
 // (raw itself when there was no text to remove). Edits are made with sjson;
 // nothing is re-marshalled.
-func SplitFinish(raw []byte) (text, bare []byte) {
+func splitFinish(raw []byte) (text, bare []byte) {
 	ev, err := sse.NewReader(bytes.NewReader(raw)).Next()
 	if err != nil || !ev.HasData || ev.IsDone() {
 		return nil, raw

@@ -8,7 +8,7 @@ import (
 
 func TestSplitFinish(t *testing.T) {
 	withText := []byte("data: {\"id\":\"p\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"world.\"},\"finish_reason\":\"stop\"}],\"usage\":{\"total_tokens\":9}}\n\n")
-	text, bare := SplitFinish(withText)
+	text, bare := splitFinish(withText)
 	td, bd := payload(t, text), payload(t, bare)
 	if gjson.GetBytes(td, "choices.0.delta.content").String() != "world." || gjson.GetBytes(td, "choices.0.finish_reason").Type != gjson.Null || gjson.GetBytes(td, "usage").Exists() {
 		t.Errorf("text chunk: %s", td)
@@ -21,7 +21,7 @@ func TestSplitFinish(t *testing.T) {
 		"data: [DONE]\n\n",
 		": keep-alive\n\n",
 	} {
-		if text, bare := SplitFinish([]byte(raw)); text != nil || string(bare) != raw {
+		if text, bare := splitFinish([]byte(raw)); text != nil || string(bare) != raw {
 			t.Errorf("%q: split into %q and %q, want it as it is", raw, text, bare)
 		}
 	}

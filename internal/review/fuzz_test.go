@@ -25,26 +25,26 @@ func FuzzParsePacket(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		p, err := ParsePacketText(s)
+		p, err := parsePacketText(s)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidPacket) {
+			if !errors.Is(err, errInvalidPacket) {
 				t.Fatalf("error %v does not wrap ErrInvalidPacket", err)
 			}
 			return
 		}
 		checkPacket(t, p)
-		if _, err := ParsePacket(completion(s)); err != nil && utf8.ValidString(s) {
+		if _, err := parsePacket(completion(s)); err != nil && utf8.ValidString(s) {
 			t.Fatalf("accepted as text, rejected in a body: %v", err)
 		}
 	})
 }
 
-func checkPacket(t *testing.T, p Packet) {
+func checkPacket(t *testing.T, p packet) {
 	t.Helper()
-	if p.Role != PacketRole || (p.Status != StatusUpdate && p.Status != StatusNoUpdate) {
+	if p.Role != packetRole || (p.Status != statusUpdate && p.Status != statusNoUpdate) {
 		t.Fatalf("packet %+v", p)
 	}
-	if (p.Status == StatusUpdate) != (len(p.Items) > 0) || len(p.Items) > MaxItems {
+	if (p.Status == statusUpdate) != (len(p.Items) > 0) || len(p.Items) > maxItems {
 		t.Fatalf("%s with %d items", p.Status, len(p.Items))
 	}
 	chars := 0
@@ -54,7 +54,7 @@ func checkPacket(t *testing.T, p Packet) {
 		}
 		chars += utf8.RuneCountInString(it.Content)
 	}
-	if chars > MaxPacketChars {
+	if chars > maxPacketChars {
 		t.Fatalf("%d characters", chars)
 	}
 }
@@ -73,7 +73,7 @@ func FuzzRestore(f *testing.F) {
 			f.Add(ex.RequestBody)
 		}
 	}
-	ins := NewInsertion(testDraft(), NoticeMessage(testPacket()), contDraft)
+	ins := NewInsertion(testDraft(), noticeMessage(testPacket()), contDraft)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := conv.ParseRequest(body)
 		if err != nil {
@@ -108,9 +108,9 @@ func FuzzBuildChild(f *testing.F) {
 		if err != nil {
 			return
 		}
-		c, err := BuildChild(req, Draft{Content: content, ReasoningField: "reasoning_content", Reasoning: "hidden"}, ChildOptions{})
+		c, err := buildChild(req, Draft{Content: content, ReasoningField: "reasoning_content", Reasoning: "hidden"}, childOptions{})
 		if err != nil {
-			if _, ok := SkipReason(err); !ok {
+			if _, ok := skipReason(err); !ok {
 				t.Fatalf("non-skip error: %v", err)
 			}
 			return
@@ -134,7 +134,7 @@ func FuzzStreamMerger(f *testing.F) {
 	f.Add([]byte(": keep-alive\n\ndata: [DONE]\n\n"))
 	f.Add([]byte("data: {\"a\":\ndata: 1}\n\nevent: x\ndata: {}"))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		m, err := NewStreamMerger([]byte(`{"id":"draft","created":1,"model":"m","choices":[]}`), Draft{ReasoningField: "reasoning_content", Reasoning: "r"})
+		m, err := newStreamMerger([]byte(`{"id":"draft","created":1,"model":"m","choices":[]}`), Draft{ReasoningField: "reasoning_content", Reasoning: "r"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -91,9 +91,9 @@ func mustParse(tb testing.TB, body []byte) *conv.Request {
 	return req
 }
 
-func mustChild(tb testing.TB, req *conv.Request, d Draft, opts ChildOptions) Child {
+func mustChild(tb testing.TB, req *conv.Request, d Draft, opts childOptions) child {
 	tb.Helper()
-	c, err := BuildChild(req, d, opts)
+	c, err := buildChild(req, d, opts)
 	if err != nil {
 		tb.Fatalf("BuildChild: %v", err)
 	}

@@ -20,9 +20,9 @@ import (
 	"github.com/shaperproxy/shaperproxy/sse"
 )
 
-// OptOutHeader, set to "off" by a client, keeps its requests out of the
+// optOutHeader, set to "off" by a client, keeps its requests out of the
 // masked review.
-const OptOutHeader = "X-Shaper-Review"
+const optOutHeader = "X-Shaper-Review"
 
 // maxChildBody bounds the review child's answer the proxy reads.
 const maxChildBody = 4 << 20
@@ -87,7 +87,7 @@ func (rv *Reviewer) Start(call *proxy.Call, info *proxy.ResponseInfo) proxy.Fini
 	if !rv.cfg.Reviews(call.Route) || call.View == nil || call.Conversation == "" {
 		return nil
 	}
-	if strings.EqualFold(call.Header.Get(OptOutHeader), "off") {
+	if strings.EqualFold(call.Header.Get(optOutHeader), "off") {
 		rv.m.skipped.WithLabelValues("opt_out").Inc()
 		return nil
 	}
@@ -201,7 +201,7 @@ func (s *reviewSession) stopping() (Draft, bool) {
 		rv.m.skipped.WithLabelValues("already_reviewed").Inc()
 		return Draft{}, false
 	}
-	return DraftOf(resp.Choices[0]), true
+	return draftOf(resp.Choices[0]), true
 }
 
 // signedHistory reports whether any message carries signed reasoning.
@@ -241,18 +241,18 @@ type reviewNote struct {
 }
 
 // ask runs the child and decides, by the policy, whether to publish.
-func (s *reviewSession) ask(ctx context.Context, draft Draft) (Packet, bool) {
+func (s *reviewSession) ask(ctx context.Context, draft Draft) (packet, bool) {
 	rv := s.rv
 	note := reviewNote{Turn: TurnKey(s.view, s.call.Conversation)}
 	defer func() { rv.note(s.call, note) }()
-	child, err := BuildChild(s.view, draft, ChildOptions{
+	child, err := buildChild(s.view, draft, childOptions{
 		Mask: rv.cfg.Mask, ResponseFormat: rv.cfg.ResponseFormat, Model: rv.cfg.Model,
 		MaxSnapshotChars: rv.cfg.MaxSnapshotChars, MaxImages: rv.cfg.MaxImages,
 	})
-	if reason, skipped := SkipReason(err); skipped {
+	if reason, skipped := skipReason(err); skipped {
 		rv.m.skipped.WithLabelValues(reason).Inc()
 		note.Review = "skipped: " + reason
-		return Packet{}, false
+		return packet{}, false
 	} else if err != nil {
 		return s.failed(&note, "error", err)
 	}
@@ -269,7 +269,7 @@ func (s *reviewSession) ask(ctx context.Context, draft Draft) (Packet, bool) {
 		}
 		return s.failed(&note, "error", err)
 	}
-	packet, err := ParsePacket(body)
+	packet, err := parsePacket(body)
 	if err != nil {
 		return s.failed(&note, "invalid", err)
 	}
@@ -284,29 +284,16 @@ func (s *reviewSession) ask(ctx context.Context, draft Draft) (Packet, bool) {
 }
 
 // packetJSON is the packet in its wire form, for the capture log.
-func packetJSON(p Packet) json.RawMessage {
-	type item struct {
-		Kind      string `json:"kind"`
-		Certainty string `json:"certainty"`
-		Content   string `json:"content"`
-	}
-	out := struct {
-		Role   string `json:"role"`
-		Status string `json:"status"`
-		Items  []item `json:"items,omitempty"`
-	}{Role: p.Role, Status: p.Status}
-	for _, it := range p.Items {
-		out.Items = append(out.Items, item{it.Kind, it.Certainty, it.Content})
-	}
-	b, _ := json.Marshal(out)
+func packetJSON(p packet) json.RawMessage {
+	b, _ := json.Marshal(p)
 	return b
 }
 
-func (s *reviewSession) failed(note *reviewNote, outcome string, err error) (Packet, bool) {
+func (s *reviewSession) failed(note *reviewNote, outcome string, err error) (packet, bool) {
 	s.rv.m.outcomes.WithLabelValues(outcome).Inc()
 	note.Review, note.Err = outcome, err.Error()
 	s.rv.log.Warn("masked review found nothing to publish", "call", s.call.ID, "outcome", outcome, "err", err)
-	return Packet{}, false
+	return packet{}, false
 }
 
 // send makes the child request through the proxy (captured as internal)
@@ -335,9 +322,9 @@ func (rv *Reviewer) send(ctx context.Context, call *proxy.Call, body []byte) ([]
 // after the draft, as one message. If the continuation fails before its
 // first event, the held draft end goes out as it came (End wrote
 // nothing); after it, the held finish chunk closes the stream.
-func (s *reviewSession) continueStream(ctx context.Context, draft Draft, p Packet, held [][]byte, out *proxy.EventWriter) error {
-	notice := NoticeMessage(p)
-	body, err := ContinuationRequest(s.view.Body, draft, notice)
+func (s *reviewSession) continueStream(ctx context.Context, draft Draft, p packet, held [][]byte, out *proxy.EventWriter) error {
+	notice := noticeMessage(p)
+	body, err := continuationRequest(s.view.Body, draft, notice)
 	if err != nil {
 		return err
 	}
@@ -351,14 +338,14 @@ func (s *reviewSession) continueStream(ctx context.Context, draft Draft, p Packe
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("continuation: upstream answered %d", resp.StatusCode)
 	}
-	merger, err := NewStreamMerger(s.first, draft)
+	merger, err := newStreamMerger(s.first, draft)
 	if err != nil {
 		return err
 	}
 	merger.DraftUsage = s.asm.Response().Usage
 	cont := conv.NewAssembler()
 	rd := sse.NewReader(resp.Body)
-	text, bare := SplitFinish(held[0])
+	text, bare := splitFinish(held[0])
 	wrote := false
 	for {
 		ev, rerr := rd.Next()
@@ -400,9 +387,9 @@ func writeAll(out *proxy.EventWriter, events [][]byte) {
 }
 
 // continueBody is continueStream for a non-streamed turn end.
-func (s *reviewSession) continueBody(ctx context.Context, draft Draft, p Packet, draftBody []byte) ([]byte, error) {
-	notice := NoticeMessage(p)
-	body, err := ContinuationRequest(s.view.Body, draft, notice)
+func (s *reviewSession) continueBody(ctx context.Context, draft Draft, p packet, draftBody []byte) ([]byte, error) {
+	notice := noticeMessage(p)
+	body, err := continuationRequest(s.view.Body, draft, notice)
 	if err != nil {
 		return draftBody, err
 	}
@@ -412,7 +399,7 @@ func (s *reviewSession) continueBody(ctx context.Context, draft Draft, p Packet,
 	if err != nil {
 		return draftBody, err
 	}
-	merged, err := MergeBodies(draftBody, contBody)
+	merged, err := mergeBodies(draftBody, contBody)
 	if err != nil {
 		return draftBody, err
 	}
@@ -430,7 +417,7 @@ func (s *reviewSession) record(draft Draft, notice []byte, cont *conv.Assembler)
 	if len(resp.Choices) == 0 {
 		return errors.New("continuation had no choice")
 	}
-	ins := NewInsertion(draft, notice, DraftOf(resp.Choices[0]))
+	ins := NewInsertion(draft, notice, draftOf(resp.Choices[0]))
 	return s.rv.ledger.PutInsertion(s.call.Conversation, ledger.Insertion(ins))
 }
 

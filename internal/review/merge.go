@@ -18,9 +18,9 @@ import (
 // recorded before.
 var Separator = "\n\n---\n*Revised after an automatic review:*\n\n"
 
-// ReasoningSeparator joins the draft's reasoning and the continuation's
+// reasoningSeparator joins the draft's reasoning and the continuation's
 // when both are non-empty.
-const ReasoningSeparator = "\n\n"
+const reasoningSeparator = "\n\n"
 
 // MergedContent is the visible content the client sees for a revised
 // turn: draft, Separator, continuation.
@@ -34,10 +34,10 @@ func mergedReasoning(draft, cont string) string {
 	if draft == "" || cont == "" {
 		return draft + cont
 	}
-	return draft + ReasoningSeparator + cont
+	return draft + reasoningSeparator + cont
 }
 
-// MergeBodies merges the non-streamed draft and continuation bodies into
+// mergeBodies merges the non-streamed draft and continuation bodies into
 // the one chat.completion the client gets: the draft body's keys (id,
 // created, model, system_fingerprint, …) with, in choices[0].message,
 // content = MergedContent, the reasoning (under the draft's key, else the
@@ -46,7 +46,7 @@ func mergedReasoning(draft, cont string) string {
 // the continuation; usage from the continuation with every integer it
 // shares with the draft's usage summed (see SumUsage). Only choice 0 is
 // merged.
-func MergeBodies(draftBody, contBody []byte) ([]byte, error) {
+func mergeBodies(draftBody, contBody []byte) ([]byte, error) {
 	d, err := assembleBody(draftBody)
 	if err != nil {
 		return nil, fmt.Errorf("review: draft: %w", err)
@@ -119,21 +119,21 @@ func mergeUsage(out, draftBody, contBody []byte) ([]byte, error) {
 	if !cu.IsObject() {
 		return out, nil
 	}
-	u, err := SumUsage([]byte(gjson.GetBytes(draftBody, "usage").Raw), []byte(cu.Raw))
+	u, err := sumUsage([]byte(gjson.GetBytes(draftBody, "usage").Raw), []byte(cu.Raw))
 	if err != nil {
 		return nil, err
 	}
 	return sjson.SetRawBytes(out, "usage", u)
 }
 
-// SumUsage returns cont (a usage object) with every integer that draft
+// sumUsage returns cont (a usage object) with every integer that draft
 // holds at the same path added to it: prompt_tokens, completion_tokens,
 // total_tokens, and nested or provider-specific counts such as
 // completion_tokens_details.reasoning_tokens or DeepSeek's
 // prompt_cache_hit_tokens. The result counts both upstream calls, which is
 // what was billed. A key only in draft is not added; when draft is not an
 // object, cont is returned as is. Key order and spelling are cont's.
-func SumUsage(draft, cont []byte) ([]byte, error) {
+func sumUsage(draft, cont []byte) ([]byte, error) {
 	d := gjson.ParseBytes(draft)
 	if !d.IsObject() || !gjson.ValidBytes(cont) {
 		return cont, nil

@@ -46,7 +46,7 @@ func streamCase(tb testing.TB, draft, cont fakeupstream.Reply) (draftEvs, contEv
 	for _, ev := range events(tb, ds) {
 		_ = d.AddChunk(dataOf(tb, ev))
 	}
-	contReq, err := ContinuationRequest(req, DraftOf(d.Response().Choices[0]), NoticeMessage(testPacket()))
+	contReq, err := continuationRequest(req, draftOf(d.Response().Choices[0]), noticeMessage(testPacket()))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func streamCase(tb testing.TB, draft, cont fakeupstream.Reply) (draftEvs, contEv
 
 // clientStream is what the client gets: the draft's events up to its
 // finish chunk (held back with [DONE]), then the merged continuation.
-func clientStream(tb testing.TB, draftEvs, contEvs [][]byte, m *StreamMerger) []byte {
+func clientStream(tb testing.TB, draftEvs, contEvs [][]byte, m *streamMerger) []byte {
 	tb.Helper()
 	var out []byte
 	for _, ev := range draftEvs[:len(draftEvs)-2] {
@@ -101,7 +101,7 @@ func TestStreamMerger(t *testing.T) {
 	cont := fakeupstream.Reply{Reasoning: "Vet failed; check calc.go line 3.", Content: "Correction: `go vet` fails on calc.go:3; fixing it next.", ChunkChars: 7}
 	draftEvs, contEvs := streamCase(t, draft, cont)
 	first := dataOf(t, draftEvs[0])
-	m, err := NewStreamMerger(first, Draft{ReasoningField: "reasoning_content", Reasoning: draft.Reasoning, Content: draft.Content})
+	m, err := newStreamMerger(first, Draft{ReasoningField: "reasoning_content", Reasoning: draft.Reasoning, Content: draft.Content})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestStreamMerger(t *testing.T) {
 	if want := MergedContent(draft.Content, cont.Content); c.Content != want {
 		t.Errorf("content %q\nwant    %q", c.Content, want)
 	}
-	if want := draft.Reasoning + ReasoningSeparator + cont.Reasoning; c.Reasoning != want {
+	if want := draft.Reasoning + reasoningSeparator + cont.Reasoning; c.Reasoning != want {
 		t.Errorf("reasoning %q, want %q", c.Reasoning, want)
 	}
 	if c.FinishReason != "stop" || !resp.Done || len(resp.Choices) != 1 {
@@ -155,7 +155,7 @@ func TestStreamMergerSumsUsage(t *testing.T) {
 	draftEvs, contEvs := streamCase(t, fakeupstream.Reply{Content: "a"}, fakeupstream.Reply{Content: "b"})
 	draftUsage := gjson.GetBytes(dataOf(t, draftEvs[len(draftEvs)-2]), "usage")
 	contUsage := gjson.GetBytes(dataOf(t, contEvs[len(contEvs)-2]), "usage")
-	m, err := NewStreamMerger(dataOf(t, draftEvs[0]), Draft{ReasoningField: "reasoning_content", Content: "a"})
+	m, err := newStreamMerger(dataOf(t, draftEvs[0]), Draft{ReasoningField: "reasoning_content", Content: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestStreamMergerSumsUsage(t *testing.T) {
 func TestStreamMergerToolCalls(t *testing.T) {
 	cont := fakeupstream.Reply{Reasoning: "r", Content: "Checking vet.", ToolCalls: []fakeupstream.ToolCall{{Name: "run", Arguments: `{"cmd":"go vet ./..."}`}}}
 	draftEvs, contEvs := streamCase(t, fakeupstream.Reply{Reasoning: "d", Content: "Done."}, cont)
-	m, err := NewStreamMerger(dataOf(t, draftEvs[0]), Draft{ReasoningField: "reasoning_content", Reasoning: "d", Content: "Done."})
+	m, err := newStreamMerger(dataOf(t, draftEvs[0]), Draft{ReasoningField: "reasoning_content", Reasoning: "d", Content: "Done."})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestStreamMergerOpenAIShape(t *testing.T) {
 		"data: {\"id\":\"chatcmpl-cont\",\"object\":\"chat.completion.chunk\",\"created\":2,\"model\":\"gpt-y\",\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":2,\"total_tokens\":12}}\r\n\r\n",
 		"data: [DONE]\r\n\r\n",
 	}
-	m, err := NewStreamMerger(first, Draft{Content: "Done."})
+	m, err := newStreamMerger(first, Draft{Content: "Done."})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestMergeBodies(t *testing.T) {
 	draftBody := fakeupstream.RenderJSON(fakeupstream.Reply{Reasoning: "The tests pass.", Content: "Done."})
 	contBody := fakeupstream.RenderJSON(fakeupstream.Reply{Reasoning: "Vet failed.", Content: "Correction: vet fails.", Model: "other-model"})
 	contBody = bytes.Replace(contBody, []byte(`"id":"`), []byte(`"id":"c-`), 1)
-	out, err := MergeBodies(draftBody, contBody)
+	out, err := mergeBodies(draftBody, contBody)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestMergeBodies(t *testing.T) {
 	}
 	resp := a.Response()
 	c := resp.Choices[0]
-	if c.Content != MergedContent("Done.", "Correction: vet fails.") || c.Reasoning != "The tests pass."+ReasoningSeparator+"Vet failed." || c.FinishReason != "stop" {
+	if c.Content != MergedContent("Done.", "Correction: vet fails.") || c.Reasoning != "The tests pass."+reasoningSeparator+"Vet failed." || c.FinishReason != "stop" {
 		t.Errorf("choice %+v", c)
 	}
 	for _, k := range []string{"id", "created", "model", "system_fingerprint"} {
@@ -279,7 +279,7 @@ func TestMergeBodies(t *testing.T) {
 func TestMergeBodiesToolCalls(t *testing.T) {
 	draftBody := fakeupstream.RenderJSON(fakeupstream.Reply{Content: "Done."})
 	contBody := fakeupstream.RenderJSON(fakeupstream.Reply{Content: "Let me check.", ToolCalls: []fakeupstream.ToolCall{{Name: "run", Arguments: "{}"}}})
-	out, err := MergeBodies(draftBody, contBody)
+	out, err := mergeBodies(draftBody, contBody)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,20 +289,20 @@ func TestMergeBodiesToolCalls(t *testing.T) {
 	if got := gjson.GetBytes(out, "choices.0.finish_reason").String(); got != "tool_calls" {
 		t.Errorf("finish_reason %q", got)
 	}
-	if _, err := MergeBodies([]byte(`{"choices":[]}`), contBody); err == nil {
+	if _, err := mergeBodies([]byte(`{"choices":[]}`), contBody); err == nil {
 		t.Error("draft without choices accepted")
 	}
 }
 
 func TestSumUsage(t *testing.T) {
-	got, err := SumUsage([]byte(`{"prompt_tokens":3,"x":{"y":1},"f":0.5,"only_draft":9}`), []byte(`{"prompt_tokens":4, "x":{"y":2,"z":7},"f":0.5,"s":"a"}`))
+	got, err := sumUsage([]byte(`{"prompt_tokens":3,"x":{"y":1},"f":0.5,"only_draft":9}`), []byte(`{"prompt_tokens":4, "x":{"y":2,"z":7},"f":0.5,"s":"a"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := `{"prompt_tokens":7, "x":{"y":3,"z":7},"f":0.5,"s":"a"}`; string(got) != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
-	if got, _ := SumUsage(nil, []byte(`{"a":1}`)); string(got) != `{"a":1}` {
+	if got, _ := sumUsage(nil, []byte(`{"a":1}`)); string(got) != `{"a":1}` {
 		t.Errorf("nil draft: %s", got)
 	}
 }

@@ -5,16 +5,16 @@ import (
 	"strings"
 )
 
-// NoticeRole is the role of the notice message (see the package doc for
+// noticeRole is the role of the notice message (see the package doc for
 // why it is "system").
-const NoticeRole = "system"
+const noticeRole = "system"
 
-// Notice renders p as the text the model reads before it revises: a
+// notice renders p as the text the model reads before it revises: a
 // numbered list of the items with their kind and certainty, framed as
 // coming from an automatic reviewer and not from the user. A no_update
 // packet renders as a short "found nothing" notice (for a publication
 // policy that publishes every packet).
-func Notice(p Packet) string {
+func notice(p packet) string {
 	var b strings.Builder
 	b.WriteString("Automatic masked review by the proxy (not from the user): a second look at this turn with your reasoning hidden ")
 	if len(p.Items) == 0 {
@@ -29,9 +29,9 @@ func Notice(p Packet) string {
 	return b.String()
 }
 
-// NoticeMessage returns the notice as a raw message:
+// noticeMessage returns the notice as a raw message:
 // {"role":"system","content":Notice(p)}.
-func NoticeMessage(p Packet) []byte {
-	b := append(appendString([]byte(`{"role":`), NoticeRole), `,"content":`...)
-	return append(appendString(b, Notice(p)), '}')
+func noticeMessage(p packet) []byte {
+	b := append(appendString([]byte(`{"role":`), noticeRole), `,"content":`...)
+	return append(appendString(b, notice(p)), '}')
 }

@@ -7,15 +7,15 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-func testPacket() Packet {
-	return Packet{Role: PacketRole, Status: StatusUpdate, Items: []Item{
+func testPacket() packet {
+	return packet{Role: packetRole, Status: statusUpdate, Items: []item{
 		{Kind: "possible_error", Certainty: "likely", Content: `go vet reported "unreachable code"; the draft says the tests pass.`},
 		{Kind: "unknown", Certainty: "uncertain", Content: "The README was not updated."},
 	}}
 }
 
 func TestNotice(t *testing.T) {
-	n := Notice(testPacket())
+	n := notice(testPacket())
 	for _, want := range []string{
 		"Automatic masked review by the proxy (not from the user)",
 		"your reasoning hidden",
@@ -27,20 +27,20 @@ func TestNotice(t *testing.T) {
 			t.Errorf("notice lacks %q:\n%s", want, n)
 		}
 	}
-	if e := Notice(Packet{Role: PacketRole, Status: StatusNoUpdate}); !strings.Contains(e, "found nothing") || strings.Contains(e, "1.") {
+	if e := notice(packet{Role: packetRole, Status: statusNoUpdate}); !strings.Contains(e, "found nothing") || strings.Contains(e, "1.") {
 		t.Errorf("no_update notice: %s", e)
 	}
 }
 
 func TestNoticeMessage(t *testing.T) {
-	m := NoticeMessage(testPacket())
+	m := noticeMessage(testPacket())
 	if !gjson.ValidBytes(m) {
 		t.Fatalf("not json: %s", m)
 	}
 	if r := gjson.GetBytes(m, "role").String(); r != "system" {
 		t.Errorf("role %q, want system", r)
 	}
-	if c := gjson.GetBytes(m, "content").String(); c != Notice(testPacket()) {
+	if c := gjson.GetBytes(m, "content").String(); c != notice(testPacket()) {
 		t.Errorf("content %q", c)
 	}
 	// Round trip through the packet parser's own input shape is not the
@@ -53,8 +53,8 @@ func TestNoticeMessage(t *testing.T) {
 func TestContinuationRequest(t *testing.T) {
 	body := requestBody(agentMessages())
 	primary := mustParse(t, body)
-	notice := NoticeMessage(testPacket())
-	out, err := ContinuationRequest(body, testDraft(), notice)
+	notice := noticeMessage(testPacket())
+	out, err := continuationRequest(body, testDraft(), notice)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,22 +89,22 @@ func TestContinuationRequest(t *testing.T) {
 
 func TestContinuationRequestEdges(t *testing.T) {
 	empty := []byte(`{"messages":[ ],"model":"m"}`)
-	out, err := ContinuationRequest(empty, Draft{Content: "x"}, []byte(`{"role":"system","content":"n"}`))
+	out, err := continuationRequest(empty, Draft{Content: "x"}, []byte(`{"role":"system","content":"n"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := `{"messages":[ {"role":"assistant","content":"x"},{"role":"system","content":"n"}],"model":"m"}`; string(out) != want {
 		t.Errorf("got  %s\nwant %s", out, want)
 	}
-	if _, err := ContinuationRequest(empty, Draft{}, []byte(`"x"`)); err == nil {
+	if _, err := continuationRequest(empty, Draft{}, []byte(`"x"`)); err == nil {
 		t.Error("notice that is not an object accepted")
 	}
-	if _, err := ContinuationRequest([]byte(`{"messages":[],"messages":[]}`), Draft{}, []byte(`{}`)); err == nil {
+	if _, err := continuationRequest([]byte(`{"messages":[],"messages":[]}`), Draft{}, []byte(`{}`)); err == nil {
 		t.Error("repeated key accepted")
 	}
 	// A draft with tool calls keeps them (general case).
 	d := Draft{ReasoningField: "reasoning", Reasoning: "r", ToolCalls: testToolCalls()}
-	out, err = ContinuationRequest(empty, d, []byte(`{"role":"system","content":"n"}`))
+	out, err = continuationRequest(empty, d, []byte(`{"role":"system","content":"n"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,13 +13,13 @@ import (
 
 // Packet values and bounds.
 const (
-	PacketRole     = "masked-review"
-	StatusUpdate   = "update"
-	StatusNoUpdate = "no_update"
-	// MaxItems is the most items a packet may hold.
-	MaxItems = 8
-	// MaxPacketChars bounds the characters of all item contents together.
-	MaxPacketChars = 4000
+	packetRole     = "masked-review"
+	statusUpdate   = "update"
+	statusNoUpdate = "no_update"
+	// maxItems is the most items a packet may hold.
+	maxItems = 8
+	// maxPacketChars bounds the characters of all item contents together.
+	maxPacketChars = 4000
 )
 
 // kinds and certainties an item may name.
@@ -28,52 +28,52 @@ var (
 	certainties = []string{"certain", "likely", "uncertain"}
 )
 
-// ErrInvalidPacket is wrapped by every error of ParsePacket and
+// errInvalidPacket is wrapped by every error of ParsePacket and
 // ParsePacketText that concerns the packet itself (as opposed to the
 // response around it): the proxy counts both as "invalid".
-var ErrInvalidPacket = errors.New("review: invalid packet")
+var errInvalidPacket = errors.New("review: invalid packet")
 
-// Packet is the child's structured answer.
-type Packet struct {
-	Role   string // always PacketRole
-	Status string // StatusUpdate or StatusNoUpdate
-	Items  []Item // empty on no_update; 1 to MaxItems on update
+// packet is the child's structured answer.
+type packet struct {
+	Role   string `json:"role"`            // always packetRole
+	Status string `json:"status"`          // statusUpdate or statusNoUpdate
+	Items  []item `json:"items,omitempty"` // empty on no_update; 1 to maxItems on update
 }
 
-// Item is one finding of a packet. Content is trimmed.
-type Item struct {
-	Kind      string
-	Certainty string
-	Content   string
+// item is one finding of a packet. Content is trimmed.
+type item struct {
+	Kind      string `json:"kind"`
+	Certainty string `json:"certainty"`
+	Content   string `json:"content"`
 }
 
-// ParsePacket reads the packet from a non-streamed chat completion body:
+// parsePacket reads the packet from a non-streamed chat completion body:
 // the string choices[0].message.content, which must hold the packet's JSON
 // object and nothing else, or that object inside one ``` or ```json fence.
 // The packet is validated strictly (see ParsePacketText).
-func ParsePacket(childResponseBody []byte) (Packet, error) {
+func parsePacket(childResponseBody []byte) (packet, error) {
 	if !json.Valid(childResponseBody) {
-		return Packet{}, errors.New("review: child response is not json")
+		return packet{}, errors.New("review: child response is not json")
 	}
 	root := gjson.ParseBytes(childResponseBody)
 	if e := root.Get("error"); e.Exists() && e.Type != gjson.Null {
-		return Packet{}, fmt.Errorf("review: child response is an error: %.200s", e.Raw)
+		return packet{}, fmt.Errorf("review: child response is an error: %.200s", e.Raw)
 	}
 	choice := root.Get("choices.0")
 	if !choice.IsObject() {
-		return Packet{}, errors.New("review: child response has no choice")
+		return packet{}, errors.New("review: child response has no choice")
 	}
 	if f := str(choice.Get("finish_reason")); f == "length" {
-		return Packet{}, errors.New("review: child response was cut (finish_reason length)")
+		return packet{}, errors.New("review: child response was cut (finish_reason length)")
 	}
 	c := choice.Get("message.content")
 	if c.Type != gjson.String {
-		return Packet{}, fmt.Errorf("%w: message content is not a string (%s)", ErrInvalidPacket, c.Type)
+		return packet{}, fmt.Errorf("%w: message content is not a string (%s)", errInvalidPacket, c.Type)
 	}
-	return ParsePacketText(c.Str)
+	return parsePacketText(c.Str)
 }
 
-// ParsePacketText parses and validates a packet from the text of the
+// parsePacketText parses and validates a packet from the text of the
 // child's answer. It accepts exactly one JSON object, optionally inside a
 // ``` or ```json fence, with the keys role ("masked-review"), status
 // ("update" or "no_update") and items, nothing else. On no_update items is
@@ -81,17 +81,17 @@ func ParsePacket(childResponseBody []byte) (Packet, error) {
 // certainty and content, with known enum values, non-empty trimmed content,
 // no two items with the same kind and content, and at most MaxPacketChars
 // characters of content in all. No key may repeat.
-func ParsePacketText(s string) (Packet, error) {
+func parsePacketText(s string) (packet, error) {
 	inner, err := unfence(s)
 	if err != nil {
-		return Packet{}, err
+		return packet{}, err
 	}
 	if !json.Valid([]byte(inner)) {
-		return Packet{}, fmt.Errorf("%w: not json", ErrInvalidPacket)
+		return packet{}, fmt.Errorf("%w: not json", errInvalidPacket)
 	}
 	obj := gjson.Parse(inner)
 	if !obj.IsObject() {
-		return Packet{}, fmt.Errorf("%w: not a json object", ErrInvalidPacket)
+		return packet{}, fmt.Errorf("%w: not a json object", errInvalidPacket)
 	}
 	return parseObject(obj)
 }
@@ -104,54 +104,54 @@ func unfence(s string) (string, error) {
 	}
 	first, rest, ok := strings.Cut(s, "\n")
 	if lang := strings.TrimSpace(first[3:]); !ok || (lang != "" && !strings.EqualFold(lang, "json")) {
-		return "", fmt.Errorf("%w: a fence other than ```json", ErrInvalidPacket)
+		return "", fmt.Errorf("%w: a fence other than ```json", errInvalidPacket)
 	}
 	inner, ok := strings.CutSuffix(strings.TrimSpace(rest), "```")
 	if !ok {
-		return "", fmt.Errorf("%w: unclosed fence", ErrInvalidPacket)
+		return "", fmt.Errorf("%w: unclosed fence", errInvalidPacket)
 	}
 	return inner, nil
 }
 
 // parseObject validates the packet object.
-func parseObject(obj gjson.Result) (Packet, error) {
+func parseObject(obj gjson.Result) (packet, error) {
 	if err := checkKeys(obj, "packet", "role", "status", "items"); err != nil {
-		return Packet{}, err
+		return packet{}, err
 	}
-	p := Packet{Role: str(obj.Get("role")), Status: str(obj.Get("status"))}
-	if p.Role != PacketRole {
-		return Packet{}, fmt.Errorf("%w: role %s, want %q", ErrInvalidPacket, orMissing(obj.Get("role")), PacketRole)
+	p := packet{Role: str(obj.Get("role")), Status: str(obj.Get("status"))}
+	if p.Role != packetRole {
+		return packet{}, fmt.Errorf("%w: role %s, want %q", errInvalidPacket, orMissing(obj.Get("role")), packetRole)
 	}
 	items := obj.Get("items")
 	var err error
 	switch p.Status {
-	case StatusNoUpdate:
+	case statusNoUpdate:
 		if items.Exists() && (!items.IsArray() || len(items.Array()) > 0) {
-			return Packet{}, fmt.Errorf("%w: no_update with items", ErrInvalidPacket)
+			return packet{}, fmt.Errorf("%w: no_update with items", errInvalidPacket)
 		}
-	case StatusUpdate:
+	case statusUpdate:
 		if p.Items, err = parseItems(items); err != nil {
-			return Packet{}, err
+			return packet{}, err
 		}
 	default:
-		return Packet{}, fmt.Errorf("%w: status %s, want \"update\" or \"no_update\"", ErrInvalidPacket, orMissing(obj.Get("status")))
+		return packet{}, fmt.Errorf("%w: status %s, want \"update\" or \"no_update\"", errInvalidPacket, orMissing(obj.Get("status")))
 	}
 	return p, nil
 }
 
 // parseItems validates the items of an update.
-func parseItems(items gjson.Result) ([]Item, error) {
+func parseItems(items gjson.Result) ([]item, error) {
 	if !items.IsArray() {
-		return nil, fmt.Errorf("%w: update without an items array", ErrInvalidPacket)
+		return nil, fmt.Errorf("%w: update without an items array", errInvalidPacket)
 	}
 	arr := items.Array()
 	switch {
 	case len(arr) == 0:
-		return nil, fmt.Errorf("%w: update with no items", ErrInvalidPacket)
-	case len(arr) > MaxItems:
-		return nil, fmt.Errorf("%w: %d items (max %d)", ErrInvalidPacket, len(arr), MaxItems)
+		return nil, fmt.Errorf("%w: update with no items", errInvalidPacket)
+	case len(arr) > maxItems:
+		return nil, fmt.Errorf("%w: %d items (max %d)", errInvalidPacket, len(arr), maxItems)
 	}
-	out := make([]Item, 0, len(arr))
+	out := make([]item, 0, len(arr))
 	seen := make(map[[2]string]bool) // kind, content
 	chars := 0
 	for i, v := range arr {
@@ -160,11 +160,11 @@ func parseItems(items gjson.Result) ([]Item, error) {
 			return nil, fmt.Errorf("item %d: %w", i+1, err)
 		}
 		if seen[[2]string{it.Kind, it.Content}] {
-			return nil, fmt.Errorf("%w: item %d repeats an earlier %s item", ErrInvalidPacket, i+1, it.Kind)
+			return nil, fmt.Errorf("%w: item %d repeats an earlier %s item", errInvalidPacket, i+1, it.Kind)
 		}
 		seen[[2]string{it.Kind, it.Content}] = true
-		if chars += utf8.RuneCountInString(it.Content); chars > MaxPacketChars {
-			return nil, fmt.Errorf("%w: more than %d characters of content", ErrInvalidPacket, MaxPacketChars)
+		if chars += utf8.RuneCountInString(it.Content); chars > maxPacketChars {
+			return nil, fmt.Errorf("%w: more than %d characters of content", errInvalidPacket, maxPacketChars)
 		}
 		out = append(out, it)
 	}
@@ -172,23 +172,23 @@ func parseItems(items gjson.Result) ([]Item, error) {
 }
 
 // parseItem validates one item.
-func parseItem(v gjson.Result) (Item, error) {
+func parseItem(v gjson.Result) (item, error) {
 	if !v.IsObject() {
-		return Item{}, fmt.Errorf("%w: not an object", ErrInvalidPacket)
+		return item{}, fmt.Errorf("%w: not an object", errInvalidPacket)
 	}
 	if err := checkKeys(v, "item", "kind", "certainty", "content"); err != nil {
-		return Item{}, err
+		return item{}, err
 	}
-	it := Item{Kind: str(v.Get("kind")), Certainty: str(v.Get("certainty")), Content: strings.TrimSpace(str(v.Get("content")))}
+	it := item{Kind: str(v.Get("kind")), Certainty: str(v.Get("certainty")), Content: strings.TrimSpace(str(v.Get("content")))}
 	switch {
 	case !slices.Contains(kinds, it.Kind):
-		return Item{}, fmt.Errorf("%w: kind %s", ErrInvalidPacket, orMissing(v.Get("kind")))
+		return item{}, fmt.Errorf("%w: kind %s", errInvalidPacket, orMissing(v.Get("kind")))
 	case !slices.Contains(certainties, it.Certainty):
-		return Item{}, fmt.Errorf("%w: certainty %s", ErrInvalidPacket, orMissing(v.Get("certainty")))
+		return item{}, fmt.Errorf("%w: certainty %s", errInvalidPacket, orMissing(v.Get("certainty")))
 	case v.Get("content").Type != gjson.String:
-		return Item{}, fmt.Errorf("%w: content %s is not a string", ErrInvalidPacket, orMissing(v.Get("content")))
+		return item{}, fmt.Errorf("%w: content %s is not a string", errInvalidPacket, orMissing(v.Get("content")))
 	case it.Content == "":
-		return Item{}, fmt.Errorf("%w: empty content", ErrInvalidPacket)
+		return item{}, fmt.Errorf("%w: empty content", errInvalidPacket)
 	}
 	return it, nil
 }
@@ -196,12 +196,12 @@ func parseItem(v gjson.Result) (Item, error) {
 // checkKeys rejects a repeated key and any key not in allowed.
 func checkKeys(obj gjson.Result, what string, allowed ...string) error {
 	if k, dup := duplicateKey(obj); dup {
-		return fmt.Errorf("%w: %s repeats key %q", ErrInvalidPacket, what, k)
+		return fmt.Errorf("%w: %s repeats key %q", errInvalidPacket, what, k)
 	}
 	var err error
 	obj.ForEach(func(k, _ gjson.Result) bool {
 		if !slices.Contains(allowed, k.Str) {
-			err = fmt.Errorf("%w: %s has unknown key %q", ErrInvalidPacket, what, k.Str)
+			err = fmt.Errorf("%w: %s has unknown key %q", errInvalidPacket, what, k.Str)
 		}
 		return err == nil
 	})

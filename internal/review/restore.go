@@ -27,20 +27,20 @@ type Insertion struct {
 // continuation, keyed by the content the client sees.
 func NewInsertion(draft Draft, notice []byte, cont Draft) Insertion {
 	return Insertion{
-		Key:          InsertionKey(MergedContent(draft.Content, cont.Content)),
+		Key:          insertionKey(MergedContent(draft.Content, cont.Content)),
 		Draft:        draft.Message(),
 		Notice:       bytes.Clone(notice),
 		Continuation: cont.Message(),
 	}
 }
 
-// InsertionKey is the sha256 of a merged assistant content
+// insertionKey is the sha256 of a merged assistant content
 // (MergedContent). Insertions are matched by content, not by bytes or
 // position: clients rebuild the history they send (key order, escaping,
 // reasoning kept or dropped), but send back the visible text they got.
 // A client that edits that text (trims it, say) gets no restoration, and
 // its history keeps the merged message.
-func InsertionKey(mergedContent string) [32]byte {
+func insertionKey(mergedContent string) [32]byte {
 	return sha256.Sum256([]byte(mergedContent))
 }
 
@@ -69,7 +69,7 @@ func Restore(req *conv.Request, lookup func(key [32]byte) (Insertion, bool)) (bo
 		if m.Role != conv.RoleAssistant || !strings.Contains(m.Content, Separator) {
 			continue
 		}
-		ins, ok := lookup(InsertionKey(m.Content))
+		ins, ok := lookup(insertionKey(m.Content))
 		if !ok {
 			continue
 		}

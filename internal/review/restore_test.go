@@ -33,10 +33,10 @@ func laterRequest(merged string) []byte {
 }
 
 func TestRestore(t *testing.T) {
-	notice := NoticeMessage(testPacket())
+	notice := noticeMessage(testPacket())
 	ins := NewInsertion(testDraft(), notice, contDraft)
 	mergedText := MergedContent(testDraft().Content, contDraft.Content)
-	merged := msg("content", mergedText, "role", "assistant", "reasoning_content", draftReasoning+ReasoningSeparator+contDraft.Reasoning)
+	merged := msg("content", mergedText, "role", "assistant", "reasoning_content", draftReasoning+reasoningSeparator+contDraft.Reasoning)
 	body := laterRequest(merged)
 	req := mustParse(t, body)
 	lookup, lookups := lookupOf(ins)
@@ -91,7 +91,7 @@ func TestRestoreUnknownAndUnchanged(t *testing.T) {
 	other := msg("role", "assistant", "content", "Not ours"+Separator+"at all")
 	body := laterRequest(other)
 	req := mustParse(t, body)
-	lookup, lookups := lookupOf(NewInsertion(testDraft(), NoticeMessage(testPacket()), contDraft))
+	lookup, lookups := lookupOf(NewInsertion(testDraft(), noticeMessage(testPacket()), contDraft))
 	out, n, err := Restore(req, lookup)
 	if err != nil || n != 0 || !bytes.Equal(out, body) {
 		t.Errorf("unknown message: %d restored, err %v", n, err)
@@ -111,7 +111,7 @@ func TestRestoreUnknownAndUnchanged(t *testing.T) {
 // message keeps its tool_calls and other keys, and the tool loop goes on.
 func TestRestoreToolCalls(t *testing.T) {
 	cont := Draft{ReasoningField: "reasoning_content", Reasoning: "check vet", Content: "Let me run vet.", ToolCalls: testToolCalls()}
-	ins := NewInsertion(testDraft(), NoticeMessage(testPacket()), cont)
+	ins := NewInsertion(testDraft(), noticeMessage(testPacket()), cont)
 	merged := msg("role", "assistant", "name", "coder", "content", MergedContent(testDraft().Content, cont.Content),
 		"reasoning_content", "whatever the client kept", "tool_calls", []any{call("call_9", "search", `{"q":"x"}`)})
 	msgs := append(agentMessages(), merged, msg("role", "tool", "tool_call_id", "call_9", "content", "vet: 1 issue"))
@@ -135,7 +135,7 @@ func TestRestoreToolCalls(t *testing.T) {
 // TestRestoreNoReasoningKey: a client that drops reasoning from history
 // gets draft and continuation without it too.
 func TestRestoreNoReasoningKey(t *testing.T) {
-	ins := NewInsertion(testDraft(), NoticeMessage(testPacket()), contDraft)
+	ins := NewInsertion(testDraft(), noticeMessage(testPacket()), contDraft)
 	merged := msg("role", "assistant", "content", MergedContent(testDraft().Content, contDraft.Content))
 	req := mustParse(t, laterRequest(merged))
 	lookup, _ := lookupOf(ins)
@@ -164,8 +164,8 @@ func TestRestoreBadInsertion(t *testing.T) {
 }
 
 func TestInsertionKey(t *testing.T) {
-	ins := NewInsertion(testDraft(), NoticeMessage(testPacket()), contDraft)
-	if ins.Key != InsertionKey(testDraft().Content+Separator+contDraft.Content) {
+	ins := NewInsertion(testDraft(), noticeMessage(testPacket()), contDraft)
+	if ins.Key != insertionKey(testDraft().Content+Separator+contDraft.Content) {
 		t.Error("key is not the hash of the merged content")
 	}
 	if gjson.GetBytes(ins.Draft, "reasoning_content").String() != draftReasoning {

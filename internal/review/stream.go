@@ -11,7 +11,7 @@ import (
 	"github.com/tidwall/sjson"
 )
 
-// StreamMerger turns the continuation's SSE events into the events the
+// streamMerger turns the continuation's SSE events into the events the
 // client gets after the draft's, so that the client assembles one
 // assistant message: the draft's content, Separator, the continuation's
 // content (and the reasoning of both, joined by ReasoningSeparator).
@@ -24,8 +24,8 @@ import (
 // the finish chunk, a usage chunk, "[DONE]" and comment lines
 // (": keep-alive"). Chunks are edited with sjson, never re-marshalled.
 //
-// A StreamMerger is not safe for concurrent use; use one per continuation.
-type StreamMerger struct {
+// A streamMerger is not safe for concurrent use; use one per continuation.
+type streamMerger struct {
 	// DraftUsage, when set to the draft's raw usage object, is added into
 	// every usage object of the continuation (SumUsage), as MergeBodies
 	// does; nil passes the continuation's usage as it is.
@@ -40,15 +40,15 @@ type StreamMerger struct {
 	joined  bool // the reasoning separator went out
 }
 
-// NewStreamMerger returns a merger for the continuation of draft.
+// newStreamMerger returns a merger for the continuation of draft.
 // draftFirstChunk is the data payload (JSON) of the draft's first chunk:
 // its id, created and model are given to every continuation chunk, and
 // the synthetic chunks are made from it.
-func NewStreamMerger(draftFirstChunk []byte, draft Draft) (*StreamMerger, error) {
+func newStreamMerger(draftFirstChunk []byte, draft Draft) (*streamMerger, error) {
 	if !gjson.ValidBytes(draftFirstChunk) || !gjson.ParseBytes(draftFirstChunk).IsObject() {
 		return nil, errors.New("review: draft chunk is not a json object")
 	}
-	m := &StreamMerger{
+	m := &streamMerger{
 		template:       bytes.Clone(draftFirstChunk),
 		reasoningField: draft.ReasoningField,
 		draftReasoning: draft.Reasoning != "" && draft.ReasoningField != "",
@@ -67,7 +67,7 @@ func NewStreamMerger(draftFirstChunk []byte, draft Draft) (*StreamMerger, error)
 // events followed by it. An event that is not a JSON chunk (a comment,
 // "[DONE]", an event without data) passes unchanged, after the separator
 // when it carries data.
-func (m *StreamMerger) Next(raw []byte) ([]byte, error) {
+func (m *streamMerger) Next(raw []byte) ([]byte, error) {
 	r := sse.NewReader(bytes.NewReader(raw))
 	var out []byte
 	for {
@@ -82,7 +82,7 @@ func (m *StreamMerger) Next(raw []byte) ([]byte, error) {
 }
 
 // event appends to out what the client gets for ev.
-func (m *StreamMerger) event(out []byte, ev sse.Event) ([]byte, error) {
+func (m *streamMerger) event(out []byte, ev sse.Event) ([]byte, error) {
 	if ev.Comment || !ev.HasData {
 		return append(out, ev.Raw...), nil
 	}
@@ -113,7 +113,7 @@ func (m *StreamMerger) event(out []byte, ev sse.Event) ([]byte, error) {
 
 // synthetic renders an event made from the draft's first chunk with one
 // choice holding delta (raw JSON).
-func (m *StreamMerger) synthetic(delta string) ([]byte, error) {
+func (m *streamMerger) synthetic(delta string) ([]byte, error) {
 	c, err := sjson.SetRawBytes(bytes.Clone(m.template), "choices", []byte(`[{"index":0,"delta":`+delta+`,"finish_reason":null}]`))
 	if err == nil {
 		if u := gjson.GetBytes(c, "usage"); u.Exists() && u.Type != gjson.Null {
@@ -128,18 +128,18 @@ func (m *StreamMerger) synthetic(delta string) ([]byte, error) {
 
 // joinReasoning appends a reasoning delta of ReasoningSeparator before
 // the continuation's first reasoning when the draft had reasoning.
-func (m *StreamMerger) joinReasoning(out, data []byte) ([]byte, error) {
+func (m *streamMerger) joinReasoning(out, data []byte) ([]byte, error) {
 	if !m.draftReasoning || m.joined || !hasReasoning(data) {
 		return out, nil
 	}
 	m.joined = true
-	ev, err := m.synthetic(`{` + string(quote(m.reasoningField)) + `:` + string(quote(ReasoningSeparator)) + `}`)
+	ev, err := m.synthetic(`{` + string(quote(m.reasoningField)) + `:` + string(quote(reasoningSeparator)) + `}`)
 	return append(out, ev...), err
 }
 
 // rewrite gives data the draft's id, created and model (where data has
 // the key) and sums its usage with DraftUsage.
-func (m *StreamMerger) rewrite(data []byte) ([]byte, error) {
+func (m *streamMerger) rewrite(data []byte) ([]byte, error) {
 	data = bytes.Clone(data)
 	var err error
 	for _, kv := range m.keys {
@@ -150,7 +150,7 @@ func (m *StreamMerger) rewrite(data []byte) ([]byte, error) {
 		}
 	}
 	if u := gjson.GetBytes(data, "usage"); m.DraftUsage != nil && u.IsObject() {
-		s, err := SumUsage(m.DraftUsage, []byte(u.Raw))
+		s, err := sumUsage(m.DraftUsage, []byte(u.Raw))
 		if err != nil {
 			return nil, err
 		}

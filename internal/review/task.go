@@ -1,11 +1,11 @@
 package review
 
-// Task is the review task the child reads before the snapshot. It names
+// task is the review task the child reads before the snapshot. It names
 // the packet's shape, says the snapshot is a projection (not the model's
 // own replay), that the actor's claims may be wrong and that finding
 // nothing is a valid answer. It mentions JSON, which DeepSeek's
 // json_object mode requires of the prompt.
-const Task = `Automatic masked review, requested by the proxy between you and the user (this is not a message from the user).
+const task = `Automatic masked review, requested by the proxy between you and the user (this is not a message from the user).
 
 The messages before this one are the real conversation up to the start of the current turn. Below, between the SNAPSHOT markers, is a projection of the current turn written by the proxy: the inputs the actor received, the actor's visible text, its tool calls with their arguments, the tool results, and the draft it is about to end the turn with. It is not your own replay: the actor's reasoning is hidden on purpose, so that you look at what was done without the rationale behind it. Text labelled as the actor's claims may be wrong; check it against the inputs and the tool results.
 

@@ -1,4 +1,4 @@
-package ledger_test
+package review
 
 import (
 	"fmt"
@@ -7,15 +7,14 @@ import (
 
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/ledger"
-	"github.com/shaperproxy/shaperproxy/internal/review"
 )
 
 // Example records a revised turn and restores it in the conversation's
-// next request; ledger.Insertion and review.Insertion convert directly.
+// next request; Insertion and Insertion convert directly.
 func Example() {
 	dir, _ := os.MkdirTemp("", "ledger")
 	defer os.RemoveAll(dir)
-	st, err := ledger.Open(filepath.Join(dir, ledger.FileName), ledger.Options{})
+	st, err := ledger.Open(filepath.Join(dir, "state.db"), ledger.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -27,20 +26,20 @@ func Example() {
 	again, _ := st.MarkReviewed(c, "t:1")
 	fmt.Println("first mark:", first, "second mark:", again)
 
-	draft := review.Draft{ReasoningField: "reasoning_content", Reasoning: "r1", Content: "42."}
-	cont := review.Draft{ReasoningField: "reasoning_content", Reasoning: "r2", Content: "Correction: 41."}
+	draft := Draft{ReasoningField: "reasoning_content", Reasoning: "r1", Content: "42."}
+	cont := Draft{ReasoningField: "reasoning_content", Reasoning: "r2", Content: "Correction: 41."}
 	notice := []byte(`{"role":"system","content":"Automatic masked review ..."}`)
-	if err := st.PutInsertion(c, ledger.Insertion(review.NewInsertion(draft, notice, cont))); err != nil {
+	if err := st.PutInsertion(c, ledger.Insertion(NewInsertion(draft, notice, cont))); err != nil {
 		fmt.Println(err)
 		return
 	}
 
-	merged := review.MergedContent(draft.Content, cont.Content)
+	merged := MergedContent(draft.Content, cont.Content)
 	body := fmt.Appendf(nil, `{"messages":[{"role":"user","content":"6*7?"},{"role":"assistant","content":%q},{"role":"user","content":"sure?"}]}`, merged)
 	req, _ := conv.ParseRequest(body)
-	restored, n, err := review.Restore(req, func(k [32]byte) (review.Insertion, bool) {
+	restored, n, err := Restore(req, func(k [32]byte) (Insertion, bool) {
 		ins, ok, err := st.Insertion(c, k)
-		return review.Insertion(ins), ok && err == nil
+		return Insertion(ins), ok && err == nil
 	})
 	if err != nil {
 		fmt.Println(err)
