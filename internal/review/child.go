@@ -173,7 +173,7 @@ func buildChild(primary *conv.Request, draft Draft, opts childOptions) (child, e
 		return child{}, err
 	}
 	start, end := arrayBounds(primary)
-	seed := seedBytes(primary, t, start)
+	seed := seedBytes(primary, t.Start, start)
 	arr := messagesArray(seed, t.Start > 0, userMessage(task+"\n\n"+snap.text))
 	body, err := childBody(primary.Body, start, end, arr, opts)
 	if err != nil {
@@ -208,14 +208,34 @@ func arrayBounds(req *conv.Request) (start, end int) {
 }
 
 // seedBytes returns the raw bytes of the messages array from its "[" (at
-// start) up to the end of the last message before turn t, or up to the
-// first message when the turn opens the conversation.
-func seedBytes(req *conv.Request, t conv.Turn, start int) []byte {
+// start) up to the end of message upTo-1, or up to the first message when
+// upTo is 0.
+func seedBytes(req *conv.Request, upTo, start int) []byte {
 	end := req.Messages[0].Start
-	if t.Start > 0 {
-		end = req.Messages[t.Start-1].End
+	if upTo > 0 {
+		end = req.Messages[upTo-1].End
 	}
 	return req.Body[start:end]
+}
+
+// ChildRequest builds a one-shot child request from primary, as the
+// review's child is built (the deliberate tool's branches use it): the
+// messages of primary before index upTo byte for byte with their
+// separators (none when upTo is 0), then one user message holding text;
+// primary's other top-level keys without tools, tool_choice and the other
+// keys a one-shot call has no use for, not streamed, response_format
+// json_object, and model when it is not "".
+func ChildRequest(primary *conv.Request, upTo int, text, model string) ([]byte, error) {
+	if primary.DuplicateKeys || len(primary.Messages) == 0 || upTo < 0 || upTo > len(primary.Messages) {
+		return nil, errors.New("review: no child request for this primary (a repeated key, no messages or a bad cut)")
+	}
+	opts, err := childOptions{Model: model}.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	start, end := arrayBounds(primary)
+	arr := messagesArray(seedBytes(primary, upTo, start), upTo > 0, userMessage(text))
+	return childBody(primary.Body, start, end, arr, opts)
 }
 
 // userMessage returns {"role":"user","content":text}.

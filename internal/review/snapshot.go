@@ -40,12 +40,40 @@ func project(req *conv.Request, t conv.Turn, draft Draft, actionOnly bool) snaps
 		p.message(req.Messages[i])
 	}
 	p.draft(draft)
+	return p.finish("projection of the current turn, reasoning hidden")
+}
+
+// finish frames the entries between SNAPSHOT markers named by a nonce of
+// their content.
+func (p *projector) finish(title string) snapshot {
 	body := p.b.String()
 	sum := sha256.Sum256([]byte(body))
 	nonce := hex.EncodeToString(sum[:6])
-	p.snap.text = fmt.Sprintf("=== SNAPSHOT %s: projection of the current turn, reasoning hidden ===\n%s=== END SNAPSHOT %s ===", nonce, body, nonce)
+	p.snap.text = fmt.Sprintf("=== SNAPSHOT %s: %s ===\n%s=== END SNAPSHOT %s ===", nonce, title, body, nonce)
 	p.snap.chars = utf8.RuneCountInString(p.snap.text)
 	return p.snap
+}
+
+// Projection is messages of a request as the review's snapshot shows
+// them: inputs by source, the actor's visible text as its claims, tool
+// calls with their arguments, tool results; no reasoning.
+type Projection struct {
+	Text            string // the framed snapshot
+	Chars           int    // characters of Text
+	Images          int    // image references
+	ReasoningMasked int    // reasoning blocks left out
+}
+
+// ProjectMessages projects messages [from, end) of req the way the
+// automatic review projects the open turn (the deliberate tool's
+// masked-review branch uses it); title says what they are.
+func ProjectMessages(req *conv.Request, from int, title string) Projection {
+	p := &projector{req: req, calls: make(map[string]string)}
+	for i := from; i < len(req.Messages); i++ {
+		p.message(req.Messages[i])
+	}
+	s := p.finish(title)
+	return Projection{Text: s.text, Chars: s.chars, Images: s.images, ReasoningMasked: s.reasoningMasked}
 }
 
 // entry starts entry header and writes text as its body.
