@@ -57,7 +57,7 @@ const (
 )
 
 // Publishes reports whether a valid packet leads to a revision.
-func (p Policy) Publishes(packet packet) bool {
+func (p Policy) Publishes(packet Packet) bool {
 	switch p {
 	case PolicyObserveOnly:
 		return false

@@ -39,7 +39,7 @@ func FuzzParsePacket(f *testing.F) {
 	})
 }
 
-func checkPacket(t *testing.T, p packet) {
+func checkPacket(t *testing.T, p Packet) {
 	t.Helper()
 	if p.Role != packetRole || (p.Status != statusUpdate && p.Status != statusNoUpdate) {
 		t.Fatalf("packet %+v", p)

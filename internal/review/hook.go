@@ -241,7 +241,7 @@ type reviewNote struct {
 }
 
 // ask runs the child and decides, by the policy, whether to publish.
-func (s *reviewSession) ask(ctx context.Context, draft Draft) (packet, bool) {
+func (s *reviewSession) ask(ctx context.Context, draft Draft) (Packet, bool) {
 	rv := s.rv
 	note := reviewNote{Turn: TurnKey(s.view, s.call.Conversation)}
 	defer func() { rv.note(s.call, note) }()
@@ -252,7 +252,7 @@ func (s *reviewSession) ask(ctx context.Context, draft Draft) (packet, bool) {
 	if reason, skipped := skipReason(err); skipped {
 		rv.m.skipped.WithLabelValues(reason).Inc()
 		note.Review = "skipped: " + reason
-		return packet{}, false
+		return Packet{}, false
 	} else if err != nil {
 		return s.failed(&note, "error", err)
 	}
@@ -284,16 +284,16 @@ func (s *reviewSession) ask(ctx context.Context, draft Draft) (packet, bool) {
 }
 
 // packetJSON is the packet in its wire form, for the capture log.
-func packetJSON(p packet) json.RawMessage {
+func packetJSON(p Packet) json.RawMessage {
 	b, _ := json.Marshal(p)
 	return b
 }
 
-func (s *reviewSession) failed(note *reviewNote, outcome string, err error) (packet, bool) {
+func (s *reviewSession) failed(note *reviewNote, outcome string, err error) (Packet, bool) {
 	s.rv.m.outcomes.WithLabelValues(outcome).Inc()
 	note.Review, note.Err = outcome, err.Error()
 	s.rv.log.Warn("masked review found nothing to publish", "call", s.call.ID, "outcome", outcome, "err", err)
-	return packet{}, false
+	return Packet{}, false
 }
 
 // send makes the child request through the proxy (captured as internal)
@@ -322,7 +322,7 @@ func (rv *Reviewer) send(ctx context.Context, call *proxy.Call, body []byte) ([]
 // after the draft, as one message. If the continuation fails before its
 // first event, the held draft end goes out as it came (End wrote
 // nothing); after it, the held finish chunk closes the stream.
-func (s *reviewSession) continueStream(ctx context.Context, draft Draft, p packet, held [][]byte, out *proxy.EventWriter) error {
+func (s *reviewSession) continueStream(ctx context.Context, draft Draft, p Packet, held [][]byte, out *proxy.EventWriter) error {
 	notice := noticeMessage(p)
 	body, err := continuationRequest(s.view.Body, draft, notice)
 	if err != nil {
@@ -387,7 +387,7 @@ func writeAll(out *proxy.EventWriter, events [][]byte) {
 }
 
 // continueBody is continueStream for a non-streamed turn end.
-func (s *reviewSession) continueBody(ctx context.Context, draft Draft, p packet, draftBody []byte) ([]byte, error) {
+func (s *reviewSession) continueBody(ctx context.Context, draft Draft, p Packet, draftBody []byte) ([]byte, error) {
 	notice := noticeMessage(p)
 	body, err := continuationRequest(s.view.Body, draft, notice)
 	if err != nil {

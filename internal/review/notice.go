@@ -14,7 +14,7 @@ const noticeRole = "system"
 // coming from an automatic reviewer and not from the user. A no_update
 // packet renders as a short "found nothing" notice (for a publication
 // policy that publishes every packet).
-func notice(p packet) string {
+func notice(p Packet) string {
 	var b strings.Builder
 	b.WriteString("Automatic masked review by the proxy (not from the user): a second look at this turn with your reasoning hidden ")
 	if len(p.Items) == 0 {
@@ -31,7 +31,7 @@ func notice(p packet) string {
 
 // noticeMessage returns the notice as a raw message:
 // {"role":"system","content":Notice(p)}.
-func noticeMessage(p packet) []byte {
+func noticeMessage(p Packet) []byte {
 	b := append(appendString([]byte(`{"role":`), noticeRole), `,"content":`...)
 	return append(appendString(b, notice(p)), '}')
 }

@@ -7,8 +7,8 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-func testPacket() packet {
-	return packet{Role: packetRole, Status: statusUpdate, Items: []item{
+func testPacket() Packet {
+	return Packet{Role: packetRole, Status: statusUpdate, Items: []Item{
 		{Kind: "possible_error", Certainty: "likely", Content: `go vet reported "unreachable code"; the draft says the tests pass.`},
 		{Kind: "unknown", Certainty: "uncertain", Content: "The README was not updated."},
 	}}
@@ -27,7 +27,7 @@ func TestNotice(t *testing.T) {
 			t.Errorf("notice lacks %q:\n%s", want, n)
 		}
 	}
-	if e := notice(packet{Role: packetRole, Status: statusNoUpdate}); !strings.Contains(e, "found nothing") || strings.Contains(e, "1.") {
+	if e := notice(Packet{Role: packetRole, Status: statusNoUpdate}); !strings.Contains(e, "found nothing") || strings.Contains(e, "1.") {
 		t.Errorf("no_update notice: %s", e)
 	}
 }

@@ -33,15 +33,15 @@ var (
 // response around it): the proxy counts both as "invalid".
 var errInvalidPacket = errors.New("review: invalid packet")
 
-// packet is the child's structured answer.
-type packet struct {
+// Packet is the child's structured answer.
+type Packet struct {
 	Role   string `json:"role"`            // always packetRole
 	Status string `json:"status"`          // statusUpdate or statusNoUpdate
-	Items  []item `json:"items,omitempty"` // empty on no_update; 1 to maxItems on update
+	Items  []Item `json:"items,omitempty"` // empty on no_update; 1 to maxItems on update
 }
 
-// item is one finding of a packet. Content is trimmed.
-type item struct {
+// Item is one finding of a packet. Content is trimmed.
+type Item struct {
 	Kind      string `json:"kind"`
 	Certainty string `json:"certainty"`
 	Content   string `json:"content"`
@@ -51,26 +51,32 @@ type item struct {
 // the string choices[0].message.content, which must hold the packet's JSON
 // object and nothing else, or that object inside one ``` or ```json fence.
 // The packet is validated strictly (see ParsePacketText).
-func parsePacket(childResponseBody []byte) (packet, error) {
+func parsePacket(childResponseBody []byte) (Packet, error) {
+	return ParsePacketAs(childResponseBody, packetRole)
+}
+
+// ParsePacketAs is parsePacket for a packet whose role is role (the
+// deliberate tool's branches answer with their own role).
+func ParsePacketAs(childResponseBody []byte, role string) (Packet, error) {
 	if !json.Valid(childResponseBody) {
-		return packet{}, errors.New("review: child response is not json")
+		return Packet{}, errors.New("review: child response is not json")
 	}
 	root := gjson.ParseBytes(childResponseBody)
 	if e := root.Get("error"); e.Exists() && e.Type != gjson.Null {
-		return packet{}, fmt.Errorf("review: child response is an error: %.200s", e.Raw)
+		return Packet{}, fmt.Errorf("review: child response is an error: %.200s", e.Raw)
 	}
 	choice := root.Get("choices.0")
 	if !choice.IsObject() {
-		return packet{}, errors.New("review: child response has no choice")
+		return Packet{}, errors.New("review: child response has no choice")
 	}
 	if f := str(choice.Get("finish_reason")); f == "length" {
-		return packet{}, errors.New("review: child response was cut (finish_reason length)")
+		return Packet{}, errors.New("review: child response was cut (finish_reason length)")
 	}
 	c := choice.Get("message.content")
 	if c.Type != gjson.String {
-		return packet{}, fmt.Errorf("%w: message content is not a string (%s)", errInvalidPacket, c.Type)
+		return Packet{}, fmt.Errorf("%w: message content is not a string (%s)", errInvalidPacket, c.Type)
 	}
-	return parsePacketText(c.Str)
+	return parsePacketTextAs(c.Str, role)
 }
 
 // parsePacketText parses and validates a packet from the text of the
@@ -81,19 +87,21 @@ func parsePacket(childResponseBody []byte) (packet, error) {
 // certainty and content, with known enum values, non-empty trimmed content,
 // no two items with the same kind and content, and at most MaxPacketChars
 // characters of content in all. No key may repeat.
-func parsePacketText(s string) (packet, error) {
+func parsePacketText(s string) (Packet, error) { return parsePacketTextAs(s, packetRole) }
+
+func parsePacketTextAs(s, role string) (Packet, error) {
 	inner, err := unfence(s)
 	if err != nil {
-		return packet{}, err
+		return Packet{}, err
 	}
 	if !json.Valid([]byte(inner)) {
-		return packet{}, fmt.Errorf("%w: not json", errInvalidPacket)
+		return Packet{}, fmt.Errorf("%w: not json", errInvalidPacket)
 	}
 	obj := gjson.Parse(inner)
 	if !obj.IsObject() {
-		return packet{}, fmt.Errorf("%w: not a json object", errInvalidPacket)
+		return Packet{}, fmt.Errorf("%w: not a json object", errInvalidPacket)
 	}
-	return parseObject(obj)
+	return parseObject(obj, role)
 }
 
 // unfence returns the text inside a ``` or ```json fence, or s trimmed.
@@ -114,33 +122,33 @@ func unfence(s string) (string, error) {
 }
 
 // parseObject validates the packet object.
-func parseObject(obj gjson.Result) (packet, error) {
+func parseObject(obj gjson.Result, role string) (Packet, error) {
 	if err := checkKeys(obj, "packet", "role", "status", "items"); err != nil {
-		return packet{}, err
+		return Packet{}, err
 	}
-	p := packet{Role: str(obj.Get("role")), Status: str(obj.Get("status"))}
-	if p.Role != packetRole {
-		return packet{}, fmt.Errorf("%w: role %s, want %q", errInvalidPacket, orMissing(obj.Get("role")), packetRole)
+	p := Packet{Role: str(obj.Get("role")), Status: str(obj.Get("status"))}
+	if p.Role != role {
+		return Packet{}, fmt.Errorf("%w: role %s, want %q", errInvalidPacket, orMissing(obj.Get("role")), role)
 	}
 	items := obj.Get("items")
 	var err error
 	switch p.Status {
 	case statusNoUpdate:
 		if items.Exists() && (!items.IsArray() || len(items.Array()) > 0) {
-			return packet{}, fmt.Errorf("%w: no_update with items", errInvalidPacket)
+			return Packet{}, fmt.Errorf("%w: no_update with items", errInvalidPacket)
 		}
 	case statusUpdate:
 		if p.Items, err = parseItems(items); err != nil {
-			return packet{}, err
+			return Packet{}, err
 		}
 	default:
-		return packet{}, fmt.Errorf("%w: status %s, want \"update\" or \"no_update\"", errInvalidPacket, orMissing(obj.Get("status")))
+		return Packet{}, fmt.Errorf("%w: status %s, want \"update\" or \"no_update\"", errInvalidPacket, orMissing(obj.Get("status")))
 	}
 	return p, nil
 }
 
 // parseItems validates the items of an update.
-func parseItems(items gjson.Result) ([]item, error) {
+func parseItems(items gjson.Result) ([]Item, error) {
 	if !items.IsArray() {
 		return nil, fmt.Errorf("%w: update without an items array", errInvalidPacket)
 	}
@@ -151,7 +159,7 @@ func parseItems(items gjson.Result) ([]item, error) {
 	case len(arr) > maxItems:
 		return nil, fmt.Errorf("%w: %d items (max %d)", errInvalidPacket, len(arr), maxItems)
 	}
-	out := make([]item, 0, len(arr))
+	out := make([]Item, 0, len(arr))
 	seen := make(map[[2]string]bool) // kind, content
 	chars := 0
 	for i, v := range arr {
@@ -172,23 +180,23 @@ func parseItems(items gjson.Result) ([]item, error) {
 }
 
 // parseItem validates one item.
-func parseItem(v gjson.Result) (item, error) {
+func parseItem(v gjson.Result) (Item, error) {
 	if !v.IsObject() {
-		return item{}, fmt.Errorf("%w: not an object", errInvalidPacket)
+		return Item{}, fmt.Errorf("%w: not an object", errInvalidPacket)
 	}
 	if err := checkKeys(v, "item", "kind", "certainty", "content"); err != nil {
-		return item{}, err
+		return Item{}, err
 	}
-	it := item{Kind: str(v.Get("kind")), Certainty: str(v.Get("certainty")), Content: strings.TrimSpace(str(v.Get("content")))}
+	it := Item{Kind: str(v.Get("kind")), Certainty: str(v.Get("certainty")), Content: strings.TrimSpace(str(v.Get("content")))}
 	switch {
 	case !slices.Contains(kinds, it.Kind):
-		return item{}, fmt.Errorf("%w: kind %s", errInvalidPacket, orMissing(v.Get("kind")))
+		return Item{}, fmt.Errorf("%w: kind %s", errInvalidPacket, orMissing(v.Get("kind")))
 	case !slices.Contains(certainties, it.Certainty):
-		return item{}, fmt.Errorf("%w: certainty %s", errInvalidPacket, orMissing(v.Get("certainty")))
+		return Item{}, fmt.Errorf("%w: certainty %s", errInvalidPacket, orMissing(v.Get("certainty")))
 	case v.Get("content").Type != gjson.String:
-		return item{}, fmt.Errorf("%w: content %s is not a string", errInvalidPacket, orMissing(v.Get("content")))
+		return Item{}, fmt.Errorf("%w: content %s is not a string", errInvalidPacket, orMissing(v.Get("content")))
 	case it.Content == "":
-		return item{}, fmt.Errorf("%w: empty content", errInvalidPacket)
+		return Item{}, fmt.Errorf("%w: empty content", errInvalidPacket)
 	}
 	return it, nil
 }

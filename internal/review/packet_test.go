@@ -24,15 +24,15 @@ func items(n int) string {
 
 func TestParsePacket(t *testing.T) {
 	update := `{"role":"masked-review","status":"update","items":[{"kind":"possible_error","certainty":"likely","content":"  go vet failed; the draft says tests pass.  "},{"kind":"suggestion","certainty":"certain","content":"Run go vet."}]}`
-	wantUpdate := packet{Role: packetRole, Status: statusUpdate, Items: []item{
+	wantUpdate := Packet{Role: packetRole, Status: statusUpdate, Items: []Item{
 		{Kind: "possible_error", Certainty: "likely", Content: "go vet failed; the draft says tests pass."},
 		{Kind: "suggestion", Certainty: "certain", Content: "Run go vet."},
 	}}
-	noUpdate := packet{Role: packetRole, Status: statusNoUpdate}
+	noUpdate := Packet{Role: packetRole, Status: statusNoUpdate}
 	tests := []struct {
 		name    string
 		content string
-		want    packet
+		want    Packet
 		wantErr string // substring; "" means valid
 	}{
 		{"update", update, wantUpdate, ""},
@@ -40,33 +40,33 @@ func TestParsePacket(t *testing.T) {
 		{"no_update empty items", `{"role":"masked-review","status":"no_update","items":[]}`, noUpdate, ""},
 		{"fenced json", "```json\n" + update + "\n```", wantUpdate, ""},
 		{"fenced bare", "```\n" + update + "\n```\n", wantUpdate, ""},
-		{"eight items", `{"role":"masked-review","status":"update","items":` + items(8) + `}`, packet{}, ""},
-		{"same content other kind", `{"role":"masked-review","status":"update","items":[{"kind":"unknown","certainty":"likely","content":"a"},{"kind":"assumption","certainty":"likely","content":"a"}]}`, packet{}, ""},
+		{"eight items", `{"role":"masked-review","status":"update","items":` + items(8) + `}`, Packet{}, ""},
+		{"same content other kind", `{"role":"masked-review","status":"update","items":[{"kind":"unknown","certainty":"likely","content":"a"},{"kind":"assumption","certainty":"likely","content":"a"}]}`, Packet{}, ""},
 
-		{"unknown kind", `{"role":"masked-review","status":"update","items":[{"kind":"opinion","certainty":"likely","content":"a"}]}`, packet{}, "kind"},
-		{"bad certainty", `{"role":"masked-review","status":"update","items":[{"kind":"unknown","certainty":"sure","content":"a"}]}`, packet{}, "certainty"},
-		{"nine items", `{"role":"masked-review","status":"update","items":` + items(9) + `}`, packet{}, "9 items"},
-		{"duplicate", `{"role":"masked-review","status":"update","items":[{"kind":"unknown","certainty":"likely","content":"a"},{"kind":"unknown","certainty":"certain","content":" a "}]}`, packet{}, "repeats"},
-		{"empty content", `{"role":"masked-review","status":"update","items":[{"kind":"unknown","certainty":"likely","content":"  \n"}]}`, packet{}, "empty content"},
-		{"content not string", `{"role":"masked-review","status":"update","items":[{"kind":"unknown","certainty":"likely","content":5}]}`, packet{}, "not a string"},
-		{"missing content", `{"role":"masked-review","status":"update","items":[{"kind":"unknown","certainty":"likely"}]}`, packet{}, "content missing"},
-		{"update without items", `{"role":"masked-review","status":"update"}`, packet{}, "without an items array"},
-		{"update with empty items", `{"role":"masked-review","status":"update","items":[]}`, packet{}, "no items"},
-		{"no_update with items", `{"role":"masked-review","status":"no_update","items":` + items(1) + `}`, packet{}, "no_update with items"},
-		{"no_update null items", `{"role":"masked-review","status":"no_update","items":null}`, packet{}, "no_update with items"},
-		{"unknown key", `{"role":"masked-review","status":"no_update","confidence":0.9}`, packet{}, `unknown key "confidence"`},
-		{"unknown item key", `{"role":"masked-review","status":"update","items":[{"kind":"unknown","certainty":"likely","content":"a","why":"b"}]}`, packet{}, `unknown key "why"`},
-		{"repeated key", `{"role":"masked-review","status":"update","status":"no_update"}`, packet{}, `repeats key "status"`},
-		{"wrong role", `{"role":"reviewer","status":"no_update"}`, packet{}, "role"},
-		{"missing role", `{"status":"no_update"}`, packet{}, "role missing"},
-		{"bad status", `{"role":"masked-review","status":"maybe"}`, packet{}, "status"},
-		{"not json", `the draft looks fine to me`, packet{}, "not json"},
-		{"prose around json", "Here it is: " + update, packet{}, "not json"},
-		{"array", `[` + update + `]`, packet{}, "not a json object"},
-		{"other fence", "```python\n" + update + "\n```", packet{}, "fence"},
-		{"unclosed fence", "```json\n" + update, packet{}, "unclosed"},
+		{"unknown kind", `{"role":"masked-review","status":"update","items":[{"kind":"opinion","certainty":"likely","content":"a"}]}`, Packet{}, "kind"},
+		{"bad certainty", `{"role":"masked-review","status":"update","items":[{"kind":"unknown","certainty":"sure","content":"a"}]}`, Packet{}, "certainty"},
+		{"nine items", `{"role":"masked-review","status":"update","items":` + items(9) + `}`, Packet{}, "9 items"},
+		{"duplicate", `{"role":"masked-review","status":"update","items":[{"kind":"unknown","certainty":"likely","content":"a"},{"kind":"unknown","certainty":"certain","content":" a "}]}`, Packet{}, "repeats"},
+		{"empty content", `{"role":"masked-review","status":"update","items":[{"kind":"unknown","certainty":"likely","content":"  \n"}]}`, Packet{}, "empty content"},
+		{"content not string", `{"role":"masked-review","status":"update","items":[{"kind":"unknown","certainty":"likely","content":5}]}`, Packet{}, "not a string"},
+		{"missing content", `{"role":"masked-review","status":"update","items":[{"kind":"unknown","certainty":"likely"}]}`, Packet{}, "content missing"},
+		{"update without items", `{"role":"masked-review","status":"update"}`, Packet{}, "without an items array"},
+		{"update with empty items", `{"role":"masked-review","status":"update","items":[]}`, Packet{}, "no items"},
+		{"no_update with items", `{"role":"masked-review","status":"no_update","items":` + items(1) + `}`, Packet{}, "no_update with items"},
+		{"no_update null items", `{"role":"masked-review","status":"no_update","items":null}`, Packet{}, "no_update with items"},
+		{"unknown key", `{"role":"masked-review","status":"no_update","confidence":0.9}`, Packet{}, `unknown key "confidence"`},
+		{"unknown item key", `{"role":"masked-review","status":"update","items":[{"kind":"unknown","certainty":"likely","content":"a","why":"b"}]}`, Packet{}, `unknown key "why"`},
+		{"repeated key", `{"role":"masked-review","status":"update","status":"no_update"}`, Packet{}, `repeats key "status"`},
+		{"wrong role", `{"role":"reviewer","status":"no_update"}`, Packet{}, "role"},
+		{"missing role", `{"status":"no_update"}`, Packet{}, "role missing"},
+		{"bad status", `{"role":"masked-review","status":"maybe"}`, Packet{}, "status"},
+		{"not json", `the draft looks fine to me`, Packet{}, "not json"},
+		{"prose around json", "Here it is: " + update, Packet{}, "not json"},
+		{"array", `[` + update + `]`, Packet{}, "not a json object"},
+		{"other fence", "```python\n" + update + "\n```", Packet{}, "fence"},
+		{"unclosed fence", "```json\n" + update, Packet{}, "unclosed"},
 		{"over total chars", `{"role":"masked-review","status":"update","items":[{"kind":"unknown","certainty":"likely","content":"` +
-			strings.Repeat("é", 2001) + `"},{"kind":"assumption","certainty":"likely","content":"` + strings.Repeat("é", 2000) + `"}]}`, packet{}, "4000 characters"},
+			strings.Repeat("é", 2001) + `"},{"kind":"assumption","certainty":"likely","content":"` + strings.Repeat("é", 2000) + `"}]}`, Packet{}, "4000 characters"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
