@@ -337,7 +337,7 @@ func TestBuildChildFixture(t *testing.T) {
 	if choice.FinishReason != "stop" || len(choice.ToolCalls) > 0 {
 		t.Fatalf("fixture's last response is not a turn end: %+v", choice)
 	}
-	draft := draftOf(choice)
+	draft := DraftOf(choice)
 	primary := mustParse(t, ex.RequestBody)
 	for _, mask := range []Mask{MaskReasoningOnly, MaskActionOnly} {
 		t.Run(string(mask), func(t *testing.T) {

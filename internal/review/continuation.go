@@ -25,12 +25,13 @@ func continuationRequest(primaryBody []byte, draft Draft, notice []byte) ([]byte
 	if req.DuplicateKeys {
 		return nil, errors.New("review: continuation: the request repeats a key")
 	}
-	return appendMessages(req, draft.Message(), notice), nil
+	return AppendMessages(req, draft.Message(), notice), nil
 }
 
-// appendMessages returns a copy of req.Body with msgs inserted before the
-// closing bracket of its messages array.
-func appendMessages(req *conv.Request, msgs ...[]byte) []byte {
+// AppendMessages returns a copy of req.Body with msgs (raw JSON objects)
+// inserted before the closing bracket of its messages array; every other
+// byte is kept.
+func AppendMessages(req *conv.Request, msgs ...[]byte) []byte {
 	arr := gjson.GetBytes(req.Body, "messages")
 	at := arr.Index + len(arr.Raw) - 1 // the closing ']'
 	if n := len(req.Messages); n > 0 {

@@ -18,8 +18,8 @@ type Draft struct {
 	ToolCalls      []conv.ToolCall
 }
 
-// draftOf returns the Draft of one assembled choice.
-func draftOf(c conv.Choice) Draft {
+// DraftOf returns the Draft of one assembled choice.
+func DraftOf(c conv.Choice) Draft {
 	return Draft{ReasoningField: c.ReasoningField, Reasoning: c.Reasoning, Content: c.Content, ToolCalls: c.ToolCalls}
 }
 

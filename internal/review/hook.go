@@ -201,7 +201,7 @@ func (s *reviewSession) stopping() (Draft, bool) {
 		rv.m.skipped.WithLabelValues("already_reviewed").Inc()
 		return Draft{}, false
 	}
-	return draftOf(resp.Choices[0]), true
+	return DraftOf(resp.Choices[0]), true
 }
 
 // signedHistory reports whether any message carries signed reasoning.
@@ -417,7 +417,7 @@ func (s *reviewSession) record(draft Draft, notice []byte, cont *conv.Assembler)
 	if len(resp.Choices) == 0 {
 		return errors.New("continuation had no choice")
 	}
-	ins := NewInsertion(draft, notice, draftOf(resp.Choices[0]))
+	ins := NewInsertion(draft, notice, DraftOf(resp.Choices[0]))
 	return s.rv.ledger.PutInsertion(s.call.Conversation, ledger.Insertion(ins))
 }
 

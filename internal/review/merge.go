@@ -16,25 +16,51 @@ import (
 // in the one assistant message the client sees. Insertion keys hash it
 // (InsertionKey of MergedContent): changing it orphans the insertions
 // recorded before.
-var Separator = "\n\n---\n*Revised after an automatic review:*\n\n"
+const Separator = "\n\n---\n*Revised after an automatic review:*\n\n"
 
 // reasoningSeparator joins the draft's reasoning and the continuation's
 // when both are non-empty.
 const reasoningSeparator = "\n\n"
 
-// MergedContent is the visible content the client sees for a revised
-// turn: draft, Separator, continuation.
-func MergedContent(draftContent, contContent string) string {
-	return draftContent + Separator + contContent
+// Joint says how a continuation joins its draft in the one assistant
+// message the client sees.
+type Joint struct {
+	// Content goes between the draft's content and the continuation's:
+	// always when ContentAlways (the review's visible Separator), else only
+	// when the draft has content.
+	Content       string
+	ContentAlways bool
+	// Reasoning goes between the two reasoning texts when both are
+	// non-empty.
+	Reasoning string
 }
 
-// mergedReasoning joins two reasoning texts with ReasoningSeparator when
-// both are non-empty.
-func mergedReasoning(draft, cont string) string {
+// reviewJoint is the masked review's: the visible Separator.
+var reviewJoint = Joint{Content: Separator, ContentAlways: true, Reasoning: reasoningSeparator}
+
+// contentSep is what goes between draftContent and the continuation.
+func (j Joint) contentSep(draftContent string) string {
+	if j.ContentAlways || draftContent != "" {
+		return j.Content
+	}
+	return ""
+}
+
+// Contents joins the draft's content and the continuation's.
+func (j Joint) Contents(draft, cont string) string { return draft + j.contentSep(draft) + cont }
+
+// reasonings joins two reasoning texts.
+func (j Joint) reasonings(draft, cont string) string {
 	if draft == "" || cont == "" {
 		return draft + cont
 	}
-	return draft + reasoningSeparator + cont
+	return draft + j.Reasoning + cont
+}
+
+// MergedContent is the visible content the client sees for a revised
+// turn: draft, Separator, continuation.
+func MergedContent(draftContent, contContent string) string {
+	return reviewJoint.Contents(draftContent, contContent)
 }
 
 // mergeBodies merges the non-streamed draft and continuation bodies into
@@ -47,6 +73,12 @@ func mergedReasoning(draft, cont string) string {
 // shares with the draft's usage summed (see SumUsage). Only choice 0 is
 // merged.
 func mergeBodies(draftBody, contBody []byte) ([]byte, error) {
+	return MergeBodies(draftBody, contBody, reviewJoint)
+}
+
+// MergeBodies is mergeBodies with the draft and the continuation joined
+// by j.
+func MergeBodies(draftBody, contBody []byte, j Joint) ([]byte, error) {
 	d, err := assembleBody(draftBody)
 	if err != nil {
 		return nil, fmt.Errorf("review: draft: %w", err)
@@ -57,12 +89,12 @@ func mergeBodies(draftBody, contBody []byte) ([]byte, error) {
 	}
 	msg := gjson.GetBytes(contBody, "choices.0.message")
 	edits := []pathEdit{
-		{"choices.0.message.content", quote(MergedContent(d.Content, c.Content))},
+		{"choices.0.message.content", quote(j.Contents(d.Content, c.Content))},
 		{"choices.0.finish_reason", []byte(gjson.GetBytes(contBody, "choices.0.finish_reason").Raw)},
 		{"choices.0.message.tool_calls", []byte(msg.Get("tool_calls").Raw)},
 	}
 	if field := reasoningField(d, c); field != "" {
-		edits = append(edits, pathEdit{"choices.0.message." + field, quote(mergedReasoning(d.Reasoning, c.Reasoning))})
+		edits = append(edits, pathEdit{"choices.0.message." + field, quote(j.reasonings(d.Reasoning, c.Reasoning))})
 	}
 	out := bytes.Clone(draftBody)
 	for _, e := range edits {
@@ -119,21 +151,21 @@ func mergeUsage(out, draftBody, contBody []byte) ([]byte, error) {
 	if !cu.IsObject() {
 		return out, nil
 	}
-	u, err := sumUsage([]byte(gjson.GetBytes(draftBody, "usage").Raw), []byte(cu.Raw))
+	u, err := SumUsage([]byte(gjson.GetBytes(draftBody, "usage").Raw), []byte(cu.Raw))
 	if err != nil {
 		return nil, err
 	}
 	return sjson.SetRawBytes(out, "usage", u)
 }
 
-// sumUsage returns cont (a usage object) with every integer that draft
+// SumUsage returns cont (a usage object) with every integer that draft
 // holds at the same path added to it: prompt_tokens, completion_tokens,
 // total_tokens, and nested or provider-specific counts such as
 // completion_tokens_details.reasoning_tokens or DeepSeek's
 // prompt_cache_hit_tokens. The result counts both upstream calls, which is
 // what was billed. A key only in draft is not added; when draft is not an
 // object, cont is returned as is. Key order and spelling are cont's.
-func sumUsage(draft, cont []byte) ([]byte, error) {
+func SumUsage(draft, cont []byte) ([]byte, error) {
 	d := gjson.ParseBytes(draft)
 	if !d.IsObject() || !gjson.ValidBytes(cont) {
 		return cont, nil

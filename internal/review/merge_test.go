@@ -46,7 +46,7 @@ func streamCase(tb testing.TB, draft, cont fakeupstream.Reply) (draftEvs, contEv
 	for _, ev := range events(tb, ds) {
 		_ = d.AddChunk(dataOf(tb, ev))
 	}
-	contReq, err := continuationRequest(req, draftOf(d.Response().Choices[0]), noticeMessage(testPacket()))
+	contReq, err := continuationRequest(req, DraftOf(d.Response().Choices[0]), noticeMessage(testPacket()))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func streamCase(tb testing.TB, draft, cont fakeupstream.Reply) (draftEvs, contEv
 
 // clientStream is what the client gets: the draft's events up to its
 // finish chunk (held back with [DONE]), then the merged continuation.
-func clientStream(tb testing.TB, draftEvs, contEvs [][]byte, m *streamMerger) []byte {
+func clientStream(tb testing.TB, draftEvs, contEvs [][]byte, m *StreamMerger) []byte {
 	tb.Helper()
 	var out []byte
 	for _, ev := range draftEvs[:len(draftEvs)-2] {
@@ -295,14 +295,14 @@ func TestMergeBodiesToolCalls(t *testing.T) {
 }
 
 func TestSumUsage(t *testing.T) {
-	got, err := sumUsage([]byte(`{"prompt_tokens":3,"x":{"y":1},"f":0.5,"only_draft":9}`), []byte(`{"prompt_tokens":4, "x":{"y":2,"z":7},"f":0.5,"s":"a"}`))
+	got, err := SumUsage([]byte(`{"prompt_tokens":3,"x":{"y":1},"f":0.5,"only_draft":9}`), []byte(`{"prompt_tokens":4, "x":{"y":2,"z":7},"f":0.5,"s":"a"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := `{"prompt_tokens":7, "x":{"y":3,"z":7},"f":0.5,"s":"a"}`; string(got) != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
-	if got, _ := sumUsage(nil, []byte(`{"a":1}`)); string(got) != `{"a":1}` {
+	if got, _ := SumUsage(nil, []byte(`{"a":1}`)); string(got) != `{"a":1}` {
 		t.Errorf("nil draft: %s", got)
 	}
 }

@@ -88,25 +88,37 @@ func Restore(req *conv.Request, lookup func(key [32]byte) (Insertion, bool)) (bo
 
 // restoreOne returns the three messages that replace merged message m.
 func restoreOne(req *conv.Request, m conv.Message, ins Insertion) ([]byte, error) {
-	for _, v := range [][]byte{ins.Draft, ins.Notice, ins.Continuation} {
+	return RestoreMessage(req.Body[m.Start:m.End], m, [][]byte{ins.Draft, ins.Notice}, ins.Continuation)
+}
+
+// RestoreMessage returns the messages that replace merged message m (raw
+// its bytes): before (stored raw messages, the draft first), then the
+// final step (stored) edited from m: m with its content replaced by the
+// final step's and, when m has a reasoning key, that key set to the final
+// step's reasoning, so the client's tool_calls and other keys stay.
+// Assistant messages of before carry their reasoning only when m has a
+// reasoning key. The messages are joined by commas, ready to splice into
+// a messages array.
+func RestoreMessage(raw []byte, m conv.Message, before [][]byte, final []byte) ([]byte, error) {
+	for _, v := range append(before, final) {
 		if !gjson.ValidBytes(v) || !gjson.ParseBytes(v).IsObject() {
 			return nil, errors.New("stored message is not a json object")
 		}
 	}
-	draft := ins.Draft
-	if !m.HasReasoningKey {
-		var err error
-		if draft, err = withoutReasoning(draft); err != nil {
-			return nil, err
+	var out []byte
+	for _, b := range before {
+		if !m.HasReasoningKey && gjson.GetBytes(b, "role").Str == conv.RoleAssistant {
+			var err error
+			if b, err = withoutReasoning(b); err != nil {
+				return nil, err
+			}
 		}
+		out = append(append(out, b...), ',')
 	}
-	cont, err := continuationFrom(req.Body[m.Start:m.End], m, ins.Continuation)
+	cont, err := continuationFrom(raw, m, final)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 0, len(draft)+len(ins.Notice)+len(cont)+2)
-	out = append(append(out, draft...), ',')
-	out = append(append(out, ins.Notice...), ',')
 	return append(out, cont...), nil
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/tidwall/sjson"
 )
 
-// streamMerger turns the continuation's SSE events into the events the
+// StreamMerger turns the continuation's SSE events into the events the
 // client gets after the draft's, so that the client assembles one
 // assistant message: the draft's content, Separator, the continuation's
 // content (and the reasoning of both, joined by ReasoningSeparator).
@@ -24,8 +24,8 @@ import (
 // the finish chunk, a usage chunk, "[DONE]" and comment lines
 // (": keep-alive"). Chunks are edited with sjson, never re-marshalled.
 //
-// A streamMerger is not safe for concurrent use; use one per continuation.
-type streamMerger struct {
+// A StreamMerger is not safe for concurrent use; use one per continuation.
+type StreamMerger struct {
 	// DraftUsage, when set to the draft's raw usage object, is added into
 	// every usage object of the continuation (SumUsage), as MergeBodies
 	// does; nil passes the continuation's usage as it is.
@@ -35,6 +35,8 @@ type streamMerger struct {
 	template       []byte      // the draft's first chunk
 	reasoningField string
 	draftReasoning bool
+	joint          Joint
+	contentSep     string
 
 	started bool // the separator went out
 	joined  bool // the reasoning separator went out
@@ -44,14 +46,23 @@ type streamMerger struct {
 // draftFirstChunk is the data payload (JSON) of the draft's first chunk:
 // its id, created and model are given to every continuation chunk, and
 // the synthetic chunks are made from it.
-func newStreamMerger(draftFirstChunk []byte, draft Draft) (*streamMerger, error) {
+func newStreamMerger(draftFirstChunk []byte, draft Draft) (*StreamMerger, error) {
+	return NewStreamMerger(draftFirstChunk, draft, reviewJoint)
+}
+
+// NewStreamMerger is newStreamMerger with the draft and the continuation
+// joined by j (the deliberate tool's continuation joins without a
+// visible separator).
+func NewStreamMerger(draftFirstChunk []byte, draft Draft, j Joint) (*StreamMerger, error) {
 	if !gjson.ValidBytes(draftFirstChunk) || !gjson.ParseBytes(draftFirstChunk).IsObject() {
 		return nil, errors.New("review: draft chunk is not a json object")
 	}
-	m := &streamMerger{
+	m := &StreamMerger{
 		template:       bytes.Clone(draftFirstChunk),
 		reasoningField: draft.ReasoningField,
 		draftReasoning: draft.Reasoning != "" && draft.ReasoningField != "",
+		joint:          j,
+		contentSep:     j.contentSep(draft.Content),
 	}
 	for _, k := range []string{"id", "created", "model"} {
 		if v := gjson.GetBytes(draftFirstChunk, k); v.Exists() {
@@ -67,7 +78,7 @@ func newStreamMerger(draftFirstChunk []byte, draft Draft) (*streamMerger, error)
 // events followed by it. An event that is not a JSON chunk (a comment,
 // "[DONE]", an event without data) passes unchanged, after the separator
 // when it carries data.
-func (m *streamMerger) Next(raw []byte) ([]byte, error) {
+func (m *StreamMerger) Next(raw []byte) ([]byte, error) {
 	r := sse.NewReader(bytes.NewReader(raw))
 	var out []byte
 	for {
@@ -82,18 +93,20 @@ func (m *streamMerger) Next(raw []byte) ([]byte, error) {
 }
 
 // event appends to out what the client gets for ev.
-func (m *streamMerger) event(out []byte, ev sse.Event) ([]byte, error) {
+func (m *StreamMerger) event(out []byte, ev sse.Event) ([]byte, error) {
 	if ev.Comment || !ev.HasData {
 		return append(out, ev.Raw...), nil
 	}
 	var err error
 	if !m.started {
 		m.started = true
-		sep, err := m.synthetic(`{"content":` + string(quote(Separator)) + `}`)
-		if err != nil {
-			return nil, err
+		if m.contentSep != "" {
+			sep, err := m.synthetic(`{"content":` + string(quote(m.contentSep)) + `}`)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, sep...)
 		}
-		out = append(out, sep...)
 	}
 	data := ev.Data
 	if ev.IsDone() || !gjson.ValidBytes(data) || !gjson.ParseBytes(data).IsObject() {
@@ -113,7 +126,7 @@ func (m *streamMerger) event(out []byte, ev sse.Event) ([]byte, error) {
 
 // synthetic renders an event made from the draft's first chunk with one
 // choice holding delta (raw JSON).
-func (m *streamMerger) synthetic(delta string) ([]byte, error) {
+func (m *StreamMerger) synthetic(delta string) ([]byte, error) {
 	c, err := sjson.SetRawBytes(bytes.Clone(m.template), "choices", []byte(`[{"index":0,"delta":`+delta+`,"finish_reason":null}]`))
 	if err == nil {
 		if u := gjson.GetBytes(c, "usage"); u.Exists() && u.Type != gjson.Null {
@@ -128,18 +141,18 @@ func (m *streamMerger) synthetic(delta string) ([]byte, error) {
 
 // joinReasoning appends a reasoning delta of ReasoningSeparator before
 // the continuation's first reasoning when the draft had reasoning.
-func (m *streamMerger) joinReasoning(out, data []byte) ([]byte, error) {
-	if !m.draftReasoning || m.joined || !hasReasoning(data) {
+func (m *StreamMerger) joinReasoning(out, data []byte) ([]byte, error) {
+	if !m.draftReasoning || m.joined || m.joint.Reasoning == "" || !hasReasoning(data) {
 		return out, nil
 	}
 	m.joined = true
-	ev, err := m.synthetic(`{` + string(quote(m.reasoningField)) + `:` + string(quote(reasoningSeparator)) + `}`)
+	ev, err := m.synthetic(`{` + string(quote(m.reasoningField)) + `:` + string(quote(m.joint.Reasoning)) + `}`)
 	return append(out, ev...), err
 }
 
 // rewrite gives data the draft's id, created and model (where data has
 // the key) and sums its usage with DraftUsage.
-func (m *streamMerger) rewrite(data []byte) ([]byte, error) {
+func (m *StreamMerger) rewrite(data []byte) ([]byte, error) {
 	data = bytes.Clone(data)
 	var err error
 	for _, kv := range m.keys {
@@ -150,7 +163,7 @@ func (m *streamMerger) rewrite(data []byte) ([]byte, error) {
 		}
 	}
 	if u := gjson.GetBytes(data, "usage"); m.DraftUsage != nil && u.IsObject() {
-		s, err := sumUsage(m.DraftUsage, []byte(u.Raw))
+		s, err := SumUsage(m.DraftUsage, []byte(u.Raw))
 		if err != nil {
 			return nil, err
 		}
