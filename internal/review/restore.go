@@ -109,7 +109,7 @@ func RestoreMessage(raw []byte, m conv.Message, before [][]byte, final []byte) (
 	for _, b := range before {
 		if !m.HasReasoningKey && gjson.GetBytes(b, "role").Str == conv.RoleAssistant {
 			var err error
-			if b, err = withoutReasoning(b); err != nil {
+			if b, err = WithoutReasoning(b); err != nil {
 				return nil, err
 			}
 		}
@@ -122,8 +122,8 @@ func RestoreMessage(raw []byte, m conv.Message, before [][]byte, final []byte) (
 	return append(out, cont...), nil
 }
 
-// withoutReasoning removes every reasoning key from a message.
-func withoutReasoning(msg []byte) ([]byte, error) {
+// WithoutReasoning removes every reasoning key from a message.
+func WithoutReasoning(msg []byte) ([]byte, error) {
 	var err error
 	for _, k := range conv.ReasoningFields {
 		if gjson.GetBytes(msg, k).Exists() {
