@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shaperproxy/shaperproxy/capture"
 	"github.com/shaperproxy/shaperproxy/internal/config"
+	"github.com/shaperproxy/shaperproxy/internal/deliberate"
 	"github.com/shaperproxy/shaperproxy/internal/guard"
 	"github.com/shaperproxy/shaperproxy/internal/ledger"
 	"github.com/shaperproxy/shaperproxy/internal/reqshape"
@@ -79,6 +80,12 @@ func build(c config.Config, logger *slog.Logger) (st *stack, err error) {
 	restorer := review.NewRestorer(led)
 	st.closers = append(st.closers, restorer.Close)
 	add(restorer, restorer.Collectors())
+	if len(c.Deliberate.Routes) > 0 {
+		d := deliberate.New(c.Deliberate, led, logger)
+		st.closers = append(st.closers, d.Close)
+		add(d, d.Collectors())
+		opts.Finishers = append(opts.Finishers, d)
+	}
 	if c.Guard.Enabled {
 		g, err := guard.New(c.Guard)
 		if err != nil {

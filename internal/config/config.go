@@ -17,6 +17,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/shaperproxy/shaperproxy/capture"
+	"github.com/shaperproxy/shaperproxy/internal/deliberate"
 	"github.com/shaperproxy/shaperproxy/internal/guard"
 	"github.com/shaperproxy/shaperproxy/internal/reqshape"
 	"github.com/shaperproxy/shaperproxy/internal/review"
@@ -50,11 +51,12 @@ type Config struct {
 
 	// The features' sections: each type, its defaults and its checks
 	// belong to the feature's package.
-	Shaping   reqshape.Config  `toml:"shaping"`
-	Originals originals.Config `toml:"originals"`
-	Capture   capture.Config   `toml:"capture"`
-	Review    review.Config    `toml:"review"`
-	Guard     guard.Config     `toml:"guard"`
+	Shaping    reqshape.Config   `toml:"shaping"`
+	Originals  originals.Config  `toml:"originals"`
+	Capture    capture.Config    `toml:"capture"`
+	Review     review.Config     `toml:"review"`
+	Deliberate deliberate.Config `toml:"deliberate"`
+	Guard      guard.Config      `toml:"guard"`
 }
 
 // Timeouts bound each phase of an upstream call.
@@ -93,11 +95,12 @@ func Default() Config {
 			ResponseHeader: 10 * time.Minute,
 			StreamIdle:     5 * time.Minute,
 		},
-		Shaping:   reqshape.DefaultConfig(),
-		Originals: originals.DefaultConfig(),
-		Capture:   capture.DefaultConfig(),
-		Review:    review.DefaultConfig(),
-		Guard:     guard.DefaultConfig(),
+		Shaping:    reqshape.DefaultConfig(),
+		Originals:  originals.DefaultConfig(),
+		Capture:    capture.DefaultConfig(),
+		Review:     review.DefaultConfig(),
+		Deliberate: deliberate.DefaultConfig(),
+		Guard:      guard.DefaultConfig(),
 	}
 }
 
@@ -168,6 +171,7 @@ func (c *Config) Validate() error {
 		under("originals", c.Originals.Validate()),
 		under("capture", c.Capture.Validate()),
 		under("review", c.Review.Validate(names)),
+		under("deliberate", c.Deliberate.Validate(names)),
 		c.Guard.Validate(),
 	)
 	return errors.Join(errs...)

@@ -26,6 +26,9 @@ func TestExampleIsDefault(t *testing.T) {
 		if len(cfg.Review.Routes) == 0 {
 			cfg.Review.Routes = nil
 		}
+		if len(cfg.Deliberate.Routes) == 0 {
+			cfg.Deliberate.Routes = nil
+		}
 	}
 	if !reflect.DeepEqual(c, d) {
 		t.Fatalf("example differs from the defaults:\n%+v\n%+v", c, d)

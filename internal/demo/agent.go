@@ -29,6 +29,8 @@ type Agent struct {
 	NonStream bool
 	// Effort, when set, is sent as "reasoning_effort".
 	Effort string
+	// ToolDefs, when set, is sent as "tools" (a raw JSON array).
+	ToolDefs string
 	// RawBodies keeps every response body as received in RawResponses.
 	RawBodies    bool
 	RawResponses [][]byte
@@ -133,6 +135,9 @@ func (a *Agent) requestBody() []byte {
 	body, _ = sjson.SetBytes(body, "model", a.Model)
 	if a.Effort != "" {
 		body, _ = sjson.SetBytes(body, "reasoning_effort", a.Effort)
+	}
+	if a.ToolDefs != "" {
+		body, _ = sjson.SetRawBytes(body, "tools", []byte(a.ToolDefs))
 	}
 	msgs := append([]byte{'['}, bytes.Join(a.messages, []byte{','})...)
 	body, _ = sjson.SetRawBytes(body, "messages", append(msgs, ']'))
