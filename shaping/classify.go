@@ -45,6 +45,7 @@ var cues = []cue{
 	{"final", 3, false}, {"finally", 3, false}, {"conclusion", 3, false}, {"decision", 3, false},
 	{"the fix is", 3, true}, {"the answer is", 3, true}, {"the problem is", 3, true},
 	{"the issue is", 3, true}, {"the root cause", 3, true}, {"the solution is", 3, true},
+	{"answer:", 3, false}, {"response:", 3, false}, {"title:", 2, false},
 	{"所以", 3, true}, {"因此", 3, true}, {"因而", 3, true}, {"我决定", 3, true}, {"决定", 3, false},
 	{"结论", 3, true}, {"总之", 3, true}, {"综上", 3, true}, {"最终", 3, false},
 	{"问题在于", 3, true}, {"问题是", 3, false}, {"答案是", 3, true}, {"解决方法", 3, true},
@@ -147,8 +148,9 @@ func width(s string) int {
 //     text of at least openingMinWidth, is plain: reasoning models open with
 //     "Hmm, the user says ..." / "嗯，用户说……", which states the task.
 //   - Header: a unit ending in ":" or "：" right before a list item is a
-//     header; extraction takes it only with one of its items. The items of
-//     a decisive header ("So the fix is:", "Plan:") are decisive, weight 2.
+//     header. The items of a decisive header ("So the fix is:", "Plan:")
+//     are decisive, weight 2. (Extraction keeps any unit ending in a colon
+//     only with what follows it: see link.)
 func classifyAll(text string, units []unit) {
 	opening := true
 	for i := range units {

@@ -21,7 +21,7 @@ func Example() {
 	fmt.Println(again == out, changedAgain)
 	// Output:
 	// true
-	// Hmm, the user wants the export to be faster. That doubles the I/O for 40 million rows. So the fix is to stream the rows once and count while writing.
+	// The user wants the export to be faster. So the fix is to stream the rows once and count while writing.
 	// true false
 }
 

@@ -22,22 +22,27 @@ const (
 // Extract returns the decisive sentences of text within o.MaxChars runes,
 // in their original order, with no marker (o.Op and o.Marker are ignored).
 //
-// A text of at most MaxChars runes is returned as it is: the budget is what
-// makes shaping worth doing, and it makes Extract idempotent. Otherwise the
-// units of Sentences are scored (see score) and taken greedily, best first,
-// while the total, separators included, stays within MaxChars; they are then
-// written in text order. Between two units written one after the other goes
-// "\n" if a line break separates them in text (or the first is a code
-// fence), else the white space before the second collapsed to " ", or
+// Shaping markers ("[reasoning extract: N chars omitted]", see
+// CountMarkers) are removed first. A text that then has at most MaxChars
+// runes is returned as it is: the budget is what makes shaping worth doing,
+// and it makes Extract idempotent. Otherwise the units of Sentences are
+// classified, linked (a unit is kept only with what it needs: see link) and
+// scored (see score), and taken greedily, best first, each with everything
+// it needs, while the total, separators included, stays within MaxChars;
+// they are then written in text order, each without its leading filler
+// ("Hmm, ", "Okay, so ", "嗯，"). Between two units written one after the
+// other goes "\n" if a line break separates them in text (or the first is a
+// code fence), else the white space before the second collapsed to " ", or
 // nothing if there was none (Chinese).
 //
-// If no unit fits whole, the best non-filler unit that is not code (or, when
-// all are filler, the last one) is cut: at the last word boundary (white
-// space, or any rune boundary next to a CJK character) that keeps at most
-// MaxChars runes; only a first word longer than MaxChars is cut inside, at a
-// rune boundary not before a combining mark. Code fences are never cut. A
-// text with no unit other than code fences that do not fit, or with no unit
-// at all (only white space), is returned as it is, over MaxChars.
+// If no unit fits whole, the best unit that needs nothing else and is not
+// code (or any unit that is not code, or, when all are filler, the last
+// one) is cut: at the last word boundary (white space, or any rune
+// boundary next to a CJK character) that keeps at most MaxChars runes; only
+// a first word longer than MaxChars is cut inside, at a rune boundary not
+// before a combining mark. Code is never cut. A text with no unit other
+// than code that does not fit, or with no unit at all (only white space),
+// is returned as it is, over MaxChars.
 //
 // Invalid UTF-8 never reaches the result: a text that fits is returned
 // with invalid sequences replaced by U+FFFD; otherwise, if the units
@@ -46,10 +51,14 @@ const (
 // for a non-empty text.
 func Extract(text string, o Options) string {
 	o = o.effective()
-	if fits(text, o.MaxChars) {
-		return strings.ToValidUTF8(text, "\uFFFD")
+	clean, _ := stripMarkers(text)
+	if fits(clean, o.MaxChars) {
+		if strings.TrimSpace(clean) == "" {
+			clean = text // nothing but a marker: keep it rather than return nothing
+		}
+		return strings.ToValidUTF8(clean, "\uFFFD")
 	}
-	return extractValid(text, o.MaxChars)
+	return extractValid(clean, o.MaxChars)
 }
 
 // Shape applies o.Op to one reasoning text and reports whether the result
@@ -57,10 +66,13 @@ func Extract(text string, o Options) string {
 // text was already empty). OpExtract returns Extract's result, after the
 // marker when o.Marker is true (the marker counts toward MaxChars).
 //
-// Short-block guard: if the result is not strictly shorter in runes than
-// text, Shape returns text unchanged. Because a text of at most MaxChars
-// runes is never changed and a changed result is always within MaxChars,
-// Shape is idempotent: Shape(Shape(x)) == Shape(x).
+// Short-block guard: a text of at most MaxChars runes is returned
+// unchanged, except that without o.Marker the shaping markers it carries
+// are removed (see CountMarkers; a text that is nothing but markers stays
+// as it is); a longer text whose result would not be strictly shorter is
+// returned unchanged. A changed result is within MaxChars and carries no
+// marker it did not add, so Shape is idempotent: Shape(Shape(x)) ==
+// Shape(x).
 //
 // When changed is false, out is text byte for byte (even if it is invalid
 // UTF-8); when changed is true, out is valid UTF-8, non-empty (except for
@@ -75,20 +87,31 @@ func Shape(text string, o Options) (out string, changed bool) {
 	case OpDrop:
 		return "", text != ""
 	}
-	if fits(text, o.MaxChars) {
-		return text, false
+	if o.Marker && fits(text, o.MaxChars) {
+		return text, false // a result with its marker must stay as it is
+	}
+	clean, found := stripMarkers(text)
+	if !o.Marker && fits(clean, o.MaxChars) {
+		if found == 0 || strings.TrimSpace(clean) == "" {
+			return text, false
+		}
+		return strings.ToValidUTF8(clean, "\uFFFD"), true
 	}
 	budget, mark := o.MaxChars, false
-	n := 0 // runes in text, counted only for the marker
+	n := 0 // runes in clean, counted only for the marker
 	if o.Marker {
-		n = utf8.RuneCountInString(text)
+		n = utf8.RuneCountInString(clean)
 		if o.MaxChars-markerRunes(n) >= 1 {
 			budget, mark = o.MaxChars-markerRunes(n), true
 		}
 	}
-	out = extractValid(text, budget)
+	if fits(clean, budget) { // only with the marker: text was over MaxChars
+		out = strings.ToValidUTF8(clean, "\uFFFD")
+	} else {
+		out = extractValid(clean, budget)
+	}
 	m := utf8.RuneCountInString(out)
-	if m > budget { // nothing to cut: only white space or fences too large
+	if m > budget { // nothing to cut: only white space or code too large
 		return text, false
 	}
 	if mark {
@@ -133,26 +156,84 @@ func extractUnits(text string, budget int) string {
 	units := split(text, sc.units[:0])
 	sc.units = units
 	classifyAll(text, units)
-	setSeps(text, units)
-	score(units, budget)
+	link(text, units)
+	groupLists(units, budget)
+	k := score(units, budget)
 	sc.order = candidates(units, sc.order[:0])
 	sc.sel = slices.Grow(sc.sel[:0], len(units))[:len(units)]
 	clear(sc.sel)
-	sc.taken = pick(units, sc.order, sc.sel, budget, sc.taken[:0])
+	total := pick(text, units, sc.order, sc.sel, budget, sc)
 	if len(sc.taken) == 0 {
 		return fallback(text, units, sc.order, budget)
 	}
+	switch k.reorder(units, sc.sel, budget) {
+	case taskFirst: // the decision crowded out the task: keep the longer
+		first := join(text, units, sc.sel)
+		sc.order = candidates(units, sc.order[:0])
+		clear(sc.sel)
+		if pick(text, units, sc.order, sc.sel, budget, sc) <= total && k.decisive <= fewDecisions {
+			return first
+		}
+	case taskLast: // a long task crowded out the decision: keep the decision
+		first := join(text, units, sc.sel)
+		sc.order = candidates(units, sc.order[:0])
+		clear(sc.sel)
+		if pick(text, units, sc.order, sc.sel, budget, sc); !sc.sel[k.lead] {
+			return first
+		}
+	}
 	return join(text, units, sc.sel)
+}
+
+// keys are the three units score tries first (-1 when absent), and how
+// many decisive units may be kept.
+type keys struct{ lead, task, detail, decisive int }
+
+// fewDecisions is how many decisive units a text may hold for its lead to
+// be taken as the decision of the text, worth more than a long task; in a
+// long exploration the strongest conclusion is one of many.
+const fewDecisions = 5
+
+// The other orders of the key units that reorder may ask for.
+const (
+	sameOrder = iota
+	taskFirst // the task before the lead
+	taskLast  // the task after the lead and the detail
+)
+
+// reorder tells whether the lead and the task crowded each other out of
+// the selection sel and, if so, rescores the task for the other order. A
+// long task (more than half the budget) gives way to the decision of a text
+// with few decisions: it goes last of the three when it left the lead out,
+// and is not tried first when the lead left it out. Otherwise a task the
+// lead left out is tried first; extractUnits keeps that selection in a text
+// of many decisions (where the task is the anchor), else the longer one.
+func (k keys) reorder(units []unit, sel []bool, budget int) int {
+	if k.task < 0 || k.lead < 0 {
+		return sameOrder
+	}
+	decision := units[k.task].runes > budget/2 && k.decisive <= fewDecisions
+	switch {
+	case !sel[k.task] && !decision:
+		units[k.task].score = tierLead*10000 + 1
+		return taskFirst
+	case sel[k.task] && !sel[k.lead] && decision:
+		units[k.task].score = tierKey*10000 - 1
+		return taskLast
+	}
+	return sameOrder
 }
 
 // scratch holds the working slices of one extraction. They are reused
 // through scratchPool; nothing in them outlives the call, so reuse cannot
 // change a result.
 type scratch struct {
-	units []unit
-	order []int
-	sel   []bool
-	taken []int
+	units       []unit
+	order       []int
+	sel         []bool
+	taken       []int
+	mark        []int32
+	stack, need []int
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -164,201 +245,158 @@ func (sc *scratch) release() {
 	}
 }
 
-// score gives every unit its score, tier*10000 + cue weight*1000 + bonus:
+// score gives every unit that may be kept its score, tier*10000 + weight
+// *1000 + bonus, and returns the key units (-1 where none):
 //
 //   - Three key units are tried first, in this order: the lead (the best
-//     decisive unit), the task (the first unit that is not filler, code or
-//     a list header; it usually states what was asked) and the detail (the
-//     last plain unit that is not a question and is at most half the budget
-//     long, informative ones preferred: what was found). Together they say
-//     what was asked, found and decided, and they keep texts that reach the
-//     same decision apart (see TestDistinctness).
-//   - Then decisive units by cue weight (conclusions 3, plans 2, inner cues
-//     1), later ones first (bonus up to 500).
+//     decisive unit that leaves room for the task, or at least half the
+//     budget; the best of all if none does), the task (the first unit
+//     that is not code; it usually states what was asked) and the detail
+//     (the last plain unit of at least extraWords words that is not a
+//     question and is at most half the budget long, informative ones
+//     preferred: what was found). Together
+//     they say what was asked, found and decided, and they keep texts that
+//     reach the same decision apart (see TestDistinctness).
+//   - Then decisive units by weight: conclusions 3, plans 2, inner cues 1,
+//     and a conclusion that names nothing ("So the code should work.", see
+//     isGeneric) 0; those of the final decisive paragraph (the last
+//     paragraph holding a decisive unit that names something: the final
+//     plan) +3, later ones first (bonus up to 500).
 //   - Then plain units, informative ones (digits, code, paths) first (+200),
-//     later ones first (bonus up to 300), questions last.
-//   - Then code fences, later ones first. Filler scores 0 and is left out.
-func score(units []unit, budget int) {
-	last := max(len(units)-1, 1)
-	lead, task, detail := -1, -1, -1
+//     later ones first (bonus up to 300), questions (decisive or not) last.
+//   - Then code fences, later ones first. A question, or a unit of fewer
+//     than extraWords words, is not tried for itself unless it is a key
+//     unit.
+func score(units []unit, budget int) keys {
+	last, final, room := max(len(units)-1, 1), finalPara(units), leadRoom(units, budget)
+	k, best := keys{-1, -1, -1, 0}, -1
 	for i := range units {
 		u := &units[i]
+		if !u.keep {
+			continue
+		}
+		baseScore(u, i, last, final)
 		switch {
-		case u.kind == KindFiller, u.header:
-			continue // headers are taken only with their items (see pick)
 		case u.kind == KindCode:
-			u.score = tierCode*10000 + 300*i/last
 			continue
+		case u.question:
 		case u.kind == KindDecisive:
-			u.score = tierDecisive*10000 + int(u.cue)*1000 + 500*i/last
-			if lead < 0 || u.score > units[lead].score {
-				lead = i
+			if u.runes <= room && (k.lead < 0 || u.score > units[k.lead].score) {
+				k.lead = i
 			}
-		default:
-			u.score = tierPlain * 10000
-			if u.question {
-				break
+			if best < 0 || u.score > units[best].score {
+				best = i
 			}
-			u.score += 300 * i / last
-			if u.info {
-				u.score += 200
-			}
-			if u.runes <= budget/2 && (detail < 0 || u.info || !units[detail].info) {
-				detail = i
-			}
+			k.decisive++
+		case u.runes <= budget/2 && !u.short && (k.detail < 0 || u.info || !units[k.detail].info):
+			k.detail = i
 		}
-		if task < 0 {
-			task = i
+		if k.task < 0 {
+			k.task = i
 		}
 	}
-	if lead >= 0 {
-		units[lead].score = tierLead * 10000
+	if k.lead < 0 {
+		k.lead = best
 	}
-	if task >= 0 && task != lead {
-		units[task].score = tierKey*10000 + 1
-	}
-	if detail >= 0 && detail != task {
-		units[detail].score = tierKey * 10000
-	}
-}
-
-// candidates appends to order the indices of units that are neither filler
-// nor list headers, best score first, ties by position. It sorts packed
-// keys (score, then inverted index) to avoid a comparison function.
-func candidates(units []unit, order []int) []int {
-	keys := make([]uint64, 0, 64)
 	for i := range units {
-		if units[i].kind != KindFiller && !units[i].header {
-			keys = append(keys, uint64(units[i].score)<<32|uint64(^uint32(i)))
+		if u := &units[i]; u.kind != KindCode && (u.short || u.question) {
+			u.score = 0 // taken only as a key unit or as needed
 		}
 	}
-	slices.Sort(keys)
-	for k := len(keys) - 1; k >= 0; k-- {
-		order = append(order, int(^uint32(keys[k])))
+	if k.lead >= 0 {
+		units[k.lead].score = tierLead * 10000
 	}
-	return order
+	if k.task >= 0 && k.task != k.lead {
+		units[k.task].score = tierKey*10000 + 1
+	}
+	if k.detail >= 0 && k.detail != k.task {
+		units[k.detail].score = tierKey * 10000
+	}
+	return k
 }
 
-// pick marks in sel the units taken greedily in order while the joined
-// length, separators included, stays within budget. A list's header is tried
-// right after the first of its items is taken. It returns the indices
-// taken, ascending, appended to taken.
-func pick(units []unit, order []int, sel []bool, budget int, taken []int) []int {
-	p := picker{units: units, sel: sel, budget: budget, taken: taken}
-	for _, i := range order {
-		if !p.try(i) || !units[i].list {
-			continue
+// baseScore sets the score of unit u, the i-th of last+1, before the key
+// units are chosen (see score); final is the final decisive paragraph.
+func baseScore(u *unit, i, last int, final int32) {
+	switch {
+	case u.kind == KindCode:
+		u.score = tierCode*10000 + 300*i/last
+	case u.question:
+		u.score = tierPlain * 10000
+	case u.kind == KindDecisive:
+		w := int(u.cue)
+		if u.generic {
+			w = 0
+		} else if u.para == final {
+			w += 3
 		}
-		h := i - 1
-		for h >= 0 && units[h].list && !units[h].header {
-			h--
+		u.score = tierDecisive*10000 + w*1000 + 500*i/last
+	default:
+		u.score = tierPlain*10000 + 300*i/last
+		if u.info {
+			u.score += 200
 		}
-		if h >= 0 && units[h].header && !sel[h] {
-			p.try(h)
-		}
-	}
-	return p.taken
-}
-
-// picker selects units within a budget, keeping the exact joined length.
-type picker struct {
-	units  []unit
-	sel    []bool
-	taken  []int // selected indices, ascending
-	total  int   // runes of the joined selection
-	budget int
-}
-
-// try selects unit i if the joined selection still fits the budget and
-// reports whether it did.
-func (p *picker) try(i int) bool {
-	pos, _ := slices.BinarySearch(p.taken, i)
-	t := p.total + p.units[i].runes
-	switch n := len(p.taken); {
-	case pos > 0 && pos < n:
-		a, b := p.taken[pos-1], p.taken[pos]
-		t += sepLen(p.units, a, i) + sepLen(p.units, i, b) - sepLen(p.units, a, b)
-	case pos > 0:
-		t += sepLen(p.units, p.taken[pos-1], i)
-	case pos < n:
-		t += sepLen(p.units, i, p.taken[pos])
-	}
-	if t > p.budget {
-		return false
-	}
-	p.sel[i], p.total = true, t
-	p.taken = slices.Insert(p.taken, pos, i)
-	return true
-}
-
-// setSeps records for each unit its line and the separator written before
-// it when the unit written before it is its neighbour in text: " " if white
-// space separates them, "" if nothing does (Chinese).
-func setSeps(text string, units []unit) {
-	line := 0
-	for i := 1; i < len(units); i++ {
-		gap := text[units[i-1].end:units[i].start]
-		switch {
-		case strings.IndexByte(gap, '\n') >= 0:
-			line++
-			units[i].sep = "\n"
-		case gap != "":
-			units[i].sep = " "
-		}
-		units[i].line = line
 	}
 }
 
-// sep returns what join writes between units a and b (a before b): "\n"
-// after a code fence (nothing may follow a closing fence on its line) or
-// when a line break lies between them in text, else b's own separator.
-func sep(units []unit, a, b int) string {
-	if units[a].kind == KindCode || units[a].line != units[b].line {
-		return "\n"
-	}
-	return units[b].sep
-}
-
-func sepLen(units []unit, a, b int) int { return len(sep(units, a, b)) }
-
-// join writes the selected units in text order with their separators.
-func join(text string, units []unit, sel []bool) string {
-	var b strings.Builder
-	n := 0
+// leadRoom returns the most runes the lead may have: what the task (the
+// first unit that may be kept and is not code) leaves of the budget, and at
+// least half of it.
+func leadRoom(units []unit, budget int) int {
+	room := budget / 2
 	for i := range units {
-		if sel[i] {
-			n += units[i].end - units[i].start + 1
+		if u := &units[i]; u.keep && u.kind != KindCode {
+			return max(room, budget-u.runes-1)
 		}
 	}
-	b.Grow(n)
-	prev := -1
-	for i := range units {
-		if !sel[i] {
-			continue
-		}
-		if prev >= 0 {
-			b.WriteString(sep(units, prev, i))
-		}
-		b.WriteString(text[units[i].start:units[i].end])
-		prev = i
-	}
-	return b.String()
+	return room
 }
 
-// fallback cuts one unit when none fits whole: the best candidate that is
-// not code, else the last filler unit. With neither, text is returned.
+// finalPara returns the paragraph of the last decisive unit that may be
+// kept and names something, or -1.
+func finalPara(units []unit) int32 {
+	for i := len(units) - 1; i >= 0; i-- {
+		if u := &units[i]; u.keep && u.kind == KindDecisive && !u.generic {
+			return u.para
+		}
+	}
+	return -1
+}
+
+// fallback cuts one unit when no closure fits whole: the best candidate
+// that needs nothing (no antecedent, no follower), else the best that is
+// not code, else the last filler unit. With none, text is returned.
 func fallback(text string, units []unit, order []int, budget int) string {
 	for _, i := range order {
+		if u := &units[i]; u.kind != KindCode && u.ante == noUnit && u.need == noUnit {
+			return cutClean(unitText(text, u), budget)
+		}
+	}
+	for _, i := range order {
 		if units[i].kind != KindCode {
-			return cut(text[units[i].start:units[i].end], budget)
+			return cutClean(unitText(text, &units[i]), budget)
 		}
 	}
 	for i := len(units) - 1; i >= 0; i-- {
-		if units[i].kind == KindFiller {
-			return cut(text[units[i].start:units[i].end], budget)
+		if units[i].bare && units[i].kind != KindCode {
+			return cutClean(unitText(text, &units[i]), budget)
 		}
 	}
 	return text
+}
+
+// cutClean is cut that does not end on a colon ("Let's craft:"): it backs
+// off by words while the cut ends with one, unless that leaves nothing.
+func cutClean(s string, limit int) string {
+	out := cut(s, limit)
+	for n := 0; n < 8 && len(out) < len(s) && endsWithColon(out); n++ {
+		shorter := cut(out, utf8.RuneCountInString(out)-1)
+		if shorter == "" || shorter == out {
+			break
+		}
+		out = shorter
+	}
+	return out
 }
 
 // cut returns the longest prefix of s of at most limit runes that ends at a

@@ -47,3 +47,17 @@ func readFile(t testing.TB, path string) string {
 	}
 	return string(b)
 }
+
+// goldenInputs returns the texts of testdata/*.txt.
+func goldenInputs(t testing.TB) []string {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := make([]string, len(paths))
+	for i, p := range paths {
+		texts[i] = readFile(t, p)
+	}
+	return texts
+}

@@ -30,12 +30,10 @@ const DefaultMaxChars = 240
 // with Marker: the marker itself takes up to 46 characters of the budget.
 const MinMarkerMaxChars = 64
 
-// MarkerFormat is the prefix written when Options.Marker is true; %d is the
-// number of characters (runes) omitted. It is off by default because a model
-// that reads it in its own history learns to write it (see doc.go).
-const MarkerFormat = "[reasoning extract: %d chars omitted] "
-
-// markerPrefix is the constant start of MarkerFormat, for tests and tools.
+// markerPrefix is the constant start of the marker written when
+// Options.Marker is true: "[reasoning extract: N chars omitted] ", N the
+// characters (runes) omitted. It is off by default because a model that
+// reads it in its own history learns to write it (see doc.go).
 const markerPrefix = "[reasoning extract: "
 
 // ErrInvalidOptions is wrapped by every error Validate returns.
@@ -49,8 +47,10 @@ type Options struct {
 	// MaxChars is the budget in characters (runes, not bytes) of an
 	// extracted text, marker included; 0 means DefaultMaxChars.
 	MaxChars int
-	// Marker, when true, prefixes the extract with MarkerFormat. Off by
-	// default: the marker pollutes the model's view of its own reasoning.
+	// Marker, when true, prefixes the extract with "[reasoning extract: N
+	// chars omitted] ". Off by default: the marker pollutes the model's
+	// view of its own reasoning, and Shape removes such markers from the
+	// texts it is given unless Marker is on (see CountMarkers).
 	Marker bool
 }
 

@@ -17,7 +17,7 @@ const (
 	KindNormal   SentenceKind = iota // plain prose
 	KindFiller                       // starts with filler and decides nothing (see fillers)
 	KindDecisive                     // decides, concludes or plans (see cues)
-	KindCode                         // a whole ``` or ~~~ fence, atomic
+	KindCode                         // a whole ``` or ~~~ fence, or a run of code or data lines outside one; atomic
 	KindListItem                     // starts with "- ", "* ", "+ ", "• ", "1. " or "1) "
 )
 
@@ -47,6 +47,9 @@ type Sentence struct {
 //   - A line whose first non-blank characters are ``` or ~~~ opens a code
 //     fence, which runs to the first later line made only of at least as many
 //     of the same character, or to the end of text; the fence is one unit.
+//   - A line of code or data outside a fence ("}", "'POP': 33", "x = 1",
+//     "0.", "<think>"; see isCodeLine) is not split; a run of such lines is
+//     one unit of KindCode, atomic like a fence.
 //   - A line starting with "- ", "* ", "+ ", "• ", "1. " or "1) " (up to three
 //     digits) starts a list item; its marker stays in the unit's text.
 //   - Inside a line, a unit ends after . ? ! or … (a run of them, plus closing
@@ -54,10 +57,13 @@ type Sentence struct {
 //     not start with a lower-case letter, the next text is not a fence, and a
 //     single "." does not end an abbreviation such as "e.g." or "vs.".
 //     So "3.14", "main.go", "1.2.3" and "Hmm... let me" stay whole.
+//   - A bold title glued to the end of a sentence ("... done.**Next
+//     step**") starts a unit of its own.
 //   - ? and ! also end a unit when a CJK character follows directly;
 //     。？！； end a unit whatever follows (Chinese needs no space).
 //   - Nothing is split inside an inline code span of one to three
-//     backticks.
+//     backticks, nor inside a passage in quotes (" or “”) that closes on
+//     the same line within 120 bytes.
 //
 // Text need not be valid UTF-8; invalid bytes are kept inside units.
 func Sentences(text string) []Sentence {
@@ -78,6 +84,7 @@ type unit struct {
 	score      int    // see score
 	body       int    // offset in the unit of the text after list marker and filler
 	line       int    // line number among units (see setSeps)
+	para       int32  // paragraph number (see setSeps)
 	sep        string // written before the unit after its neighbour (see setSeps)
 	kind       SentenceKind
 	cue        int8 // decisive weight, 0 for none
@@ -85,6 +92,19 @@ type unit struct {
 	header     bool // ends with a colon and a list follows (see classifyAll)
 	question   bool // ends with ? or ？
 	info       bool // contains digits, code or paths
+	data       bool // a run of code or data lines outside a fence (see isCodeLine)
+	// Set by link for extraction.
+	strip   int32 // bytes of leading filler not written (see leadFiller)
+	ante    int32 // the antecedent of an anaphor, or noUnit
+	need    int32 // the follower of a unit ending in ':', noUnit or impossible
+	prev    int32 // the item before a numbered list item, or noUnit
+	gs, ge  int32 // the short list holding the unit (see groupLists), gs noUnit if none
+	bare    bool  // filler or bare filler
+	keep    bool  // may be kept: not bare, not code outside a fence, not tiny
+	capital bool  // write the first letter after strip in upper case
+	noisy   bool  // mostly digits and symbols (see isNoisy)
+	short   bool  // fewer than extraWords words
+	generic bool  // a decisive unit that names nothing (see isGeneric)
 }
 
 // split appends the units of text to dst.
@@ -104,11 +124,27 @@ func split(text string, dst []unit) []unit {
 				pos = next
 				continue
 			}
-			dst = splitLine(text, ls, trimRightSpace(text, ls, eol), dst)
+			le := trimRightSpace(text, ls, eol)
+			if isCodeLine(text[ls:le]) {
+				dst = appendCodeLine(text, ls, le, dst)
+			} else {
+				dst = splitLine(text, ls, le, dst)
+			}
 		}
 		pos = eol + 1
 	}
 	return dst
+}
+
+// appendCodeLine appends the code line text[a:b] to dst: to the last unit
+// when that is a code line run ending on the line just before, else as a
+// new one.
+func appendCodeLine(text string, a, b int, dst []unit) []unit {
+	if n := len(dst); n > 0 && dst[n-1].data && strings.Count(text[dst[n-1].end:a], "\n") == 1 {
+		dst[n-1].end = b
+		return dst
+	}
+	return append(dst, unit{start: a, end: b, kind: KindCode, data: true})
 }
 
 // fenceOpen reports the fence character and its count when line opens a
@@ -193,6 +229,8 @@ func splitLine(text string, a, b int, dst []unit) []unit {
 		list, i = true, a+m
 	}
 	ticks := tickState{}
+	var q quotes
+	q.scan(text, a, b)
 	line := text[:b] // lets the compiler drop the bounds check below
 	for i < len(line) {
 		c := line[i]
@@ -211,7 +249,7 @@ func splitLine(text string, a, b int, dst []unit) []unit {
 			}
 		}
 		e, next, ok := boundary(text, start, i, b)
-		if ok {
+		if ok && !q.inside(e) {
 			dst = append(dst, unit{start: start, end: e, list: list})
 			list, start = false, next
 		}
@@ -222,6 +260,97 @@ func splitLine(text string, a, b int, dst []unit) []unit {
 	}
 	return dst
 }
+
+// quotes holds the quote marks (" “ ”) of one line, so that a quoted
+// passage ("So my answer is: “Olá! Oi!”") stays in one unit. Each mark
+// opens (“, or " after a space and before a word), closes (”, or " after a
+// word and before a space or punctuation) or, when it cannot be told,
+// toggles.
+type quotes struct {
+	pos  [32]int32
+	kind [32]int8 // 1 opens, -1 closes, 0 toggles
+	n    int
+}
+
+// scan records the quote marks of text[a:b]; a line with more than 32 of
+// them gets none (its passages may be split, as before).
+func (q *quotes) scan(text string, a, b int) {
+	line := text[a:b]
+	if strings.IndexByte(line, '"') < 0 && !strings.Contains(line, "\u201c") && !strings.Contains(line, "\u201d") {
+		return
+	}
+	for p := a; p < b; {
+		k := strings.IndexAny(text[p:b], "\"“”")
+		if k < 0 {
+			return
+		}
+		p += k
+		if q.n == len(q.pos) {
+			q.n = 0
+			return
+		}
+		q.pos[q.n] = int32(p)
+		switch {
+		case text[p] == '"':
+			q.kind[q.n] = straightKind(text, a, b, p)
+			p++
+		case strings.HasPrefix(text[p:], "“"):
+			q.kind[q.n] = 1
+			p += len("“")
+		default:
+			q.kind[q.n] = -1
+			p += len("”")
+		}
+		q.n++
+	}
+}
+
+// straightKind tells whether the " at p in the line text[a:b] opens (1),
+// closes (-1) or cannot be told (0).
+func straightKind(text string, a, b, p int) int8 {
+	prev, next := byte(' '), byte(' ')
+	if p > a {
+		prev = text[p-1]
+	}
+	if p+1 < b {
+		next = text[p+1]
+	}
+	opens := isSpaceByte(prev) || strings.IndexByte("([{:", prev) >= 0
+	closes := isSpaceByte(next) || strings.IndexByte(".,;:!?)]}", next) >= 0
+	switch {
+	case opens && !closes:
+		return 1
+	case closes && !opens:
+		return -1
+	}
+	return 0
+}
+
+// inside reports whether byte offset e lies inside a quoted passage that
+// closes later on the line, within maxQuoteTail bytes and before another
+// passage opens.
+func (q *quotes) inside(e int) bool {
+	in, k := false, 0
+	for ; k < q.n && int(q.pos[k]) < e; k++ {
+		switch q.kind[k] {
+		case 1:
+			in = true
+		case -1:
+			in = false
+		default:
+			in = !in
+		}
+	}
+	if !in || k == q.n || int(q.pos[k])-e > maxQuoteTail {
+		return false
+	}
+	return q.kind[k] != 1
+}
+
+// maxQuoteTail bounds how far after a sentence end the closing quote may
+// be for the sentence to stay inside its quotation: an unbalanced quote
+// must not glue a whole paragraph into one unit.
+const maxQuoteTail = 120
 
 // splitByte marks the bytes splitLine must look at: ASCII terminators, the
 // backtick, and the lead bytes of … (E2), 。 (E3) and ？！； (EF). Any
@@ -305,6 +434,9 @@ run:
 		nr, _ := utf8.DecodeRuneInString(text[j:b])
 		if r != '.' && isCJK(nr) {
 			return j, j, true
+		}
+		if j-2 > i+size-1 && text[j-2:j] == "**" && unicode.IsUpper(nr) {
+			return j - 2, j - 2, true // a bold title glued on: "done.**Next step**"
 		}
 		return 0, j, false
 	}

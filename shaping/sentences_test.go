@@ -48,6 +48,12 @@ func TestSentencesSplit(t *testing.T) {
 		{"unclosed fence", "Text.\n```\ncode\n\n", []string{"Text.", "```\ncode"}},
 		{"indented fence", "  ```\n  x\n  ```\nok", []string{"```\n  x\n  ```", "ok"}},
 		{"no split before fence", "See this. ```go inline", []string{"See this. ```go inline"}},
+		{"quoted sentences", `So my answer is: “Olá! Oi!” That covers it.`, []string{`So my answer is: “Olá! Oi!”`, "That covers it."}},
+		{"straight quotes", `He said "Stop. Now." Then left.`, []string{`He said "Stop. Now."`, "Then left."}},
+		{"unbalanced quote", `Content: "use glob. Possibly a snippet. Summarize: "Find it". Done.`,
+			[]string{`Content: "use glob.`, "Possibly a snippet.", `Summarize: "Find it".`, "Done."}},
+		{"glued bold title", "It costs 5.**Next step**\nGo.", []string{"It costs 5.", "**Next step**", "Go."}},
+		{"code lines are one unit", "Here:\n{\n  'a': 1,\n}\nDone.", []string{"Here:", "{\n  'a': 1,\n}", "Done."}},
 		{"only space", " \n\t\n ", nil},
 		{"empty", "", nil},
 	}

@@ -54,8 +54,9 @@ func TestShapeOps(t *testing.T) {
 		t.Errorf("unknown op must keep: %q %v", out, ch)
 	}
 	out, ch := Shape(long, Options{MaxChars: 120})
-	// The lead (best decision) and the task fit; nothing else does.
-	want := "Hmm, the user wants a faster export. So the fix is to stream rows once and count while writing."
+	// The lead (best decision), the task without its "Hmm, " and the plan
+	// fit; "That is 2x the I/O" does not come without what "That" is.
+	want := "The user wants a faster export. So the fix is to stream rows once and count while writing. I'll also drop the temp file."
 	if out != want || !ch {
 		t.Errorf("extract:\n got %q\nwant %q", out, want)
 	}
@@ -88,7 +89,7 @@ func TestShapeGuard(t *testing.T) {
 func TestShapeMarker(t *testing.T) {
 	out, ch := Shape(long, Options{Marker: true, MaxChars: 150})
 	n := utf8.RuneCountInString(long)
-	want := "[reasoning extract: 162 chars omitted] Hmm, the user wants a faster export. So the fix is to stream rows once and count while writing."
+	want := "[reasoning extract: 167 chars omitted] The user wants a faster export. So the fix is to stream rows once and count while writing."
 	if !ch || out != want {
 		t.Fatalf("marker:\n got %q\nwant %q (input %d runes)", out, want, n)
 	}
@@ -174,8 +175,8 @@ func TestExtractInvalidUTF8(t *testing.T) {
 }
 
 func TestSeparators(t *testing.T) {
-	in := "Task: add a flag. Hmm, wait.\nI'll add it. Hmm.\n\n所以用A。嗯。我决定用B。" + strings.Repeat(" Hmm.", 20)
-	want := "Task: add a flag.\nI'll add it.\n所以用A。我决定用B。"
+	in := "Task: add a flag. Hmm, wait.\nI'll add it to the parser. Hmm.\n\n所以用A。嗯。我决定用B。" + strings.Repeat(" Hmm.", 20)
+	want := "Task: add a flag.\nI'll add it to the parser.\n所以用A。我决定用B。"
 	if got := Extract(in, Options{MaxChars: 80}); got != want {
 		t.Errorf("Extract =\n%q\nwant\n%q", got, want)
 	}
@@ -211,10 +212,34 @@ func TestExtractRules(t *testing.T) {
 			want:  "Plain start here. So it is B.",
 		},
 		{
-			name:  "header comes with its item",
+			name:  "numbered items come in order",
 			in:    "Task: fix it.\nSo the fix is:\n1. reset the buffer\n2. return an error on timeout from load." + pad,
 			limit: 60,
-			want:  "So the fix is:\n2. return an error on timeout from load.",
+			want:  "1. reset the buffer\n2. return an error on timeout from load.",
+		},
+		{
+			name:  "header comes with what follows",
+			in:    "Task: fix the loader now.\nSo the fix is:\n- reset the buffer\n- return an error on timeout from load." + pad,
+			limit: 60,
+			want:  "Task: fix the loader now.\nSo the fix is:\n- reset the buffer",
+		},
+		{
+			name:  "anaphor never without its antecedent",
+			in:    "The user wants a CSV export. The writer flushes every 4096 bytes. That is too often for 40 GB." + pad,
+			limit: 70,
+			want:  "The user wants a CSV export. The writer flushes every 4096 bytes.",
+		},
+		{
+			name:  "leading filler is stripped",
+			in:    "Okay, so the user wants a CSV export. Hmm, so the fix is to flush every 4096 bytes." + pad,
+			limit: 70,
+			want:  "The user wants a CSV export. The fix is to flush every 4096 bytes.",
+		},
+		{
+			name:  "scraps and bare filler are left out",
+			in:    "The user wants a CSV export.\nSo:\n}\n0.\nYes.\nSo [8, 0].\nI'll stream the rows to the file." + pad,
+			limit: 80,
+			want:  "The user wants a CSV export.\nI'll stream the rows to the file.",
 		},
 		{
 			name:  "no header without items",

@@ -3,6 +3,7 @@ package shaping
 import (
 	"math"
 	"path/filepath"
+	"reflect"
 	"testing"
 )
 
@@ -46,8 +47,13 @@ func TestCorpusStatsSmall(t *testing.T) {
 		t.Errorf("compression %v, want %v", s.Compression, want.Compression)
 	}
 	s.Compression = want.Compression
-	if s != want {
+	got := s.Bands
+	s.Bands = nil
+	if !reflect.DeepEqual(s, want) {
 		t.Errorf("CorpusStats =\n%+v\nwant\n%+v", s, want)
+	}
+	if len(got) != len(bands) || got[0].Blocks != 4 || got[0].Changed != 2 || got[1].Blocks != 0 {
+		t.Errorf("bands %+v", got)
 	}
 	if d := CorpusStats([]string{x}, Options{Op: OpDrop}); d.EmptyResults != 1 || d.CharsAfter != 0 {
 		t.Errorf("drop stats %+v", d)
