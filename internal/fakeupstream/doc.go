@@ -20,6 +20,11 @@
 //	// POST base+"/chat/completions" ...
 //	reqs := up.Requests()
 //
+// With SetPromptCache, rendered replies report prompt-cache usage as
+// DeepSeek does (prompt_cache_hit_tokens and _miss_tokens), by prefix
+// matching over the prompts the upstream saw, rendered with the model's
+// chat template when one is given (see PromptCache for the approximation).
+//
 // IDs and timestamps come from a counter, so a run is reproducible: the
 // n-th reply of a Server (counting from New or Reset) is always the same
 // bytes for the same request. RenderStream and RenderJSON render a Reply

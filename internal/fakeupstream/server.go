@@ -22,7 +22,8 @@ type Server struct {
 	queue    []Response
 	handler  func(Recorded) (Response, bool)
 	requests []Recorded
-	seq      int64 // replies rendered so far
+	seq      int64        // replies rendered so far
+	cache    *PromptCache // nil: usage estimated from the request's bytes
 }
 
 // New returns a Server with an empty queue.
@@ -45,6 +46,15 @@ func (s *Server) Handle(fn func(req Recorded) (Response, bool)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.handler = fn
+}
+
+// SetPromptCache makes rendered replies report prompt-cache usage from c
+// (see PromptCache); nil restores the byte estimate. A Reply with its own
+// Usage keeps it.
+func (s *Server) SetPromptCache(c *PromptCache) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cache = c
 }
 
 // Requests returns every request received so far (all paths), in order.
@@ -162,11 +172,25 @@ func (s *Server) plan(rec Recorded, resp Response) plan {
 	case resp.Exchange != nil:
 		return exchangePlan(resp.Exchange)
 	case resp.Reply != nil:
-		return replyPlan(rec.Body, *resp.Reply, s.nextSeq())
+		return s.reply(rec.Body, *resp.Reply)
 	case resp.Status != 0 || resp.Body != nil:
 		return rawPlan(resp)
 	}
-	return replyPlan(rec.Body, defaultReply(), s.nextSeq())
+	return s.reply(rec.Body, defaultReply())
+}
+
+// reply renders rp, billed by the prompt cache when there is one.
+func (s *Server) reply(req []byte, rp Reply) plan {
+	seq := s.nextSeq()
+	s.mu.Lock()
+	c := s.cache
+	s.mu.Unlock()
+	if c != nil && rp.Usage == nil {
+		rp.ToolCalls = withIDs(rp.ToolCalls, seq)
+		u := c.bill(req, rp)
+		rp.Usage = &u
+	}
+	return replyPlan(req, rp, seq)
 }
 
 // staticAnswer answers the non-model endpoints.

@@ -25,15 +25,16 @@ type Config struct {
 }
 
 // RuleConfig is one rule as the configuration writes it. In
-// [[shaping.rule]], op, max_chars and keep_recent default to the default
-// rule's.
+// [[shaping.rule]], op, max_chars, policy and keep_recent default to the
+// default rule's.
 type RuleConfig struct {
 	Route      string     `toml:"route"`       // glob; "" = every route
 	Model      string     `toml:"model"`       // glob; "" = every model
 	Op         shaping.Op `toml:"op"`          // extract, keep or drop
 	MaxChars   int        `toml:"max_chars"`   // characters kept by extract
 	Marker     bool       `toml:"marker"`      // add "[reasoning extract: N chars omitted]" (pollutes; see README)
-	KeepRecent int        `toml:"keep_recent"` // latest assistant steps left as they are; -1 = none
+	Policy     Policy     `toml:"policy"`      // cache-aware, free-only or keep-recent
+	KeepRecent int        `toml:"keep_recent"` // keep-recent policy: latest assistant steps left as they are; -1 = none
 	ThinkTags  bool       `toml:"think_tags"`  // also shape an inline <think> block in content
 }
 
@@ -45,12 +46,13 @@ type BreakerConfig struct {
 	Cooldown     time.Duration `toml:"cooldown"`
 }
 
-// DefaultConfig is shaping on: extract to shaping.DefaultMaxChars, the
-// latest step kept, a ten-minute breaker cool-down.
+// DefaultConfig is shaping on: extract to shaping.DefaultMaxChars under
+// the cache-aware policy (keep_recent 1 for the keep-recent policy), a
+// ten-minute breaker cool-down.
 func DefaultConfig() Config {
 	return Config{
 		Enabled:    true,
-		RuleConfig: RuleConfig{Op: shaping.OpExtract, MaxChars: shaping.DefaultMaxChars, KeepRecent: 1},
+		RuleConfig: RuleConfig{Op: shaping.OpExtract, MaxChars: shaping.DefaultMaxChars, Policy: PolicyCacheAware, KeepRecent: 1},
 		Breaker:    BreakerConfig{Cooldown: 10 * time.Minute},
 	}
 }
@@ -65,6 +67,9 @@ func (c Config) Validate() error {
 		}
 		if err := r.rule().Shaping.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("%sop: %w", key, err))
+		}
+		if err := r.Policy.validate(); err != nil {
+			errs = append(errs, fmt.Errorf("%spolicy: %w", key, err))
 		}
 		if r.KeepRecent < -1 {
 			errs = append(errs, fmt.Errorf("%skeep_recent: %d (use -1 for none, or a count)", key, r.KeepRecent))
@@ -100,6 +105,9 @@ func (c Config) effective() []RuleConfig {
 		if r.KeepRecent == 0 {
 			r.KeepRecent = c.KeepRecent
 		}
+		if r.Policy == "" {
+			r.Policy = c.Policy
+		}
 		out = append(out, r)
 	}
 	return append(out, c.RuleConfig)
@@ -116,7 +124,7 @@ func (c Config) RuleSet() rules {
 
 func (r RuleConfig) rule() shapeRule {
 	return shapeRule{
-		Route: r.Route, Model: r.Model, KeepRecent: r.KeepRecent, ThinkTags: r.ThinkTags,
+		Route: r.Route, Model: r.Model, KeepRecent: r.KeepRecent, ThinkTags: r.ThinkTags, Policy: r.Policy,
 		Shaping: shaping.Options{Op: r.Op, MaxChars: r.MaxChars, Marker: r.Marker},
 	}
 }

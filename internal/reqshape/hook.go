@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shaperproxy/shaperproxy/internal/profile"
 	"github.com/shaperproxy/shaperproxy/originals"
 	"github.com/shaperproxy/shaperproxy/proxy"
 	"github.com/shaperproxy/shaperproxy/shaping"
@@ -15,16 +16,20 @@ import (
 
 // Shaper is the request transform that shapes reasoning in outgoing
 // history, records the originals, clears them at each new turn, and backs
-// off (the breaker) when an upstream rejects a shaped request.
+// off (the breaker) when an upstream rejects a shaped request. Close stops
+// its background writer.
 type Shaper struct {
-	enabled bool
-	rules   rules
-	store   *originals.Writer // nil: no side table
-	memo    *memo
-	breaker *breaker
-	log     *slog.Logger
-	blocks  *prometheus.CounterVec
-	trips   *prometheus.CounterVec
+	enabled   bool
+	rules     rules
+	store     *originals.Writer // nil: no side table
+	profiles  *profile.Table
+	history   *tracker
+	memo      *memo
+	breaker   *breaker
+	log       *slog.Logger
+	blocks    *prometheus.CounterVec
+	decisions *prometheus.CounterVec
+	trips     *prometheus.CounterVec
 }
 
 // memoEntries bounds the shaped texts remembered across requests: enough
@@ -37,15 +42,40 @@ var (
 	_ proxy.Retrier          = (*Shaper)(nil)
 )
 
-// NewShaper returns the transform for c; store (nil: none) receives the
-// originals of shaped blocks. c must be valid.
-func NewShaper(c Config, store *originals.Writer, log *slog.Logger) *Shaper {
+// Options are what a Shaper uses besides its configuration. Every field
+// may be left zero.
+type Options struct {
+	// Originals receives the originals of shaped blocks (nil: none).
+	Originals *originals.Writer
+	// Profiles resolves each request's rendering profile (nil: a table
+	// of the built-ins that knows no route, so a route resolves by its
+	// name as a host and by the model).
+	Profiles *profile.Table
+	// State keeps the blocks shaped at a cache break across restarts
+	// (*ledger.Store; nil: in memory only).
+	State KV
+	// Log receives the breaker's warnings (nil discards).
+	Log *slog.Logger
+}
+
+// NewShaper returns the transform for c (valid).
+func NewShaper(c Config, o Options) *Shaper {
+	if o.Profiles == nil {
+		o.Profiles = profile.NewTable(nil, nil)
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
 	return &Shaper{
-		enabled: c.Enabled, rules: c.RuleSet(), store: store, log: log,
+		enabled: c.Enabled, rules: c.RuleSet(), store: o.Originals, profiles: o.Profiles, log: o.Log,
+		history: newTracker(o.State, historyConversations),
 		breaker: newBreaker(c.Breaker), memo: newMemo(memoEntries),
 		blocks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shaperproxy_reasoning_blocks_total", Help: "Reasoning blocks in outgoing requests, by route and state (shaped or raw).",
 		}, []string{"route", "state"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shaperproxy_shaping_decisions_total", Help: "Reasoning blocks in outgoing requests by route and why they went out as they did: free (not rendered), pays, break, batched (shaped); kept, frozen, same, old (keep-recent policy).",
+		}, []string{"route", "reason"}),
 		trips: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shaperproxy_shaping_breaker_trips_total", Help: "Shaped requests the upstream rejected; each was retried unshaped and paused shaping on its route.",
 		}, []string{"route"}),
@@ -54,8 +84,12 @@ func NewShaper(c Config, store *originals.Writer, log *slog.Logger) *Shaper {
 
 // Collectors are the transform's metrics.
 func (s *Shaper) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.blocks, s.trips}
+	return []prometheus.Collector{s.blocks, s.decisions, s.trips}
 }
+
+// Close writes the blocks shaped at cache breaks that are still queued
+// and stops the writer.
+func (s *Shaper) Close() error { return s.history.Close() }
 
 // TransformRequest clears the conversation's earlier turns when the
 // request starts a new one (whether shaping is on or not), then shapes.
@@ -67,12 +101,15 @@ func (s *Shaper) TransformRequest(_ context.Context, call *proxy.Call, body []by
 	}
 	rule, ok := s.rules.Match(call.Route, call.Model)
 	if !s.enabled || !ok || call.Retry || s.breaker.paused(call.Route) {
-		rule = shapeRule{Shaping: shaping.Options{Op: shaping.OpKeep}}
+		rule = shapeRule{Shaping: shaping.Options{Op: shaping.OpKeep}, Policy: PolicyKeepRecent}
 	}
-	res := applyMemo(view, rule, s.memo)
+	in := s.inputs(call, rule)
+	res := shape(view, rule, s.memo, in)
+	if in.track {
+		s.history.record(call.Conversation, res.Prints, res.Batched)
+	}
 	call.Reasoning = proxy.ReasoningCount{Shaped: res.Shaped, Raw: res.Raw}
-	s.blocks.WithLabelValues(call.Route, "shaped").Add(float64(res.Shaped))
-	s.blocks.WithLabelValues(call.Route, "raw").Add(float64(res.Raw))
+	s.count(call.Route, res)
 	if res.Shaped > 0 && s.store != nil {
 		open, _ := view.OpenTurn()
 		if es := entries(res.Blocks, open.Start, call.Conversation, turn); len(es) > 0 {
@@ -80,6 +117,30 @@ func (s *Shaper) TransformRequest(_ context.Context, call *proxy.Call, body []by
 		}
 	}
 	return res.Body, nil
+}
+
+// inputs resolves the profile and, under the cache-aware policy, the
+// conversation's history.
+func (s *Shaper) inputs(call *proxy.Call, rule shapeRule) inputs {
+	if rule.Policy == PolicyKeepRecent {
+		return inputs{}
+	}
+	p := s.profiles.ForRoute(call.Route, call.Model)
+	in := inputs{prof: &p}
+	if rule.Policy == PolicyCacheAware && call.Conversation != "" {
+		in.prev, in.batched = s.history.state(call.Conversation)
+		in.track = true
+	}
+	return in
+}
+
+// count records the request's blocks in the call and the metrics.
+func (s *Shaper) count(route string, res result) {
+	s.blocks.WithLabelValues(route, "shaped").Add(float64(res.Shaped))
+	s.blocks.WithLabelValues(route, "raw").Add(float64(res.Raw))
+	for _, b := range res.Blocks {
+		s.decisions.WithLabelValues(route, b.Reason).Inc()
+	}
 }
 
 // entries are the originals to keep: the blocks shaped in the open turn.

@@ -1,7 +1,14 @@
 // Package reqshape applies reasoning shaping to a whole chat completions
-// request: it chooses the rule for the route and model, picks the
-// reasoning blocks the rule may touch, shapes each with package shaping
-// and edits the body in place.
+// request: it chooses the rule for the route and model, decides block by
+// block under the rule's policy and the route's rendering profile (package
+// profile) which reasoning goes out shaped, shapes each with package
+// shaping and edits the body in place.
+//
+// The default policy, cache-aware, shapes what the upstream does not
+// render (bytes only, no effect on the prompt or its cache) and a rendered
+// block only when the cost model of RENDERING.md §4.2 says it pays, or
+// when the prompt breaks before it anyway; see PolicyCacheAware. The
+// earlier behaviour is the keep-recent policy.
 //
 // It keeps the protocol rules of ../shared/PROTOCOLS.md: only the plain
 // string reasoning field of assistant messages is edited ("reasoning_content"
@@ -9,9 +16,9 @@
 // signed or encrypted reasoning and every message before it are left
 // byte-identical; every byte outside the edited strings is kept.
 //
-// Apply is pure and deterministic: the same body and rules give the same
-// bytes, so the upstream's prompt cache keeps hitting from one request to
-// the next.
+// Shaping is deterministic: the same block, profile and request shape give
+// the same bytes, so a block changes at most once and the upstream's
+// prompt cache keeps hitting from one request to the next.
 package reqshape
 
 import (
@@ -22,6 +29,7 @@ import (
 
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/jsonstr"
+	"github.com/shaperproxy/shaperproxy/internal/profile"
 	"github.com/shaperproxy/shaperproxy/shaping"
 	"github.com/tidwall/gjson"
 )
@@ -42,6 +50,8 @@ type shapeRule struct {
 	// ThinkTags opts in to shaping an inline <think>…</think> block at
 	// the start of an assistant message's string content.
 	ThinkTags bool
+	// Policy chooses the blocks; "" is PolicyKeepRecent.
+	Policy Policy
 }
 
 // rules are tried in order; the first whose patterns match applies. With
@@ -89,7 +99,24 @@ type block struct {
 	Original string
 	Shaped   string // == Original when the block went out unchanged
 	Changed  bool
+	// Rendered reports whether the profile says the upstream renders the
+	// block (always true under the keep-recent policy, which does not ask).
+	Rendered bool
+	// Reason says why the block went out as it did (reason* constants).
+	Reason string
 }
+
+// Why a block went out shaped or not.
+const (
+	reasonKept    = "kept"    // the policy leaves it (keep-recent: a recent step; cache-aware: rendered and not worth a break)
+	reasonSame    = "same"    // shaping would not change it, or it is signed, or before signed reasoning
+	reasonFrozen  = "frozen"  // the provider wants reasoning back unmodified
+	reasonOld     = "old"     // keep-recent: an older step
+	reasonFree    = "free"    // not rendered by the upstream: bytes only
+	reasonPays    = "pays"    // rendered, shaped from its first re-send because the cost model says it pays
+	reasonBreak   = "break"   // rendered, shaped in a request whose prompt breaks before it anyway
+	reasonBatched = "batched" // shaped at an earlier break, so shaped again
+)
 
 // result is the outcome of Apply.
 type result struct {
@@ -102,45 +129,181 @@ type result struct {
 	// Shaped and Raw count the blocks that went out changed and as they
 	// were.
 	Shaped, Raw int
+	// Prints fingerprint what the request renders (cache-aware policy
+	// with a conversation only), and Batched lists the blocks shaped
+	// because of a break in it.
+	Prints  prints
+	Batched []blockKey
+	// Break is the first message whose rendering differs from the
+	// previous request's, -1 when none does (or none is known).
+	Break int
 }
 
-// apply shapes the reasoning of req (a view of its body) under rule.
+// cand is one block with what shaping it would send.
+type cand struct {
+	block
+	can  bool      // shaping changes it and the protocol allows it
+	edit conv.Edit // the edit that shapes it
+	out  string    // the shaped reasoning ("" when the field is dropped)
+	// content is, for a <think> block, the content sent when shaped; rest
+	// the content after </think> (what a template that drops it renders).
+	content, rest string
+	// after estimates the tokens that follow the block in its message
+	// (content, tool calls): billed again when the block changes.
+	after int
+}
+
+// inputs are what a request's decisions depend on beyond the rule.
+type inputs struct {
+	prof    *profile.Profile  // nil: keep-recent decisions, no profile
+	batched map[blockKey]bool // blocks shaped at an earlier break
+	prev    prints            // the previous request's prints (nil msgs: unknown)
+	track   bool              // compute prints (a conversation is known)
+}
+
+// apply shapes the reasoning of req (a view of its body) under rule with
+// the keep-recent policy.
 func apply(req *conv.Request, rule shapeRule) result { return applyMemo(req, rule, nil) }
 
-// applyMemo is Apply with shaped texts remembered in memo (nil: none).
+// applyMemo is apply with shaped texts remembered in memo (nil: none).
 func applyMemo(req *conv.Request, rule shapeRule, memo *memo) result {
-	res := result{Body: req.Body}
-	keep := keepFrom(req, rule.KeepRecent)
-	floor := lastSigned(req)
-	noTools := !hasTools(req.Body)
-	var edits []conv.Edit
-	for i := range req.Messages {
-		m := &req.Messages[i]
-		if m.Role != "assistant" {
-			continue
-		}
-		editable := i > floor && i < keep && !m.Signed
-		b, e := shapeReasoning(req.Body, m, rule, memo, editable, noTools)
-		if b != nil {
-			res.Blocks = append(res.Blocks, *b)
-		}
-		edits = append(edits, e...)
-		if tb, te := shapeThink(req.Body, m, rule, memo, editable); tb != nil {
-			res.Blocks = append(res.Blocks, *tb)
-			edits = append(edits, te...)
+	return shape(req, rule, memo, inputs{})
+}
+
+// shape decides every block of req and edits the body.
+func shape(req *conv.Request, rule shapeRule, memo *memo, in inputs) result {
+	cands := candidates(req, rule, memo)
+	res := result{Body: req.Body, Break: -1}
+	var rd profile.Rendering
+	if in.prof == nil || rule.Policy == PolicyKeepRecent {
+		keepRecent(req, rule, cands)
+	} else {
+		rd = in.prof.Of(req)
+		byProfile(rule.Policy, in, rd, cands)
+	}
+	if in.track && in.prof != nil && rule.Policy == PolicyCacheAware {
+		res.Prints = fingerprint(req, cands, rd)
+		if res.Break = breakAt(in.prev, res.Prints); res.Break >= 0 && !in.prof.Frozen {
+			if res.Batched = atBreak(res.Break, cands); len(res.Batched) > 0 {
+				res.Prints = fingerprint(req, cands, rd)
+			}
 		}
 	}
-	for _, b := range res.Blocks {
-		if b.Changed {
+	var edits []conv.Edit
+	for _, c := range cands {
+		if c.Changed {
 			res.Shaped++
+			edits = append(edits, c.edit)
 		} else {
+			c.Shaped = c.Original
 			res.Raw++
 		}
+		res.Blocks = append(res.Blocks, c.block)
 	}
 	if len(edits) > 0 {
 		res.Body = conv.ApplyEdits(req.Body, edits)
 	}
 	return res
+}
+
+// keepRecent shapes every block before the latest KeepRecent steps.
+func keepRecent(req *conv.Request, rule shapeRule, cands []cand) {
+	keep := keepFrom(req, rule.KeepRecent)
+	for i := range cands {
+		c := &cands[i]
+		c.Rendered = true
+		switch {
+		case !c.can:
+			c.Reason = reasonSame
+		case c.Message >= keep:
+			c.Reason = reasonKept
+		default:
+			c.Changed, c.Reason = true, reasonOld
+		}
+	}
+}
+
+// byProfile decides the blocks under the cache-aware or free-only policy.
+func byProfile(policy Policy, in inputs, rd profile.Rendering, cands []cand) {
+	for i := range cands {
+		c := &cands[i]
+		c.Rendered = rd.Rendered(c.Message)
+		switch {
+		case in.prof.Frozen:
+			c.Reason = reasonFrozen
+		case !c.can:
+			c.Reason = reasonSame
+		case !c.Rendered:
+			c.Changed, c.Reason = true, reasonFree
+		case policy == PolicyFreeOnly:
+			c.Reason = reasonKept
+		case len(in.batched) > 0 && in.batched[keyOf(c.Original)]:
+			c.Changed, c.Reason = true, reasonBatched
+		case pays(in.prof, c.Original, c.out, c.after):
+			c.Changed, c.Reason = true, reasonPays
+		default:
+			c.Reason = reasonKept
+		}
+	}
+}
+
+// atBreak shapes every rendered block at or after message p that could
+// change and did not: the prompt breaks before it anyway.
+func atBreak(p int, cands []cand) []blockKey {
+	var added []blockKey
+	for i := range cands {
+		c := &cands[i]
+		if c.Message >= p && c.can && c.Rendered && !c.Changed {
+			c.Changed, c.Reason = true, reasonBreak
+			added = append(added, keyOf(c.Original))
+		}
+	}
+	return added
+}
+
+// fingerprint returns the prints of req as it will be sent.
+func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering) prints {
+	p := prints{head: headPrint(req.Body), msgs: make([]uint64, len(req.Messages))}
+	j := 0
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		content, reasoning, rendered := m.Content, m.Reasoning, rd.Rendered(i)
+		for ; j < len(cands) && cands[j].Message == i; j++ {
+			c := cands[j]
+			switch {
+			case c.Field == "content" && !c.Rendered:
+				content = c.rest
+			case c.Field == "content" && c.Changed:
+				content = c.content
+			case c.Changed:
+				reasoning = c.out
+			}
+		}
+		p.msgs[i] = messagePrint(m, content, reasoning, rendered && m.Role == conv.RoleAssistant)
+	}
+	return p
+}
+
+// candidates returns every block of req with the shaped text and edit
+// it would go out with.
+func candidates(req *conv.Request, rule shapeRule, memo *memo) []cand {
+	floor := lastSigned(req)
+	noTools := !hasTools(req.Body)
+	var out []cand
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		if m.Role != "assistant" {
+			continue
+		}
+		allowed := i > floor && !m.Signed
+		if c, ok := reasoningCand(req.Body, m, rule, memo, allowed, noTools); ok {
+			out = append(out, c)
+		}
+		if c, ok := thinkCand(req.Body, m, rule, memo, allowed); ok {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // keepFrom returns the index of the first assistant message whose
@@ -179,31 +342,33 @@ func hasTools(body []byte) bool {
 	return bytes.Contains(body, []byte(`"tools"`))
 }
 
-// shapeReasoning handles the reasoning field of one assistant message.
-func shapeReasoning(body []byte, m *conv.Message, rule shapeRule, memo *memo, editable, noTools bool) (*block, []conv.Edit) {
+// reasoningCand handles the reasoning field of one assistant message.
+func reasoningCand(body []byte, m *conv.Message, rule shapeRule, memo *memo, allowed, noTools bool) (cand, bool) {
 	if m.ReasoningStart < 0 || m.Reasoning == "" {
-		return nil, nil
+		return cand{}, false
 	}
-	b := &block{Message: m.Index, Field: m.ReasoningField, Original: m.Reasoning, Shaped: m.Reasoning}
-	if !editable {
-		return b, nil
+	c := cand{block: block{Message: m.Index, Field: m.ReasoningField, Original: m.Reasoning, Shaped: m.Reasoning},
+		after: Tokens(m.Content) + callTokens(m)}
+	if !allowed {
+		return c, true
 	}
 	opts := rule.Shaping
 	if opts.Op == shaping.OpDrop {
 		if noTools && len(m.ToolCalls) == 0 {
 			if e, ok := dropField(body, m); ok {
-				b.Shaped, b.Changed = "", true
-				return b, []conv.Edit{e}
+				c.Shaped, c.can, c.edit = "", true, e
+				return c, true
 			}
 		}
 		opts.Op = shaping.OpExtract // the protocol needs the field: keep it, shaped
 	}
 	out, changed := memo.Shape(m.Reasoning, opts)
 	if !changed || out == "" {
-		return b, nil
+		return c, true
 	}
-	b.Shaped, b.Changed = out, true
-	return b, []conv.Edit{{Start: m.ReasoningStart, End: m.ReasoningEnd, Repl: jsonstr.Quote(out)}}
+	c.Shaped, c.out, c.can = out, out, true
+	c.edit = conv.Edit{Start: m.ReasoningStart, End: m.ReasoningEnd, Repl: jsonstr.Quote(out)}
+	return c, true
 }
 
 // dropField removes `"field": value` and one adjacent comma from the
@@ -249,31 +414,41 @@ func skipSpace(b []byte, i int) int {
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
-// shapeThink shapes an inline <think>…</think> block at the start of the
+// callTokens estimates the tokens of m's tool calls.
+func callTokens(m *conv.Message) int {
+	n := 0
+	for _, c := range m.ToolCalls {
+		n += Tokens(c.ID) + Tokens(c.Name) + Tokens(c.Arguments)
+	}
+	return n
+}
+
+// thinkCand handles an inline <think>…</think> block at the start of the
 // string content, when the rule opts in.
-func shapeThink(body []byte, m *conv.Message, rule shapeRule, memo *memo, editable bool) (*block, []conv.Edit) {
+func thinkCand(body []byte, m *conv.Message, rule shapeRule, memo *memo, allowed bool) (cand, bool) {
 	if !rule.ThinkTags || !m.ContentIsString {
-		return nil, nil
+		return cand{}, false
 	}
-	c := gjson.GetBytes(body[m.Start:m.End], "content")
-	if c.Type != gjson.String || c.Index == 0 {
-		return nil, nil
+	cv := gjson.GetBytes(body[m.Start:m.End], "content")
+	if cv.Type != gjson.String || cv.Index == 0 {
+		return cand{}, false
 	}
-	cStart := m.Start + c.Index
-	cEnd := cStart + len(c.Raw)
+	cStart := m.Start + cv.Index
+	cEnd := cStart + len(cv.Raw)
 	const open, close = "<think>", "</think>"
 	trimmed := strings.TrimLeft(m.Content, " \t\r\n")
 	if !strings.HasPrefix(trimmed, open) {
-		return nil, nil
+		return cand{}, false
 	}
 	lead := m.Content[:len(m.Content)-len(trimmed)]
 	inner, rest, ok := strings.Cut(trimmed[len(open):], close)
 	if !ok || strings.TrimSpace(inner) == "" {
-		return nil, nil
+		return cand{}, false
 	}
-	b := &block{Message: m.Index, Field: "content", Original: inner, Shaped: inner}
-	if !editable {
-		return b, nil
+	c := cand{block: block{Message: m.Index, Field: "content", Original: inner, Shaped: inner}, rest: rest,
+		after: Tokens(rest) + callTokens(m)}
+	if !allowed {
+		return c, true
 	}
 	opts := rule.Shaping
 	if opts.Op == shaping.OpDrop {
@@ -281,9 +456,10 @@ func shapeThink(body []byte, m *conv.Message, rule shapeRule, memo *memo, editab
 	}
 	out, changed := memo.Shape(inner, opts)
 	if !changed || out == "" {
-		return b, nil
+		return c, true
 	}
-	b.Shaped, b.Changed = out, true
-	content := lead + open + out + close + rest
-	return b, []conv.Edit{{Start: cStart, End: cEnd, Repl: jsonstr.Quote(content)}}
+	c.Shaped, c.out, c.can = out, out, true
+	c.content = lead + open + out + close + rest
+	c.edit = conv.Edit{Start: cStart, End: cEnd, Repl: jsonstr.Quote(c.content)}
+	return c, true
 }

@@ -55,7 +55,8 @@ const (
 )
 
 // removedKeys are the primary's top-level keys the child never carries:
-// the child is a one-shot, non-streamed call without tools.
+// the child is a one-shot, non-streamed call (tools stay with KeepTools,
+// which the Reviewer sets).
 var removedKeys = []string{"tools", "tool_choice", "parallel_tool_calls", "stream_options", "n", "functions", "function_call"}
 
 // childOptions configure BuildChild. The zero value is the automatic
@@ -80,6 +81,10 @@ type childOptions struct {
 	// (DeepSeek does) then hit their prefix cache for the whole seed; the
 	// child may still try a tool call, which ParsePacket rejects.
 	KeepTools bool
+	// ToolChoice, with KeepTools, is the child's tool_choice when the
+	// primary has tools ("" sends none; "none" where the upstream accepts
+	// it and still renders the tools, see profile.Profile.ChildToolChoice).
+	ToolChoice string
 }
 
 func (o childOptions) withDefaults() (childOptions, error) {
@@ -267,6 +272,11 @@ func childBody(primary []byte, start, end int, arr []byte, opts childOptions) ([
 		}
 		if shell, err = deleteKey(shell, k); err != nil {
 			return nil, err
+		}
+	}
+	if opts.KeepTools && opts.ToolChoice != "" && gjson.GetBytes(shell, "tools").Exists() {
+		if shell, err = sjson.SetRawBytes(shell, "tool_choice", quote(opts.ToolChoice)); err != nil {
+			return nil, fmt.Errorf("review: child tool_choice: %w", err)
 		}
 	}
 	if shell, err = setChildKeys(shell, opts); err != nil {

@@ -53,24 +53,38 @@
 // MaxImages (20) image references skips the review whole: a child never
 // judges a truncated trajectory.
 //
-// # The notice, and why it is a system message
+// # The notice, and where it goes
 //
-// The revision must happen inside the same turn. For DeepSeek a user
-// message starts a new turn and the turn's reasoning is discarded
-// (PROTOCOLS.md rule 4); a user message would also put words in the
-// user's mouth. A system message is the harness speaking, which is what
-// the notice is: Notice says it comes from the proxy's automatic review,
-// not from the user. ContinuationRequest appends the draft (with its
-// reasoning, under the key the upstream used) and the notice to the
-// primary's messages; the model then writes its continuation.
+// The revision must happen inside the same turn, with the turn's
+// reasoning still in the prompt, and the notice must reach the model in
+// place, after the draft, with a role. Where that is depends on what the
+// upstream renders (../shared/RENDERING.md §3–§4.3), so placeNotice
+// follows the route's rendering profile (package profile):
 //
-// Caveat, not verified here: reports from other proxies (routatic/proxy
-// PR #76, claude-code-router-next PR #1) say DeepSeek V3.x/V4 moves every
-// system message to the front of the prompt. The notice would then be
-// read as part of the system prompt, and the continuation request (and
-// every later request of the conversation, once Restore puts the notice
-// back) would miss the prompt cache from the front. Measure
-// prompt_cache_hit_tokens of the continuation before relying on it.
+//   - DeepSeek V4 and V3.x: a user message. V4 keeps every reasoning when
+//     the request has tools; V3.x renders none in history; a system
+//     message would be moved to the front (V3.x) or written as raw text
+//     without a role (V4).
+//   - Qwen3, GLM: a system message, rendered in place; a user message
+//     would drop the turn's reasoning.
+//   - Kimi-K2-Thinking, MiniMax-M2, DeepSeek V3.2 self-hosted: the draft
+//     gets one synthetic tool call (masked_review, never declared in
+//     tools, so the head of the prompt is unchanged) and the notice is its
+//     tool result; the draft stays a tool-call message, so Kimi keeps the
+//     turn's reasoning and MiniMax does not drop the notice. Whether a
+//     hosted API accepts the undeclared tool name is not known: if it
+//     refuses, the continuation fails and the draft stands.
+//
+// Notice says it comes from the proxy's automatic review, not from the
+// user. ContinuationRequest appends the draft (with its reasoning, under
+// the key the upstream used) and the notice to the primary's messages;
+// the model then writes its continuation. The ledger keeps the exact
+// bytes, so every later request carries the same ones. A user notice opens
+// a turn of its own in the history; that turn is marked reviewed too.
+//
+// The child keeps the primary's tools (and, where the profile says the
+// upstream accepts it and still renders them, tool_choice "none"), so the
+// head of its prompt is the primary's and hits the prompt cache.
 //
 // # What the client sees
 //

@@ -16,8 +16,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/ledger"
+	"github.com/shaperproxy/shaperproxy/internal/profile"
 	"github.com/shaperproxy/shaperproxy/proxy"
 	"github.com/shaperproxy/shaperproxy/sse"
+	"github.com/tidwall/gjson"
 )
 
 // optOutHeader, set to "off" by a client, keeps its requests out of the
@@ -33,19 +35,25 @@ const maxChildBody = 4 << 20
 // they are captured as internal calls, and writes its record with
 // proxy.Call.Annotate.
 type Reviewer struct {
-	cfg    Config
-	ledger *ledger.Store
-	log    *slog.Logger
-	seen   *boundedSet
-	m      *reviewMetrics
+	cfg      Config
+	ledger   *ledger.Store
+	profiles *profile.Table
+	log      *slog.Logger
+	seen     *boundedSet
+	m        *reviewMetrics
 }
 
 var _ proxy.Finisher = (*Reviewer)(nil)
 
 // NewReviewer returns the finisher for c (valid); st keeps the reviewed
-// turns and the insertions across restarts.
-func NewReviewer(c Config, st *ledger.Store, log *slog.Logger) *Reviewer {
-	return &Reviewer{cfg: c, ledger: st, log: log, seen: newBoundedSet(4096), m: newReviewMetrics()}
+// turns and the insertions across restarts; profiles say, per route and
+// model, where the notice goes and which tool_choice the child sends (nil:
+// the built-ins, routes resolved by name).
+func NewReviewer(c Config, st *ledger.Store, profiles *profile.Table, log *slog.Logger) *Reviewer {
+	if profiles == nil {
+		profiles = profile.NewTable(nil, nil)
+	}
+	return &Reviewer{cfg: c, ledger: st, profiles: profiles, log: log, seen: newBoundedSet(4096), m: newReviewMetrics()}
 }
 
 // Collectors are the review's metrics.
@@ -91,12 +99,14 @@ func (rv *Reviewer) Start(call *proxy.Call, info *proxy.ResponseInfo) proxy.Fini
 		rv.m.skipped.WithLabelValues("opt_out").Inc()
 		return nil
 	}
-	return &reviewSession{rv: rv, call: call, view: call.View, asm: conv.NewAssembler()}
+	return &reviewSession{rv: rv, call: call, view: call.View, asm: conv.NewAssembler(),
+		prof: rv.profiles.ForRoute(call.Route, call.Model)}
 }
 
 // reviewSession follows one response.
 type reviewSession struct {
 	rv      *Reviewer
+	prof    profile.Profile // where the notice goes, the child's tool_choice
 	call    *proxy.Call
 	view    *conv.Request
 	asm     *conv.Assembler
@@ -248,6 +258,7 @@ func (s *reviewSession) ask(ctx context.Context, draft Draft) (Packet, bool) {
 	child, err := buildChild(s.view, draft, childOptions{
 		Mask: rv.cfg.Mask, ResponseFormat: rv.cfg.ResponseFormat, Model: rv.cfg.Model,
 		MaxSnapshotChars: rv.cfg.MaxSnapshotChars, MaxImages: rv.cfg.MaxImages,
+		KeepTools: true, ToolChoice: s.prof.ChildToolChoice,
 	})
 	if reason, skipped := skipReason(err); skipped {
 		rv.m.skipped.WithLabelValues(reason).Inc()
@@ -323,8 +334,8 @@ func (rv *Reviewer) send(ctx context.Context, call *proxy.Call, body []byte) ([]
 // first event, the held draft end goes out as it came (End wrote
 // nothing); after it, the held finish chunk closes the stream.
 func (s *reviewSession) continueStream(ctx context.Context, draft Draft, p Packet, held [][]byte, out *proxy.EventWriter) error {
-	notice := noticeMessage(p)
-	body, err := continuationRequest(s.view.Body, draft, notice)
+	shown, notice := placeNotice(draft, p, s.prof.ReviewNotice(), TurnKey(s.view, s.call.Conversation))
+	body, err := continuationRequest(s.view.Body, shown, notice)
 	if err != nil {
 		return err
 	}
@@ -375,7 +386,7 @@ func (s *reviewSession) continueStream(ctx context.Context, draft Draft, p Packe
 		}
 	}
 	s.rv.m.outcomes.WithLabelValues("published").Inc()
-	return s.record(draft, notice, cont)
+	return s.record(shown, notice, cont, body)
 }
 
 func writeAll(out *proxy.EventWriter, events [][]byte) {
@@ -388,8 +399,8 @@ func writeAll(out *proxy.EventWriter, events [][]byte) {
 
 // continueBody is continueStream for a non-streamed turn end.
 func (s *reviewSession) continueBody(ctx context.Context, draft Draft, p Packet, draftBody []byte) ([]byte, error) {
-	notice := noticeMessage(p)
-	body, err := continuationRequest(s.view.Body, draft, notice)
+	shown, notice := placeNotice(draft, p, s.prof.ReviewNotice(), TurnKey(s.view, s.call.Conversation))
+	body, err := continuationRequest(s.view.Body, shown, notice)
 	if err != nil {
 		return draftBody, err
 	}
@@ -408,17 +419,34 @@ func (s *reviewSession) continueBody(ctx context.Context, draft Draft, p Packet,
 		return draftBody, err
 	}
 	s.rv.m.outcomes.WithLabelValues("published").Inc()
-	return merged, s.record(draft, notice, cont)
+	return merged, s.record(shown, notice, cont, body)
 }
 
 // record keeps the insertion so later requests get the real history back.
-func (s *reviewSession) record(draft Draft, notice []byte, cont *conv.Assembler) error {
+// A user notice opens a turn of its own in the history (conv's turns), so
+// that turn, as the continuation request contRequest holds it, is marked
+// reviewed too: the continuation is the review's answer, not a turn to
+// review again.
+func (s *reviewSession) record(draft Draft, notice []byte, cont *conv.Assembler, contRequest []byte) error {
 	resp := cont.Response()
 	if len(resp.Choices) == 0 {
 		return errors.New("continuation had no choice")
 	}
 	ins := NewInsertion(draft, notice, DraftOf(resp.Choices[0]))
-	return s.rv.ledger.PutInsertion(s.call.Conversation, ledger.Insertion(ins))
+	if err := s.rv.ledger.PutInsertion(s.call.Conversation, ledger.Insertion(ins)); err != nil {
+		return err
+	}
+	if gjson.GetBytes(notice, "role").Str != conv.RoleUser {
+		return nil
+	}
+	v, err := conv.ParseRequest(contRequest)
+	if err != nil {
+		return err
+	}
+	key := TurnKey(v, s.call.Conversation)
+	s.rv.seen.add(key)
+	_, err = s.rv.ledger.MarkReviewed(s.call.Conversation, key)
+	return err
 }
 
 // note writes the review's record to the capture log.

@@ -97,7 +97,9 @@ func restoreOne(req *conv.Request, m conv.Message, ins Insertion) ([]byte, error
 // final step's and, when m has a reasoning key, that key set to the final
 // step's reasoning, so the client's tool_calls and other keys stay.
 // Assistant messages of before carry their reasoning only when m has a
-// reasoning key. The messages are joined by commas, ready to splice into
+// reasoning key, or when they carry tool calls (a tool-pair notice's
+// draft: DeepSeek, Kimi and GLM answer 400 to a tool-call message without
+// its reasoning, PROTOCOLS.md rule 1). The messages are joined by commas, ready to splice into
 // a messages array.
 func RestoreMessage(raw []byte, m conv.Message, before [][]byte, final []byte) ([]byte, error) {
 	for _, v := range append(before, final) {
@@ -107,7 +109,7 @@ func RestoreMessage(raw []byte, m conv.Message, before [][]byte, final []byte) (
 	}
 	var out []byte
 	for _, b := range before {
-		if !m.HasReasoningKey && gjson.GetBytes(b, "role").Str == conv.RoleAssistant {
+		if !m.HasReasoningKey && gjson.GetBytes(b, "role").Str == conv.RoleAssistant && !gjson.GetBytes(b, "tool_calls").Exists() {
 			var err error
 			if b, err = WithoutReasoning(b); err != nil {
 				return nil, err

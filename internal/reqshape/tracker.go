@@ -1,0 +1,248 @@
+package reqshape
+
+import (
+	"container/list"
+	"crypto/sha256"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+
+	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/tidwall/gjson"
+)
+
+// KV stores small values per conversation across restarts;
+// *ledger.Store implements it.
+type KV interface {
+	Get(bucket, conversation, key string) ([]byte, bool, error)
+	Put(bucket, conversation, key string, value []byte) error
+}
+
+// The ledger bucket and key of a conversation's batch-shaped blocks.
+const (
+	kvBucket  = "shaping"
+	kvBatched = "batched"
+)
+
+// blockKey identifies a reasoning block by its original text.
+type blockKey [16]byte
+
+func keyOf(original string) blockKey {
+	s := sha256.Sum256([]byte(original))
+	return blockKey(s[:16])
+}
+
+// prints are the fingerprints of what one request rendered: its
+// top-level keys that reach the prompt (model, tools, effort, template
+// variables) and each message as the upstream renders it (a block's
+// reasoning counts only where it is rendered).
+type prints struct {
+	head uint64
+	msgs []uint64
+}
+
+// breakAt returns the first message whose rendering differs between the
+// previous request (prev) and this one, 0 when the head differs, or -1
+// when this request extends prev (or there is no prev).
+func breakAt(prev, cur prints) int {
+	if prev.msgs == nil {
+		return -1
+	}
+	if prev.head != cur.head {
+		return 0
+	}
+	for i := range min(len(prev.msgs), len(cur.msgs)) {
+		if prev.msgs[i] != cur.msgs[i] {
+			return i
+		}
+	}
+	return -1
+}
+
+var printSeed = maphash.MakeSeed()
+
+// headKeys are the top-level keys whose change changes the whole prompt.
+var headKeys = []string{"model", "tools", "reasoning_effort", "thinking", "reasoning", "chat_template_kwargs", "response_format"}
+
+func headPrint(body []byte) uint64 {
+	var h maphash.Hash
+	h.SetSeed(printSeed)
+	for i, v := range gjson.GetManyBytes(body, headKeys...) {
+		h.WriteString(headKeys[i])
+		h.WriteString(v.Raw)
+		h.WriteByte(0)
+	}
+	return h.Sum64()
+}
+
+// messagePrint fingerprints message m as sent: reasoning is the text sent
+// for its reasoning, counted only when rendered; content the visible text
+// sent.
+func messagePrint(m *conv.Message, content, reasoning string, rendered bool) uint64 {
+	var h maphash.Hash
+	h.SetSeed(printSeed)
+	for _, s := range []string{m.Role, m.Name, m.ToolCallID, content} {
+		h.WriteString(s)
+		h.WriteByte(0)
+	}
+	if m.Images > 0 {
+		maphash.WriteComparable(&h, m.Images)
+	}
+	for _, c := range m.ToolCalls {
+		for _, s := range []string{c.ID, c.Name, c.Arguments} {
+			h.WriteString(s)
+			h.WriteByte(0)
+		}
+	}
+	if rendered {
+		h.WriteByte(1)
+		h.WriteString(reasoning)
+	}
+	return h.Sum64()
+}
+
+// convState is what the shaper remembers of one conversation.
+type convState struct {
+	key     string
+	prev    prints
+	batched map[blockKey]bool
+}
+
+// tracker remembers, for a bounded number of conversations, the
+// fingerprints of the last request and the blocks shaped at a cache break
+// (those also in kv, written in the background). It is safe for
+// concurrent use; Close stops the writer.
+type tracker struct {
+	kv  KV
+	max int
+
+	mu     sync.Mutex
+	order  *list.List // front = most recent; values are *convState
+	convs  map[string]*list.Element
+	closed bool
+
+	writes  chan string // conversations whose batch set to write
+	done    chan struct{}
+	dropped atomic.Int64
+}
+
+// historyConversations bounds the conversations remembered in memory.
+const historyConversations = 1024
+
+func newTracker(kv KV, max int) *tracker {
+	h := &tracker{kv: kv, max: max, order: list.New(), convs: map[string]*list.Element{},
+		writes: make(chan string, 256), done: make(chan struct{})}
+	go h.writer()
+	return h
+}
+
+// state returns a copy of the conversation's previous prints and batch
+// set, loading the set from kv the first time the conversation is seen.
+func (h *tracker) state(conversation string) (prints, map[blockKey]bool) {
+	h.mu.Lock()
+	if el, ok := h.convs[conversation]; ok {
+		h.order.MoveToFront(el)
+		st := el.Value.(*convState)
+		defer h.mu.Unlock()
+		return st.prev, clone(st.batched)
+	}
+	h.mu.Unlock()
+	batched := h.load(conversation)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.convs[conversation]; !ok {
+		h.put(&convState{key: conversation, batched: batched})
+	}
+	return prints{}, clone(batched)
+}
+
+func clone(m map[blockKey]bool) map[blockKey]bool {
+	out := make(map[blockKey]bool, len(m))
+	for k := range m {
+		out[k] = true
+	}
+	return out
+}
+
+// load reads the conversation's batch set from kv.
+func (h *tracker) load(conversation string) map[blockKey]bool {
+	out := map[blockKey]bool{}
+	if h.kv == nil {
+		return out
+	}
+	v, ok, err := h.kv.Get(kvBucket, conversation, kvBatched)
+	if err != nil || !ok {
+		return out
+	}
+	for len(v) >= len(blockKey{}) {
+		out[blockKey(v[:16])] = true
+		v = v[16:]
+	}
+	return out
+}
+
+// put adds st as the most recent conversation, forgetting the oldest
+// beyond max. h.mu is held.
+func (h *tracker) put(st *convState) {
+	h.convs[st.key] = h.order.PushFront(st)
+	for h.order.Len() > h.max {
+		old := h.order.Back()
+		h.order.Remove(old)
+		delete(h.convs, old.Value.(*convState).key)
+	}
+}
+
+// record keeps the prints of the request just sent and the blocks shaped
+// at a break in it (added to the conversation's set and queued for kv).
+func (h *tracker) record(conversation string, p prints, added []blockKey) {
+	h.mu.Lock()
+	el, ok := h.convs[conversation]
+	if !ok {
+		h.put(&convState{key: conversation, batched: map[blockKey]bool{}})
+		el = h.convs[conversation]
+	}
+	st := el.Value.(*convState)
+	st.prev = p
+	for _, k := range added {
+		st.batched[k] = true
+	}
+	defer h.mu.Unlock()
+	if len(added) == 0 || h.kv == nil || h.closed {
+		return
+	}
+	select { // never blocks, so holding the lock is fine
+	case h.writes <- conversation:
+	default:
+		h.dropped.Add(1) // the set is still in memory; only a restart forgets it
+	}
+}
+
+// writer writes queued batch sets to kv.
+func (h *tracker) writer() {
+	defer close(h.done)
+	for c := range h.writes {
+		h.mu.Lock()
+		var v []byte
+		if el, ok := h.convs[c]; ok {
+			for k := range el.Value.(*convState).batched {
+				v = append(v, k[:]...)
+			}
+		}
+		h.mu.Unlock()
+		if v != nil {
+			_ = h.kv.Put(kvBucket, c, kvBatched, v)
+		}
+	}
+}
+
+// Close writes what is queued and stops the writer.
+func (h *tracker) Close() error {
+	h.mu.Lock()
+	if !h.closed {
+		h.closed = true
+		close(h.writes)
+	}
+	h.mu.Unlock()
+	<-h.done
+	return nil
+}
