@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -181,7 +182,9 @@ func (f *slowFile) Write(p []byte) (int, error) {
 }
 
 // TestFullFilesystem fills a real 1 MiB tmpfs: the writer keeps accepting,
-// counts the errors, and writes again once space is freed.
+// counts the errors, warns once (not once per lost frame), writes again
+// once space is freed, says so, and the log itself then holds a drops
+// record with every loss.
 func TestFullFilesystem(t *testing.T) {
 	mnt := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt).CombinedOutput(); err != nil {
@@ -190,7 +193,8 @@ func TestFullFilesystem(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command("umount", mnt).Run() })
 	filler := filepath.Join(mnt, "filler")
 	dir := filepath.Join(mnt, "capture")
-	w, err := Open(Options{Dir: dir, FrameBytes: 16 << 10, RetainBytes: -1})
+	rec := &logRecorder{}
+	w, err := Open(Options{Dir: dir, FrameBytes: 16 << 10, RetainBytes: -1, Logger: slog.New(rec)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,6 +234,22 @@ func TestFullFilesystem(t *testing.T) {
 	got, err := openReaderTest(t, dir).Tail(1, Filter{Kinds: []Kind{KindNote}})
 	if err != nil || len(got) != 1 || got[0].Record.Call != "after" {
 		t.Fatalf("note after recovery: %v %v", got, err)
+	}
+	warned := rec.lines(lossLine)
+	if len(warned) != 1 || warned[0]["lost"].Int64() == 0 || !strings.Contains(warned[0]["last_err"].String(), "no space left on device") {
+		t.Errorf("warnings on a full disk: %v", warned)
+	}
+	if n := len(rec.lines(recoveryLine)); n != 1 {
+		t.Errorf("%d notes that writing works again, want 1", n)
+	}
+	var onRecord int64
+	for _, l := range scanAll(t, openReaderTest(t, dir)) {
+		if l.Record.Kind == KindDrops {
+			onRecord += l.Record.DroppedCount
+		}
+	}
+	if st := w.Stats(); onRecord != st.Lost+st.Dropped || onRecord == 0 {
+		t.Errorf("drops records hold %d, the writer lost %d and dropped %d", onRecord, st.Lost, st.Dropped)
 	}
 }
 

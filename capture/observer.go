@@ -2,6 +2,7 @@ package capture
 
 import (
 	"bytes"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -104,16 +105,28 @@ func (s *captureSink) Response(info *proxy.ResponseInfo) {
 	s.w.Enqueue(r)
 }
 
+// Event records one event. An event longer than the proxy keeps comes
+// truncated (its beginning, at most the proxy's max event bytes): the
+// record holds that beginning, its Bytes the event's whole size and its
+// Err says it was cut, so nothing reads it as the whole event.
 func (s *captureSink) Event(ev *sse.Event, seq int, at time.Duration) {
-	if ev.HasData && bytes.Contains(ev.Data, []byte(`"usage"`)) {
+	if ev.HasData && !ev.Truncated && bytes.Contains(ev.Data, []byte(`"usage"`)) {
 		if u := gjson.GetBytes(ev.Data, "usage"); u.IsObject() {
 			s.usage = []byte(u.Raw)
 		}
 	}
 	r := s.record(KindEvent, at)
 	r.Seq, r.Data = seq, bytes.Clone(ev.Raw)
+	if ev.Truncated {
+		r.Bytes = ev.Size
+		r.Err = fmt.Sprintf("%s: %d of %d bytes kept", TruncatedErr, len(ev.Raw), ev.Size)
+	}
 	s.w.Enqueue(r)
 }
+
+// TruncatedErr starts the Err of an event record that holds only the
+// beginning of its event (Bytes is then the event's whole size).
+const TruncatedErr = "truncated"
 
 func (s *captureSink) Body(p []byte) {
 	r := s.record(KindBody, s.call.Since())

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -46,7 +47,19 @@ type Options struct {
 	FlushInterval time.Duration
 	// FS is the file system (default OSFS).
 	FS FS
+	// Logger receives a warning, at most once per ReportEvery, when
+	// records were lost to write errors (a full or failing disk) or
+	// dropped (a full queue), with the counts since the previous warning
+	// and the last error; and a note when writing works again after one.
+	// The losses are also written to the log itself, as a KindDrops
+	// record, once the disk takes writes again. Nil logs nothing.
+	Logger *slog.Logger
 }
+
+// ReportEvery is the shortest time between two warnings about lost
+// records: a full disk gives one line per period with the counts, not
+// one per failed write.
+const ReportEvery = 10 * time.Second
 
 func (o *Options) setDefaults() {
 	def := func(v *int64, d int64) {
@@ -74,6 +87,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.FS == nil {
 		o.FS = OSFS{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 }
 
@@ -138,6 +154,7 @@ type Writer struct {
 	backoff     time.Duration
 	maxBackoff  time.Duration
 	closeErr    error
+	report      lossReport
 }
 
 // segState is the segment being written. Its file is created with the
@@ -199,6 +216,7 @@ func Open(opts Options) (*Writer, error) {
 		enc:        enc,
 		nextNum:    1,
 		maxBackoff: 5 * time.Second,
+		report:     lossReport{every: ReportEvery},
 	}
 	for _, e := range entries {
 		if n, ok := parseSegName(e.Name()); ok && n >= w.nextNum {
@@ -339,9 +357,11 @@ func (w *Writer) run() {
 			w.writeFrame()
 			w.closeErr = w.syncAndReport()
 			w.closeSegment()
+			w.reportLosses(true)
 			return
 		}
 		w.addDrops()
+		w.reportLosses(false)
 		switch {
 		case w.fr.records > 0 && !armed:
 			timer.Reset(max(0, w.opts.FlushInterval-time.Since(w.fr.since)))
@@ -536,6 +556,7 @@ func (w *Writer) frameWritten(n int64) {
 	w.bytesRaw.Add(w.fr.rawBytes)
 	w.bytesOnDisk.Add(n)
 	w.backoff = 0
+	w.noteRecovery()
 	if w.seg.size >= w.opts.SegmentBytes || len(w.seg.blobs) >= maxSegmentBlobs {
 		if err := w.seg.f.Sync(); err != nil {
 			w.noteError(fmt.Errorf("capture sync: %w", err))
@@ -567,6 +588,7 @@ func (w *Writer) noteError(err error) {
 	if w.flushErr == nil {
 		w.flushErr = err
 	}
+	w.report.err = err
 }
 
 func (w *Writer) resetFrame() {

@@ -24,6 +24,12 @@ func FuzzParseRequest(f *testing.F) {
 	for _, s := range requestSeeds {
 		f.Add([]byte(s))
 	}
+	// Issue 10: nesting that once overflowed the stack, at and past the
+	// depth limit, in the body and inside a message.
+	f.Add([]byte(deepBody(12_000)))
+	f.Add([]byte(`{"messages":[` + closed(MaxDepth-2) + `]}`))
+	f.Add([]byte(`{"messages":[` + closed(MaxDepth) + `]}`))
+	f.Add([]byte(`{"messages":[{"role":"assistant","tool_calls":[{"id":"a","function":{"name":"f","arguments":` + closed(MaxDepth-6) + `}}]}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := ParseRequest(body)
 		checkNotChatAgreement(t, body, err)
@@ -129,6 +135,7 @@ func FuzzAssembler(f *testing.F) {
 	f.Add([]byte(`{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"","reasoning_content":"r","tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}],"usage":{"total_tokens":1}}`))
 	f.Add([]byte(`{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"a"},{"index":-1,"function":{"arguments":{}}}]}}]}` + "\n[DONE]\n{}"))
 	f.Add([]byte(`{"choices":[{"index":1e30,"delta":{"reasoning":"a","reasoning_content":"b"}}],"usage":{"x":1}}`))
+	f.Add([]byte(`{"choices":[{"index":0,"finish_reason":"stop","delta":` + strings.Repeat(`{"a":[`, 6_000) + "\n[DONE]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		a := NewAssembler()
 		_ = a.AddBody(data)

@@ -45,13 +45,15 @@ type Request struct {
 
 // ParseRequest builds a read-only view of a chat completions request body.
 // It returns an error wrapping ErrNotChat when body is not valid UTF-8, not
-// valid JSON (as encoding/json's json.Valid judges it), not a JSON object,
-// or has no "messages" array (the last "messages" key when repeated).
+// valid JSON (as encoding/json's json.Valid judges it: ValidJSON, nesting
+// deeper than MaxDepth included), not a JSON object, or has no "messages"
+// array (the last "messages" key when repeated). No body, however deep,
+// makes it recurse.
 func ParseRequest(body []byte) (*Request, error) {
 	if !utf8.Valid(body) {
 		return nil, fmt.Errorf("%w: invalid utf-8", ErrNotChat)
 	}
-	if !gjson.ValidBytes(body) {
+	if !ValidJSON(body) {
 		return nil, fmt.Errorf("%w: invalid json", ErrNotChat)
 	}
 	root := gjson.ParseBytes(body)

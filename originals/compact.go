@@ -88,7 +88,7 @@ func (s *Store) compactIfLarge() (bool, error) {
 
 // Maintain purges idle conversations and compacts the file when it is
 // larger than MaxBytes, once now and then every interval, until ctx is done.
-// Errors go to Options.OnError. Run it in its own goroutine next to the
+// Errors go to Options.OnError and Options.Logger. Run it in its own goroutine next to the
 // Store (a serving process does; the forensic commands do not). An interval
 // of zero or less means DefaultMaintainEvery.
 func (s *Store) Maintain(ctx context.Context, every time.Duration) {
@@ -100,6 +100,7 @@ func (s *Store) Maintain(ctx context.Context, every time.Duration) {
 	for {
 		if err := s.maintainOnce(); err != nil {
 			s.opts.OnError(err)
+			s.losses.add(losses{errors: 1}, err)
 		}
 		select {
 		case <-ctx.Done():

@@ -70,9 +70,27 @@ func TestCompactShrinksAndKeepsEntries(t *testing.T) {
 	}
 }
 
+// grown returns a Store with opts whose file was filled by fn without a
+// bound: a table made by a version, or a configuration, with a larger
+// MaxBytes (a write never grows the file past MaxBytes).
+func grown(t *testing.T, opts Options, fn func(*Store)) *Store {
+	t.Helper()
+	first := openTest(t, Options{MaxBytes: -1, Now: opts.Now})
+	fn(first)
+	path := first.Path()
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 func TestCompactIfLarge(t *testing.T) {
-	s := openTest(t, Options{MaxBytes: 1 << 20})
-	fill(t, s, "a", 1, 600, 4096)
+	s := grown(t, Options{MaxBytes: 1 << 20}, func(s *Store) { fill(t, s, "a", 1, 600, 4096) })
 	if _, err := s.compactIfLarge(); err != nil { // may compact the pages freed while filling
 		t.Fatal(err)
 	}
@@ -99,9 +117,10 @@ func TestCompactIfLarge(t *testing.T) {
 
 func TestMaintainPurgesAndCompacts(t *testing.T) {
 	c := newClock()
-	s := openTest(t, Options{TTL: time.Hour, MaxBytes: 256 << 10, Now: c.Now})
-	fill(t, s, "idle", 1, 300, 4096)
-	mustPut(t, s, entry("live", 1, "s", "o"))
+	s := grown(t, Options{TTL: time.Hour, MaxBytes: 256 << 10, Now: c.Now}, func(s *Store) {
+		fill(t, s, "idle", 1, 300, 4096)
+		mustPut(t, s, entry("live", 1, "s", "o"))
+	})
 	c.Add(2 * time.Hour)
 	if err := s.BeginTurn("live", 1); err != nil {
 		t.Fatal(err)

@@ -22,6 +22,12 @@
 //	w.BeginTurn(conv, turn)              // when a request starts a new turn
 //	w.Put([]originals.Entry{{Shaped: s, Original: o, Conversation: conv, Turn: turn}})
 //
+// The table is bounded (Options.MaxBytes, and a quarter of the free disk):
+// when entries do not fit, the conversations idle longest make room, and
+// what still does not fit is refused and counted; Options.Logger gets one
+// warning per ReportEvery at most. It never takes the disk the capture log
+// needs, and grows again by itself when space comes back.
+//
 // The forensic commands open the table with Options{ReadOnly: true}. bbolt
 // lets one process write and, while it has the file open, no other process
 // read: Open then fails with ErrLocked after LockTimeout.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
@@ -47,9 +48,19 @@ type Options struct {
 	// TTL is how long a conversation may go without a Put or BeginTurn
 	// before Purge removes it. Zero means DefaultTTL.
 	TTL time.Duration
-	// MaxBytes is the file size above which Maintain and the Writer compact
-	// the file, if at least half of it is reclaimable. Zero means
-	// DefaultMaxBytes; a negative value turns automatic compaction off.
+	// MaxBytes bounds the file written through a Writer: it never grows
+	// past MaxBytes. No write at all grows it past its size plus a quarter
+	// of the space free on its file system (the disk share), so the table
+	// never takes the whole disk. New entries get half of the limit (bbolt
+	// grows a file in steps, powers of two up to 16 MiB, and copies every
+	// page a transaction changes, so clearing turns and making room need
+	// pages of their own). When a Writer's entries do not fit, the
+	// conversations idle longest are removed to make room
+	// (Writer.Evicted), then the entries are refused (Writer.Refused). A
+	// file above MaxBytes (made with a larger bound) is not grown and is
+	// compacted by Maintain and the Writer when at least half of it is
+	// reclaimable. Zero means DefaultMaxBytes; a negative value means no
+	// size bound (the disk share still holds) and no automatic compaction.
 	MaxBytes int64
 	// Now returns the current time. Nil means time.Now.
 	Now func() time.Time
@@ -59,9 +70,15 @@ type Options struct {
 	// LockTimeout is how long Open waits for the file lock. Zero means
 	// DefaultLockTimeout.
 	LockTimeout time.Duration
-	// OnError receives errors from background work (Writer, Maintain).
-	// Nil drops them; the Writer still counts the entries it lost.
+	// OnError receives every error from background work (Writer,
+	// Maintain). Nil drops them; the Writer still counts the entries it
+	// lost.
 	OnError func(error)
+	// Logger receives a warning, at most once per ReportEvery, when
+	// entries were not recorded (a full queue, a full table, write errors)
+	// or conversations were removed to make room, with the counts since
+	// the previous warning and the last error. Nil logs nothing.
+	Logger *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -107,8 +124,9 @@ type Stats struct {
 // for concurrent use. Writing methods commit (and fsync) before they return;
 // use Async to keep them off a request path. Close releases the file.
 type Store struct {
-	opts Options
-	db   *boltdb.DB
+	opts   Options
+	db     *boltdb.DB
+	losses *lossLog
 }
 
 // Open opens the table at path, creating it (mode 0600, directory 0700)
@@ -122,7 +140,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("originals: %w", err)
 	}
-	s := &Store{opts: opts, db: db}
+	s := &Store{opts: opts, db: db, losses: newLossLog(opts.Logger)}
 	if opts.ReadOnly {
 		return s, nil
 	}
@@ -154,11 +172,12 @@ func (s *Store) Close() error { return ownErr(s.db.Close()) }
 
 func (s *Store) view(fn func(*bolt.Tx) error) error { return ownErr(s.db.View(fn)) }
 
+// update runs fn in a write transaction that only deletes or creates
+// buckets: it may use the whole fileLimit, or the file as it is when that
+// is larger (see limits).
 func (s *Store) update(fn func(*bolt.Tx) error) error {
-	if s.opts.ReadOnly {
-		return ErrReadOnly
-	}
-	return ownErr(s.db.Update(fn))
+	_, deletion := s.limits(true)
+	return s.updateLimit(deletion, fn)
 }
 
 // ownErr gives boltdb's ErrClosed this package's name.
@@ -175,13 +194,22 @@ func ownErr(err error) error {
 // comes back in a later turn it moves to that turn. Entries of a turn before
 // the conversation's current turn (the last BeginTurn) are ignored: they
 // would be cleared anyway.
+//
+// Put is the synchronous primitive (tools, benchmarks): it is held to the
+// disk share (see Options.MaxBytes) and returns ErrFull past it, but it
+// neither applies MaxBytes nor removes other conversations to make room.
+// The Writer, which the proxy writes through, keeps the table within
+// MaxBytes.
 func (s *Store) Put(entries []Entry) error {
 	if err := validateEntries(entries); err != nil {
 		return err
 	}
-	return s.update(func(tx *bolt.Tx) error {
-		return putTx(tx, entries, s.opts.Now())
-	})
+	file, _ := s.limits(false)
+	err := s.updateLimit(putLimit(file), func(tx *bolt.Tx) error { return putTx(tx, entries, s.opts.Now()) })
+	if full(err) {
+		return ErrFull
+	}
+	return err
 }
 
 func validateEntries(entries []Entry) error {

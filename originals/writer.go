@@ -44,9 +44,11 @@ type Writer struct {
 	begun   map[string]int // conversation -> turn last begun (at most maxBegun)
 	queuedB int            // BeginTurns queued, for tests
 
-	dropped, failed atomic.Int64
-	errMu           sync.Mutex
-	err             error
+	dropped, failed  atomic.Int64
+	refused, evicted atomic.Int64
+	reportedDrops    int64 // dropped as last handed to the loss log (loop only)
+	errMu            sync.Mutex
+	err              error
 }
 
 type op struct {
@@ -172,6 +174,14 @@ func (w *Writer) Dropped() int64 { return w.dropped.Load() }
 // Failed returns how many queued entries were lost to write errors.
 func (w *Writer) Failed() int64 { return w.failed.Load() }
 
+// Refused returns how many queued entries were not recorded because the
+// table was full even after making room (see Options.MaxBytes).
+func (w *Writer) Refused() int64 { return w.refused.Load() }
+
+// Evicted returns how many conversations were removed before their TTL to
+// make room for newer entries.
+func (w *Writer) Evicted() int64 { return w.evicted.Load() }
+
 // Err returns the last write error, or nil.
 func (w *Writer) Err() error {
 	w.errMu.Lock()
@@ -185,21 +195,39 @@ func (w *Writer) fail(err error, entries int) {
 	w.err = err
 	w.errMu.Unlock()
 	w.s.opts.OnError(err)
+	w.s.losses.add(losses{failed: int64(entries), errors: 1}, err)
+}
+
+// report hands the entries Put dropped since the last call to the loss
+// log, which warns when a line is due (at once when force).
+func (w *Writer) report(force bool) {
+	if d := w.dropped.Load(); d != w.reportedDrops {
+		w.s.losses.add(losses{dropped: d - w.reportedDrops}, nil)
+		w.reportedDrops = d
+	}
+	w.s.losses.flush(force)
 }
 
 func (w *Writer) loop() {
 	defer close(w.done)
+	tick := time.NewTicker(w.s.losses.every)
+	defer tick.Stop()
 	for stop := false; !stop; {
 		var batch []op
 		select {
 		case o := <-w.ops:
 			batch = append(batch, o)
 		case <-w.wake:
+		case <-tick.C:
+			w.report(false)
+			continue
 		}
 		batch = w.drain(batch)
 		stop = w.apply(batch)
+		w.report(false)
 	}
 	w.apply(nil) // turns that overflowed just before Close
+	w.report(true)
 }
 
 // drain adds to batch what is waiting in the queue, up to maxBatch.
@@ -268,16 +296,15 @@ func (w *Writer) valid(batch []op) (ok []op, entries int, began bool) {
 	return ok, entries, began
 }
 
+// commit applies batch and the overflowing turns (see Store.commit) and
+// counts what did not fit or failed.
 func (w *Writer) commit(batch []op, turns map[string]int, entries int) {
-	err := w.s.update(func(tx *bolt.Tx) error {
-		now := w.s.opts.Now()
-		for _, o := range batch {
-			if err := applyOp(tx, o, now); err != nil {
-				return err
-			}
-		}
-		return beginTurns(tx, turns, now)
-	})
+	r, err := w.s.commit(batch, turns)
+	if r != (room{}) {
+		w.refused.Add(int64(r.refused))
+		w.evicted.Add(int64(r.evicted))
+		w.s.losses.add(losses{refused: int64(r.refused), evicted: int64(r.evicted)}, nil)
+	}
 	if err != nil {
 		w.fail(fmt.Errorf("originals: writer: %w", err), entries)
 	}

@@ -35,8 +35,8 @@ func InitCA(dir string) (certPath string, created bool, err error) {
 		}
 		return certPath, false, nil
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", false, fmt.Errorf("ca: %w", err)
+	if err := privateDir(dir); err != nil {
+		return "", false, err
 	}
 	certPEM, keyPEM, err := newCA(time.Now())
 	if err != nil {
@@ -49,6 +49,22 @@ func InitCA(dir string) (certPath string, created bool, err error) {
 		return "", false, err
 	}
 	return certPath, true, nil
+}
+
+// privateDir creates dir mode 0700, or takes group and other access away
+// from it when it exists: it will hold the CA's key.
+func privateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("ca: %w", err)
+	}
+	fi, err := os.Stat(dir)
+	if err == nil && fi.Mode().Perm()&0o077 != 0 {
+		err = os.Chmod(dir, fi.Mode().Perm()&0o700|0o700)
+	}
+	if err != nil {
+		return fmt.Errorf("ca: %s cannot be made private: %w", dir, err)
+	}
+	return nil
 }
 
 // LoadCA reads the CA written by InitCA.

@@ -1,7 +1,10 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -16,14 +19,32 @@ import (
 // writeError answers with the OpenAI error shape
 // {"error":{"message":…,"type":…,"code":…}}. message must name no secret.
 func writeError(w http.ResponseWriter, status int, code, message string) {
+	body := errorBody(code, message)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// errorBody is the OpenAI error shape, with a final newline.
+func errorBody(code, message string) []byte {
 	body := []byte(`{"error":{"message":"","type":"shaperproxy_error","code":""}}`)
 	body, _ = sjson.SetBytes(body, "error.message", message)
 	body, _ = sjson.SetBytes(body, "error.code", code)
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)+1))
-	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n'))
+	return append(body, '\n')
+}
+
+// errorResponse is writeError's answer as an *http.Response.
+func errorResponse(status int, code, message string) *http.Response {
+	body := errorBody(code, message)
+	return &http.Response{
+		StatusCode: status, Status: strconv.Itoa(status) + " " + http.StatusText(status),
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        http.Header{"Content-Type": {"application/json"}},
+		Body:          io.NopCloser(bytes.NewReader(body)),
+		ContentLength: int64(len(body)),
+	}
 }
 
 // describeErr says what went wrong with an upstream call in words that
@@ -33,7 +54,14 @@ func describeErr(err error) string {
 	var errno syscall.Errno
 	var dnsErr *net.DNSError
 	var opErr *net.OpError
+	if d := describeCertErr(err); d != "" {
+		return d
+	}
 	switch {
+	case errors.Is(err, errOwnListener):
+		return "refused: that is the proxy's own listener"
+	case errors.Is(err, errNotPublic):
+		return "refused: a wildcard tunnel entry reaches public addresses only"
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 		return "timeout"
 	case errors.Is(err, context.Canceled):
@@ -49,6 +77,31 @@ func describeErr(err error) string {
 	}
 	return "connection failed"
 }
+
+// describeCertErr says what is wrong with an upstream's certificate, ""
+// when err is not about one.
+func describeCertErr(err error) string {
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var verify *tls.CertificateVerificationError
+	switch {
+	case errors.As(err, &unknown):
+		return "certificate not trusted: signed by an unknown authority"
+	case errors.As(err, &host):
+		return "certificate not valid for the upstream's host name"
+	case errors.As(err, &invalid):
+		if invalid.Reason == x509.Expired {
+			return "certificate expired or not yet valid"
+		}
+		return "certificate invalid"
+	case errors.As(err, &verify):
+		return "certificate verification failed"
+	}
+	return ""
+}
+
+func isCertErr(err error) bool { return describeCertErr(err) != "" }
 
 // describeReadErr describes a failed read of an upstream body.
 func describeReadErr(err error) string {

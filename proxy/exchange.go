@@ -23,7 +23,7 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 	defer cancel(nil)
 	out = out.WithContext(ctx)
 	sinks := p.observe(call, out, body)
-	resp, err := p.transport.RoundTrip(out)
+	resp, err := p.transportFor(call.route).RoundTrip(out)
 	if err != nil {
 		end := p.upstreamFailure(w, call, clientCtx, err)
 		end.Duration = call.Since()
@@ -152,23 +152,29 @@ func (p *Proxy) writeHeader(w http.ResponseWriter, resp *http.Response) {
 // event's exact bytes are written and flushed before the next is read. A
 // finish session may hold back the last events and write their
 // replacement when the stream has ended.
+//
+// What the proxy holds is bounded by MaxEventBytes: an event longer than
+// that goes to the client piece by piece as it arrives (flushed as it
+// goes), the observers get its beginning marked Truncated, and the finish
+// session is left out of the rest of the stream (the events it held go
+// out first, unchanged).
 func (p *Proxy) copyEvents(w http.ResponseWriter, src io.Reader, call *Call, sinks sinkList, fin FinishSession, clientCtx context.Context) End {
 	out := newEventWriter(w)
-	rd := sse.NewReader(src)
-	var held [][]byte
+	c := &eventCopy{p: p, out: out, fin: fin}
+	rd := sse.NewReaderOptions(src, sse.Options{MaxEvent: p.opts.MaxEventBytes, Spill: c.spill})
 	var end End
 	for seq := 0; ; seq++ {
 		ev, err := rd.Next()
 		if len(ev.Raw) > 0 {
 			sinks.Event(&ev, seq, call.Since())
-			if fin != nil && (held != nil || fin.Hold(&ev)) {
-				held = append(held, bytes.Clone(ev.Raw))
-			} else if out.Write(ev.Raw) != nil {
+			if c.pass(&ev) != nil {
 				return clientGone(end)
 			}
-			p.metrics.events.Inc()
 		}
 		if err != nil {
+			if c.spillErr != nil {
+				return clientGone(end)
+			}
 			if !errors.Is(err, io.EOF) {
 				end.Err = describeReadErr(err)
 			}
@@ -176,15 +182,11 @@ func (p *Proxy) copyEvents(w http.ResponseWriter, src io.Reader, call *Call, sin
 		}
 	}
 	switch {
-	case held == nil:
+	case c.held == nil:
 	case end.Err == "" && !rd.Truncated():
-		p.finishHeld(clientCtx, call, fin, held, out)
+		p.finishHeld(clientCtx, call, c.fin, c.held, out)
 	default:
-		for _, raw := range held { // a cut stream is passed on as the same cut
-			if out.Write(raw) != nil {
-				break
-			}
-		}
+		_ = c.release() // a cut stream is passed on as the same cut
 	}
 	var werr error
 	end.Bytes, end.Events, werr = out.stats()
@@ -193,6 +195,64 @@ func (p *Proxy) copyEvents(w http.ResponseWriter, src io.Reader, call *Call, sin
 		return clientGone(end)
 	}
 	return end
+}
+
+// eventCopy is the state of copyEvents: the events a finish session
+// holds back, within a bound.
+type eventCopy struct {
+	p         *Proxy
+	out       *EventWriter
+	fin       FinishSession
+	held      [][]byte
+	heldBytes int
+	spillErr  error
+}
+
+// pass writes one event read whole (or counts one that already went out
+// piece by piece), unless the finish session holds it back.
+func (c *eventCopy) pass(ev *sse.Event) error {
+	c.p.metrics.events.Inc()
+	if ev.Truncated {
+		c.p.metrics.truncated.Inc()
+		c.p.metrics.truncatedBytes.Add(float64(ev.Size - int64(len(ev.Raw))))
+		c.out.countEvent()
+		return nil
+	}
+	if c.fin != nil && (c.held != nil || c.fin.Hold(ev)) {
+		c.held = append(c.held, bytes.Clone(ev.Raw))
+		if c.heldBytes += len(ev.Raw); c.heldBytes > c.p.opts.MaxEventBytes {
+			return c.release() // too much to hold: the session is left out
+		}
+		return nil
+	}
+	return c.out.Write(ev.Raw)
+}
+
+// spill writes a piece of an event too large to hold. The session is
+// left out of the rest of the stream; what it held goes out first.
+func (c *eventCopy) spill(b []byte) error {
+	if err := c.release(); err != nil {
+		c.spillErr = err
+		return err
+	}
+	if err := c.out.writePart(b); err != nil {
+		c.spillErr = err
+		return err
+	}
+	return nil
+}
+
+// release writes the held events unchanged and leaves the finish session
+// out of the rest of the stream.
+func (c *eventCopy) release() error {
+	held := c.held
+	c.fin, c.held, c.heldBytes = nil, nil, 0
+	for _, raw := range held {
+		if err := c.out.Write(raw); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // copyHeldBody reads a whole non-stream body, lets the finish session
@@ -205,12 +265,12 @@ func (p *Proxy) copyHeldBody(w http.ResponseWriter, resp *http.Response, src io.
 		if _, werr := w.Write(body); werr != nil {
 			return clientGone(End{})
 		}
-		sinks.Body(body)
+		bodyInPieces(sinks, body)
 		end := p.copyRaw(w, src, resp.ContentLength, call, &ResponseInfo{}, sinks)
 		end.Bytes += int64(len(body))
 		return end
 	}
-	sinks.Body(body)
+	bodyInPieces(sinks, body)
 	var end End
 	if err != nil {
 		p.writeHeader(w, resp)
@@ -275,6 +335,17 @@ func (p *Proxy) copyHeldBody(w http.ResponseWriter, resp *http.Response, src io.
 	return end
 }
 
+// bodyInPieces hands a held body to the sinks in the pieces copyRaw
+// would have: a sink that keeps a bounded share of a body (or clones
+// each piece) never gets one slice of many megabytes.
+func bodyInPieces(sinks sinkList, body []byte) {
+	for len(body) > 0 {
+		n := min(len(body), 32<<10)
+		sinks.Body(body[:n])
+		body = body[n:]
+	}
+}
+
 func safeEndBody(ctx context.Context, fin FinishSession, body []byte, keepAlive KeepAlive) (out []byte, err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -292,7 +363,7 @@ func safeEndBody(ctx context.Context, fin FinishSession, body []byte, keepAlive 
 // goes out in one write instead of two.
 func (p *Proxy) copyRaw(w http.ResponseWriter, src io.Reader, length int64, call *Call, info *ResponseInfo, sinks sinkList) End {
 	rc := http.NewResponseController(w)
-	tee := newTee(sinks, call, info)
+	tee := p.newTee(sinks, call, info)
 	defer tee.Close()
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
@@ -355,19 +426,27 @@ func contentEncoding(h http.Header) string {
 	return ce
 }
 
-// upstreamFailure answers the client when no response came back.
+// upstreamFailure answers the client when no response came back. The
+// message names the route (never the upstream's address or URL, which can
+// hold a key) and says what failed: a certificate problem is named as one,
+// and the log says which host presented it.
 func (p *Proxy) upstreamFailure(w http.ResponseWriter, call *Call, clientCtx context.Context, err error) End {
 	end := End{Err: describeErr(err)}
+	which := "the upstream for route " + quote(call.Route)
 	switch {
 	case clientCtx.Err() != nil:
 		end.Outcome = OutcomeClientCancelled
 		return end
 	case isTimeout(err):
 		end.Outcome, end.Status = OutcomeTimeout, http.StatusGatewayTimeout
-		writeError(w, end.Status, "upstream_timeout", "shaperproxy: the upstream for route "+quote(call.Route)+" did not answer in time ("+end.Err+")")
+		writeError(w, end.Status, "upstream_timeout", "shaperproxy: "+which+" did not answer in time ("+end.Err+")")
+	case isCertErr(err):
+		end.Outcome, end.Status = OutcomeUpstreamError, http.StatusBadGateway
+		writeError(w, end.Status, "upstream_certificate", "shaperproxy: "+which+" presented a certificate the proxy does not trust ("+end.Err+"); to trust its CA, set ca_file on the route")
+		p.log.Warn("upstream certificate not trusted", "call", call.ID, "route", call.Route, "host", call.route.Upstream.Host, "err", end.Err)
 	default:
 		end.Outcome, end.Status = OutcomeUpstreamError, http.StatusBadGateway
-		writeError(w, end.Status, "upstream_unreachable", "shaperproxy: the upstream for route "+quote(call.Route)+" could not be reached ("+end.Err+")")
+		writeError(w, end.Status, "upstream_unreachable", "shaperproxy: "+which+" could not be reached ("+end.Err+")")
 	}
 	p.metrics.upstreamErrors.WithLabelValues(call.Route, string(end.Outcome)).Inc()
 	return end

@@ -290,15 +290,18 @@ func TestNonChatPaths(t *testing.T) {
 	}
 }
 
-// TestConnectTunnelNotDecrypted: CONNECT to a host not listed in
-// Intercept is tunnelled: the client sees the upstream's own certificate.
+// TestConnectTunnelNotDecrypted: CONNECT to a host of the tunnel list,
+// not listed in Intercept, is tunnelled: the client sees the upstream's
+// own certificate.
 func TestConnectTunnelNotDecrypted(t *testing.T) {
 	up := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "direct")
 	}))
 	defer up.Close()
 	ca := testCA(t)
-	_, px := newTestProxy(t, up.URL, func(o *Options) { o.Intercept, o.CA = []string{"api.deepseek.com"}, ca })
+	_, px := newTestProxy(t, up.URL, func(o *Options) {
+		o.Intercept, o.CA, o.Tunnel = []string{"api.deepseek.com"}, ca, []string{"127.0.0.1"}
+	})
 	pxURL, _ := url.Parse(px.URL)
 	tr := up.Client().Transport.(*http.Transport).Clone()
 	tr.Proxy = http.ProxyURL(pxURL)

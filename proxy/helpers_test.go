@@ -60,7 +60,7 @@ func (rec *recorder) last(t *testing.T) received {
 // writeEvents writes an SSE body event by event, flushing after each.
 func writeEvents(w http.ResponseWriter, body []byte) {
 	rc := http.NewResponseController(w)
-	rd := sse.NewReader(bytes.NewReader(body))
+	rd := sse.NewReaderOptions(bytes.NewReader(body), sse.Options{MaxEvent: len(body) + 1})
 	for {
 		ev, err := rd.Next()
 		if len(ev.Raw) > 0 {

@@ -22,13 +22,16 @@ type Metrics struct {
 	duration        *prometheus.HistogramVec
 	firstByte       *prometheus.HistogramVec
 	inflight        prometheus.Gauge
+	refused         *prometheus.CounterVec
+	truncated       prometheus.Counter
+	truncatedBytes  prometheus.Counter
 }
 
 // NewMetrics returns a fresh set of metrics in its own registry.
 func NewMetrics() *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "shaperproxy_requests_total", Help: "Requests proxied, by route, method, status and outcome.",
+		Name: "shaperproxy_requests_total", Help: "Requests proxied, by route, method (a standard method or \"other\"), status and outcome.",
 	}, []string{"route", "method", "status", "outcome"})
 	m.streams = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shaperproxy_streams_total", Help: "SSE responses proxied, by route.",
@@ -59,8 +62,18 @@ func NewMetrics() *Metrics {
 	m.inflight = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "shaperproxy_inflight_requests", Help: "Requests being proxied now.",
 	})
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shaperproxy_refused_total", Help: "Requests refused before anything was forwarded, by reason (host_not_allowed, origin_not_allowed, client_key_required, proxy_key_required, target_not_allowed, loopback_only, own_listener).",
+	}, []string{"reason"})
+	m.truncated = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shaperproxy_events_truncated_total", Help: "SSE events longer than the proxy keeps (max event bytes): the client got them whole, the observers their beginning, marked truncated.",
+	})
+	m.truncatedBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shaperproxy_event_bytes_cut_total", Help: "Bytes of truncated SSE events the observers did not get.",
+	})
 	m.reg.MustRegister(m.requests, m.streams, m.bytes, m.events, m.upstreamErrors,
 		m.transformErrors, m.retries, m.duration, m.firstByte, m.inflight,
+		m.refused, m.truncated, m.truncatedBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

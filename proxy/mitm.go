@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"cmp"
+	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -16,7 +18,9 @@ import (
 
 // setIntercept prepares HTTPS_PROXY mode: goproxy answers CONNECT; hosts
 // listed in Intercept are decrypted with the local CA and served through
-// the same pipeline as base-URL requests; others are tunnelled as they are.
+// the same pipeline as base-URL requests; the hosts of the tunnel list are
+// tunnelled as they are, through the proxy's guarded dialer (never to its
+// own listeners, never through a proxy from the environment).
 func (p *Proxy) setIntercept(hosts []string, ca *tls.Certificate) error {
 	if len(hosts) > 0 && ca == nil {
 		return errors.New("proxy: intercept needs a CA (run `shaperproxy ca init`)")
@@ -27,7 +31,17 @@ func (p *Proxy) setIntercept(hosts []string, ca *tls.Certificate) error {
 	}
 	gp := goproxy.NewProxyHttpServer()
 	gp.Logger = log.New(io.Discard, "", 0)
-	gp.Tr = &http.Transport{DisableCompression: true}
+	connect := p.opts.ConnectTimeout
+	if connect <= 0 {
+		connect = 10 * time.Second
+	}
+	dial := p.dialer(connect)
+	gp.Tr = &http.Transport{DisableCompression: true, DialContext: dial, TLSHandshakeTimeout: connect}
+	gp.ConnectDialWithReq = func(req *http.Request, network, addr string) (net.Conn, error) {
+		return dial(req.Context(), network, addr)
+	}
+	gp.ConnectionErrHandler = relayConnectError
+	gp.OnResponse().DoFunc(relayResponseError)
 	gp.CertStore = &certStore{}
 	gp.OnRequest().HandleConnectFunc(func(host string, _ *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
 		if p.intercepts(host) {
@@ -49,15 +63,73 @@ func (p *Proxy) intercepts(hostport string) bool {
 	return p.intercept[strings.ToLower(host)] || p.intercept[strings.ToLower(hostport)]
 }
 
-// serveProxyForm handles an absolute-URI request (HTTP_PROXY mode): to an
-// intercepted host it goes through the pipeline, to others through
-// goproxy untouched.
+// serveProxyForm handles a CONNECT or absolute-URI request (HTTPS_PROXY /
+// HTTP_PROXY mode) from a client with a valid proxy key: to an intercepted
+// host it goes through the pipeline (CONNECT: decrypted), to a host of the
+// tunnel list through goproxy untouched; anything else is refused.
 func (p *Proxy) serveProxyForm(w http.ResponseWriter, r *http.Request) {
+	if !p.access.proxyKeyOK(r) {
+		p.refuse(w, r, refuseProxyKey)
+		return
+	}
+	pol, why := p.relayTarget(relayHostPort(r))
+	if why != "" {
+		p.refuse(w, r, why)
+		return
+	}
 	if r.Method != http.MethodConnect && r.URL.Scheme == "http" && p.intercepts(r.URL.Host) {
+		if !p.access.browserAllowed(r) {
+			p.refuse(w, r, refuseOrigin)
+			return
+		}
 		p.forward(w, r, p.routeForHost("http", r.URL.Host), r.URL.Path)
 		return
 	}
-	p.gp.ServeHTTP(w, r)
+	p.gp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), dialPolicyKey{}, pol)))
+}
+
+// relayHostPort is the host:port a CONNECT or proxy-form request asks
+// for, with the scheme's port when it names none.
+func relayHostPort(r *http.Request) string {
+	if r.Method == http.MethodConnect {
+		return cmp.Or(r.URL.Host, r.Host)
+	}
+	if _, _, err := net.SplitHostPort(r.URL.Host); err == nil {
+		return r.URL.Host
+	}
+	port := "80"
+	if r.URL.Scheme == "https" {
+		port = "443"
+	}
+	return net.JoinHostPort(strings.Trim(r.URL.Host, "[]"), port)
+}
+
+// relayFailure is the status, code and message of a failed relay dial:
+// a 403 when the dialer refused the address (the proxy's own listener, a
+// private address behind a wildcard entry), a 502 otherwise.
+func relayFailure(err error) (int, string, string) {
+	if errors.Is(err, errOwnListener) || errors.Is(err, errNotPublic) {
+		return http.StatusForbidden, string(refuseTarget), "shaperproxy: the relay refused that address (" + describeErr(err) + ")"
+	}
+	return http.StatusBadGateway, "relay_failed", "shaperproxy: the relay could not reach that host (" + describeErr(err) + ")"
+}
+
+// relayConnectError answers a CONNECT whose dial failed, on the hijacked
+// connection.
+func relayConnectError(w io.Writer, _ *goproxy.ProxyCtx, err error) {
+	resp := errorResponse(relayFailure(err))
+	resp.Close = true
+	_ = resp.Write(w)
+}
+
+// relayResponseError answers a proxy-form request whose upstream call
+// failed in the OpenAI error shape (goproxy would answer 500 with the raw
+// error).
+func relayResponseError(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Response {
+	if resp != nil || ctx.Error == nil {
+		return resp
+	}
+	return errorResponse(relayFailure(ctx.Error))
 }
 
 // serveIntercepted answers the CONNECT, terminates TLS with a certificate
@@ -80,6 +152,13 @@ func (p *Proxy) serveIntercepted(req *http.Request, client net.Conn, ctx *goprox
 	route := p.routeForHost("https", host)
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+			if !p.access.browserAllowed(r) {
+				p.refuse(w, r, refuseOrigin)
+				return
+			}
+			r.Header.Del(KeyHeader)
+			r.Header.Del("Proxy-Authorization")
 			p.forward(w, r, route, r.URL.Path)
 		}),
 		ErrorLog:          log.New(io.Discard, "", 0),

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,9 +10,11 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/elazarl/goproxy"
+	"github.com/shaperproxy/shaperproxy/sse"
 )
 
 // Route sends requests whose path starts with Prefix to Upstream.
@@ -26,6 +29,12 @@ type Route struct {
 	Upstream *url.URL
 	// APIKey, when set, replaces the client's Authorization header.
 	APIKey string
+	// RootCAs, when set, are the certificate authorities trusted for this
+	// route's upstream instead of the system's (setup adds the route's
+	// ca_file to the system pool).
+	RootCAs *x509.CertPool
+
+	rt http.RoundTripper // the route's own transport (RootCAs), or nil
 }
 
 // Options configure a Proxy. The zero value of each field is a working
@@ -36,9 +45,31 @@ type Options struct {
 	Routes  []Route
 	Default string
 	// Intercept lists hosts whose CONNECT tunnels are decrypted with CA
-	// and served through the pipeline. CONNECT to other hosts is
-	// tunnelled without decryption.
+	// and served through the pipeline.
 	Intercept []string
+	// Tunnel lists the other hosts CONNECT and proxy-form requests may
+	// reach, without decryption: "host", "host:port", "*.domain" or "*".
+	// Hosts and addresses listed exactly may be private; a wildcard
+	// reaches public addresses only. Empty: the intercepted hosts only.
+	// The proxy's own listeners are never reached. Anything else is
+	// answered 403.
+	Tunnel []string
+	// AllowedHosts are the Host names base-URL requests may carry besides
+	// IP addresses, localhost and *.localhost; any other (a DNS-rebinding
+	// name) is answered 403.
+	AllowedHosts []string
+	// AllowedOrigins are the browser origins ("http://localhost:3000")
+	// whose requests are served; a request with another Origin, or that
+	// Sec-Fetch-Site marks as another site's, is answered 403 ("*"
+	// allows every origin). SDKs and agent tools send no Origin.
+	AllowedOrigins []string
+	// ClientKeys, when set, are required of every request but /healthz
+	// (the admin endpoints excepted: they answer direct loopback clients
+	// only): X-Shaper-Key, or Authorization: Bearer on a route with its
+	// own APIKey, in base-URL mode; Proxy-Authorization for CONNECT and
+	// proxy-form requests. Keys are compared in constant time and removed
+	// from the request before any hook, observer or log sees it.
+	ClientKeys []string
 	// CA signs the certificates for intercepted hosts. Required when
 	// Intercept is not empty.
 	CA *tls.Certificate
@@ -52,6 +83,18 @@ type Options struct {
 	ConnectTimeout        time.Duration
 	ResponseHeaderTimeout time.Duration
 	StreamIdleTimeout     time.Duration
+	// ClientIdleTimeout bounds each read of a request body and each write
+	// to the client (default 1m): a client that stops sending its body, or
+	// stops reading the response, is cut; a stream that flows never is.
+	// RequestBodyTimeout bounds the whole read of a body the proxy holds
+	// (up to MaxBodyBytes; default 5m).
+	ClientIdleTimeout  time.Duration
+	RequestBodyTimeout time.Duration
+	// MaxEventBytes bounds what the proxy keeps of one SSE event for the
+	// observers and finishers (default sse.DefaultMaxEvent, 4 MiB). A
+	// longer event still reaches the client whole, as it arrives; the
+	// observers get its beginning, marked Truncated.
+	MaxEventBytes int
 	// MaxBodyBytes: request bodies larger than this are streamed through
 	// unparsed (default 64 MiB).
 	MaxBodyBytes int64
@@ -86,7 +129,11 @@ type Proxy struct {
 	log       *slog.Logger
 	metrics   *Metrics
 	intercept map[string]bool
+	tunnel    []hostPattern
+	access    access
 	gp        *goproxy.ProxyHttpServer
+	ownPorts  sync.Map // ports of the proxy's listeners
+	selfConns sync.Map // local addresses of the proxy's own connections to loopback
 }
 
 // New returns a Proxy for opts.
@@ -101,20 +148,39 @@ func New(opts Options) (*Proxy, error) {
 	if p.opts.MaxBodyBytes <= 0 {
 		p.opts.MaxBodyBytes = 64 << 20
 	}
-	if p.opts.StreamIdleTimeout <= 0 {
-		p.opts.StreamIdleTimeout = 5 * time.Minute
-	}
-	if err := p.setRoutes(opts.Routes, opts.Default); err != nil {
+	p.setDefaults()
+	p.access = newAccess(opts)
+	var err error
+	if p.tunnel, err = parsePatterns(opts.Tunnel); err != nil {
 		return nil, err
 	}
 	p.transport = opts.Transport
 	if p.transport == nil {
-		p.transport = newTransport(opts.ConnectTimeout, opts.ResponseHeaderTimeout)
+		p.transport = p.newTransport(nil)
+	}
+	if err := p.setRoutes(opts.Routes, opts.Default); err != nil {
+		return nil, err
 	}
 	if err := p.setIntercept(opts.Intercept, opts.CA); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+func (p *Proxy) setDefaults() {
+	o := &p.opts
+	if o.StreamIdleTimeout <= 0 {
+		o.StreamIdleTimeout = 5 * time.Minute
+	}
+	if o.ClientIdleTimeout <= 0 {
+		o.ClientIdleTimeout = time.Minute
+	}
+	if o.RequestBodyTimeout <= 0 {
+		o.RequestBodyTimeout = 5 * time.Minute
+	}
+	if o.MaxEventBytes <= 0 {
+		o.MaxEventBytes = sse.DefaultMaxEvent
+	}
 }
 
 func (p *Proxy) setRoutes(routes []Route, def string) error {
@@ -125,6 +191,9 @@ func (p *Proxy) setRoutes(routes []Route, def string) error {
 		r := routes[i]
 		if r.Upstream == nil || r.Upstream.Host == "" {
 			return fmt.Errorf("proxy: route %q has no upstream", r.Name)
+		}
+		if r.RootCAs != nil {
+			r.rt = p.routeTransport(r.RootCAs)
 		}
 		p.routes = append(p.routes, r)
 	}
@@ -140,18 +209,21 @@ func (p *Proxy) setRoutes(routes []Route, def string) error {
 	return nil
 }
 
-// newTransport returns the upstream transport. It never decompresses
-// (DisableCompression): the client's Accept-Encoding goes upstream as it
-// is and the body comes back as the upstream sent it.
-func newTransport(connect, header time.Duration) *http.Transport {
+// newTransport returns the upstream transport, trusting roots (nil: the
+// system's). It never decompresses (DisableCompression): the client's
+// Accept-Encoding goes upstream as it is and the body comes back as the
+// upstream sent it. Its dialer never connects to the proxy's own
+// listeners.
+func (p *Proxy) newTransport(roots *x509.CertPool) *http.Transport {
+	connect, header := p.opts.ConnectTimeout, p.opts.ResponseHeaderTimeout
 	if connect <= 0 {
 		connect = 10 * time.Second
 	}
 	if header <= 0 {
 		header = 10 * time.Minute
 	}
-	return &http.Transport{
-		DialContext:           (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext,
+	t := &http.Transport{
+		DialContext:           p.dialer(connect),
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          256,
 		MaxIdleConnsPerHost:   64,
@@ -161,23 +233,81 @@ func newTransport(connect, header time.Duration) *http.Transport {
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true,
 	}
+	if roots != nil {
+		t.TLSClientConfig = &tls.Config{RootCAs: roots}
+	}
+	return t
 }
 
-// ServeHTTP dispatches: /healthz and /metrics, CONNECT and proxy-form
-// requests (HTTPS_PROXY / HTTP_PROXY mode), and base-URL requests.
+// routeTransport returns the transport of a route with its own roots: a
+// copy of the configured transport when it is an *http.Transport.
+func (p *Proxy) routeTransport(roots *x509.CertPool) http.RoundTripper {
+	switch t := p.opts.Transport.(type) {
+	case nil:
+		return p.newTransport(roots)
+	case *http.Transport:
+		c := t.Clone()
+		if c.TLSClientConfig == nil {
+			c.TLSClientConfig = &tls.Config{}
+		}
+		c.TLSClientConfig.RootCAs = roots
+		return c
+	}
+	return p.transport
+}
+
+// transportFor returns the transport that reaches route's upstream.
+func (p *Proxy) transportFor(route *Route) http.RoundTripper {
+	if route != nil && route.rt != nil {
+		return route.rt
+	}
+	return p.transport
+}
+
+// ServeHTTP dispatches: /healthz, CONNECT and proxy-form requests
+// (HTTPS_PROXY / HTTP_PROXY mode), and the rest (base-URL requests,
+// /metrics, the admin endpoints) after the Host, Origin and client key
+// checks.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.noteListener(r)
+	// Each write sets its own deadline; none is left from an earlier
+	// request on this connection.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	switch {
 	case r.Method == http.MethodConnect || r.URL.IsAbs():
 		p.serveProxyForm(w, r)
 	case r.URL.Path == "/healthz":
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "ok")
-	case r.URL.Path == "/metrics":
-		p.metrics.Handler().ServeHTTP(w, r)
+		serveHealth(w)
+	default:
+		p.serveLocal(w, r, false)
+	}
+}
+
+// serveLocal serves a request addressed to the proxy itself (not in
+// proxy form). adminOnly: the separate admin listener, which forwards
+// nothing.
+func (p *Proxy) serveLocal(w http.ResponseWriter, r *http.Request, adminOnly bool) {
+	switch {
+	case !p.access.hostAllowed(r.Host):
+		p.refuse(w, r, refuseHost)
+	case !p.access.browserAllowed(r):
+		p.refuse(w, r, refuseOrigin)
 	case strings.HasPrefix(r.URL.Path, AdminPrefix):
 		p.serveAdmin(w, r)
+	case r.URL.Path == "/metrics":
+		if !p.access.baseKeyOK(r, true) {
+			p.refuse(w, r, refuseKey)
+			return
+		}
+		p.metrics.Handler().ServeHTTP(w, r)
+	case adminOnly:
+		http.NotFound(w, r)
 	default:
 		route, path := p.route(r.URL.Path)
+		if !p.access.baseKeyOK(r, route != nil && route.APIKey != "") {
+			p.refuse(w, r, refuseKey)
+			return
+		}
 		if route == nil {
 			writeError(w, http.StatusNotFound, "no_route", "shaperproxy: no route for this path and no default route")
 			return
@@ -186,17 +316,37 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// AdminHandler serves /healthz and /metrics alone, for a separate admin
-// listener.
-func (p *Proxy) AdminHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.Handle("/metrics", p.metrics.Handler())
-	mux.HandleFunc(AdminPrefix, p.serveAdmin)
-	return mux
+func serveHealth(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintln(w, "ok")
 }
 
+// AdminHandler serves /healthz, /metrics and the admin endpoints alone,
+// for a separate admin listener, with the same checks as the main one.
+func (p *Proxy) AdminHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.noteListener(r)
+		if r.URL.Path == "/healthz" {
+			serveHealth(w)
+			return
+		}
+		if r.Method == http.MethodConnect || r.URL.IsAbs() {
+			p.refuse(w, r, refuseTarget)
+			return
+		}
+		p.serveLocal(w, r, true)
+	})
+}
+
+// serveAdmin serves the program's own endpoints to direct loopback
+// clients only: never to another machine, and never to a request the
+// proxy relayed to itself.
 func (p *Proxy) serveAdmin(w http.ResponseWriter, r *http.Request) {
+	r.Header.Del(KeyHeader)
+	if !p.directLoopback(r) {
+		p.refuse(w, r, refuseLoopback)
+		return
+	}
 	if p.opts.Admin == nil {
 		http.NotFound(w, r)
 		return

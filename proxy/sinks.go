@@ -58,15 +58,17 @@ func (s sinkList) End(end End) {
 // through a decoder goroutine when the body is compressed, split into SSE
 // events when it is a stream. The zero tee (no sinks) does nothing.
 type tee struct {
-	sinks  sinkList
-	direct bool
-	pw     *io.PipeWriter
-	done   chan int
-	events int
+	sinks    sinkList
+	direct   bool
+	pw       *io.PipeWriter
+	done     chan int
+	events   int
+	maxEvent int // what the decoder keeps of one event
+	metrics  *Metrics
 }
 
-func newTee(sinks sinkList, call *Call, info *ResponseInfo) *tee {
-	t := &tee{sinks: sinks}
+func (p *Proxy) newTee(sinks sinkList, call *Call, info *ResponseInfo) *tee {
+	t := &tee{sinks: sinks, maxEvent: p.opts.MaxEventBytes, metrics: p.metrics}
 	if len(sinks) == 0 {
 		return t
 	}
@@ -121,10 +123,16 @@ func (t *tee) decode(pr *io.PipeReader, call *Call, info *ResponseInfo) {
 			}
 		}
 	}
-	rd := sse.NewReader(r)
+	// The decoded side copy keeps at most maxEvent bytes of an event,
+	// whatever the compressed body expands to.
+	rd := sse.NewReaderOptions(r, sse.Options{MaxEvent: t.maxEvent})
 	for ; ; n++ {
 		ev, err := rd.Next()
 		if len(ev.Raw) > 0 {
+			if ev.Truncated {
+				t.metrics.truncated.Inc()
+				t.metrics.truncatedBytes.Add(float64(ev.Size - int64(len(ev.Raw))))
+			}
 			t.sinks.Event(&ev, n, call.Since())
 		}
 		if err != nil {

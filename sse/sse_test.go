@@ -147,23 +147,155 @@ func TestReaderErrorAfterPartial(t *testing.T) {
 	}
 }
 
-func FuzzReader(f *testing.F) {
-	f.Add([]byte("data: {\"a\":1}\n\n: keep-alive\n\ndata: [DONE]\n\n"))
-	f.Add([]byte("event: x\r\ndata:\r\n\r\n\n\ndata"))
-	f.Fuzz(func(t *testing.T, in []byte) {
-		evs, err := readAll(t, in)
-		if !errors.Is(err, io.EOF) {
-			t.Fatalf("err = %v", err)
+// TestReaderBoundsLargeEvents: an event over MaxEvent comes back
+// Truncated, with its first MaxEvent bytes, its size, and the next event
+// whole; the Reader never keeps more than MaxEvent of it.
+func TestReaderBoundsLargeEvents(t *testing.T) {
+	big := "data: " + strings.Repeat("x", 100) + "\n\n"
+	in := big + "data: [DONE]\n\n"
+	r := NewReaderOptions(strings.NewReader(in), Options{MaxEvent: 32, BufferSize: 16})
+	ev, err := r.Next()
+	if err != nil || !ev.Truncated || ev.Size != int64(len(big)) || string(ev.Raw) != big[:32] || string(ev.Data) != big[6:38] {
+		t.Fatalf("large event = %+v, %v", ev, err)
+	}
+	if cap(r.raw) > 32 || cap(r.data) > 32 {
+		t.Fatalf("reader kept %d raw and %d data bytes, limit 32", cap(r.raw), cap(r.data))
+	}
+	if ev, err := r.Next(); err != nil || ev.Truncated || !ev.IsDone() {
+		t.Fatalf("next event = %+v, %v", ev, err)
+	}
+}
+
+// TestReaderSpill: the bytes of an event over MaxEvent all go to Spill,
+// in order, as they are read; smaller events do not.
+func TestReaderSpill(t *testing.T) {
+	big := "event: e\ndata: " + strings.Repeat("y", 200) + "\ndata: z\n\n"
+	in := "data: a\n\n" + big + "data: b"
+	var spilled []byte
+	var calls int
+	r := NewReaderOptions(strings.NewReader(in), Options{MaxEvent: 64, BufferSize: 16, Spill: func(p []byte) error {
+		spilled = append(spilled, p...)
+		calls++
+		return nil
+	}})
+	var kept []byte
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			break
 		}
-		var joined []byte
-		for i, ev := range evs {
-			if ev.Partial && i != len(evs)-1 {
-				t.Fatalf("partial event %d is not last", i)
+		if ev.Truncated {
+			if string(spilled) != big || ev.Size != int64(len(big)) || calls < 2 {
+				t.Fatalf("spilled %q in %d calls", spilled, calls)
 			}
-			joined = append(joined, ev.Raw...)
+			continue
 		}
-		if !bytes.Equal(joined, in) {
-			t.Fatalf("raw bytes not preserved:\n got %q\nwant %q", joined, in)
-		}
+		kept = append(kept, ev.Raw...)
+	}
+	if string(kept) != "data: a\n\ndata: b" {
+		t.Fatalf("events outside the spill = %q", kept)
+	}
+}
+
+// TestReaderSpillError: a failing Spill ends the stream with its error.
+func TestReaderSpillError(t *testing.T) {
+	boom := errors.New("client gone")
+	r := NewReaderOptions(strings.NewReader("data: "+strings.Repeat("x", 100)+"\n\n"), Options{MaxEvent: 16, Spill: func([]byte) error { return boom }})
+	if _, err := r.Next(); !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want the spill's", err)
+	}
+	if _, err := r.Next(); !errors.Is(err, boom) {
+		t.Fatalf("second err = %v, want the spill's again", err)
+	}
+}
+
+// TestReaderNoLineHeld: a 64 MiB line without a newline is read with the
+// Reader's memory bounded by MaxEvent (what it keeps), not by the line.
+func TestReaderNoLineHeld(t *testing.T) {
+	const n = 64 << 20
+	src := io.MultiReader(strings.NewReader("data: "), io.LimitReader(repeatReader('x'), n))
+	r := NewReaderOptions(src, Options{MaxEvent: 1 << 20})
+	ev, err := r.Next()
+	if err != nil || !ev.Partial || !ev.Truncated || ev.Size != n+6 || len(ev.Raw) != 1<<20 {
+		t.Fatalf("event = partial %v truncated %v size %d raw %d, err %v", ev.Partial, ev.Truncated, ev.Size, len(ev.Raw), err)
+	}
+	if cap(r.raw) > 1<<20 || cap(r.data) > 1<<20 {
+		t.Fatalf("reader holds %d + %d bytes", cap(r.raw), cap(r.data))
+	}
+}
+
+type repeatReader byte
+
+func (b repeatReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(b)
+	}
+	return len(p), nil
+}
+
+func FuzzReader(f *testing.F) {
+	f.Add([]byte("data: {\"a\":1}\n\n: keep-alive\n\ndata: [DONE]\n\n"), uint16(0), uint8(0))
+	f.Add([]byte("event: x\r\ndata:\r\n\r\n\n\ndata"), uint16(5), uint8(0))
+	f.Add([]byte("data:               \r\n\r\ndata: x\r"), uint16(3), uint8(1))
+	f.Add([]byte("\r\r\n\n:\r\n\r\n\rdata\n\n"), uint16(100), uint8(2))
+	f.Fuzz(func(t *testing.T, in []byte, limit uint16, buf uint8) {
+		checkAgainstReference(t, in, int(limit), 16+int(buf))
 	})
+}
+
+// checkAgainstReference reads in with a bounded Reader (max bytes kept,
+// 0: unbounded in practice; a read buffer of bufSize) and checks every
+// event against the unbounded reference: same boundaries and flags; the
+// same bytes when the event fits, its beginning when it is truncated; every
+// byte handed on exactly once (Raw of the events that fit, Spill for the
+// others).
+func checkAgainstReference(t *testing.T, in []byte, limit, bufSize int) {
+	t.Helper()
+	if limit == 0 {
+		limit = len(in) + 1
+	}
+	var out []byte
+	r := NewReaderOptions(iotest.HalfReader(bytes.NewReader(in)), Options{MaxEvent: limit, BufferSize: bufSize, Spill: func(p []byte) error {
+		out = append(out, p...)
+		return nil
+	}})
+	ref := newRefReader(bytes.NewReader(in))
+	for i := 0; ; i++ {
+		want, werr := ref.Next()
+		got, gerr := r.Next()
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("event %d: err = %v, reference %v", i, gerr, werr)
+		}
+		if werr != nil {
+			break
+		}
+		compareEvent(t, i, got, want, limit)
+		if !got.Truncated {
+			out = append(out, got.Raw...)
+		}
+	}
+	if !bytes.Equal(out, in) {
+		t.Fatalf("bytes handed on:\n got %q\nwant %q", out, in)
+	}
+}
+
+func compareEvent(t *testing.T, i int, got, want Event, limit int) {
+	t.Helper()
+	if got.Partial != want.Partial || got.HasData != want.HasData || got.Comment != want.Comment || got.Size != want.Size {
+		t.Fatalf("event %d = %+v, reference %+v", i, got, want)
+	}
+	trunc := len(want.Raw) > limit
+	if got.Truncated != trunc {
+		t.Fatalf("event %d: truncated = %v, want %v (size %d, limit %d)", i, got.Truncated, trunc, want.Size, limit)
+	}
+	if len(got.Raw) > limit || len(got.Data) > limit || len(got.Name) > limit {
+		t.Fatalf("event %d keeps %d/%d/%d bytes, limit %d", i, len(got.Raw), len(got.Data), len(got.Name), limit)
+	}
+	prefix := func(g, w []byte) bool { return bytes.Equal(g, w[:min(len(w), len(g))]) && (trunc || len(g) == len(w)) }
+	if !prefix(got.Raw, want.Raw) || !prefix(got.Data, want.Data) || (!trunc && !bytes.Equal(got.Name, want.Name)) {
+		t.Fatalf("event %d:\n got raw %q data %q name %q\nwant raw %q data %q name %q", i, got.Raw, got.Data, got.Name, want.Raw, want.Data, want.Name)
+	}
+	if trunc && len(got.Raw) != limit {
+		t.Fatalf("event %d: truncated raw holds %d bytes, want %d", i, len(got.Raw), limit)
+	}
 }

@@ -73,6 +73,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	logger := newLogger(stderr, c.LogLevel)
+	keys, err := clientKeys(c, os.Getenv)
+	if err != nil {
+		return err
+	}
+	open, err := checkExposure(c, keys)
+	if err != nil {
+		return err
+	}
+	for _, addr := range open {
+		logger.Warn("serving a non-loopback address without client keys (allow_unauthenticated = true): anyone who can reach it can use the routes' api keys", "addr", addr)
+	}
 	st, err := build(c, logger)
 	if err != nil {
 		return err
@@ -82,6 +93,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	st.AddListener(ln.Addr())
 	url := "http://" + ln.Addr().String()
 	if err := writeServeURL(c.DataDir, url); err != nil {
 		logger.Warn("cannot record the listen address for the forensic commands", "err", err)
@@ -94,15 +106,25 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // serveUntilDone serves until ctx is cancelled, then shuts down
-// gracefully (in-flight streams get 10 seconds).
+// gracefully (in-flight streams get 10 seconds). A request header must
+// arrive within 30 s and an idle keep-alive connection is closed after 5
+// minutes; request bodies and response writes are bounded by the proxy's
+// own idle deadlines (timeouts.client_idle), never a whole-response
+// timeout that would cut a long stream.
 func serveUntilDone(ctx context.Context, p *proxy.Proxy, ln net.Listener, admin string, logger *slog.Logger) error {
-	srv := &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)}
+	srv := &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 5 * time.Minute, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)}
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	var adminSrv *http.Server
 	if admin != "" {
-		adminSrv = &http.Server{Addr: admin, Handler: p.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
-		go func() { errc <- adminSrv.ListenAndServe() }()
+		aln, err := net.Listen("tcp", admin)
+		if err != nil {
+			_ = srv.Close()
+			return fmt.Errorf("admin_listen: %w", err)
+		}
+		p.AddListener(aln.Addr()) // never relayed to
+		adminSrv = &http.Server{Handler: p.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
+		go func() { errc <- adminSrv.Serve(aln) }()
 	}
 	select {
 	case err := <-errc:
@@ -128,7 +150,7 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 const serveURLFile = "serve.url"
 
 func writeServeURL(dir, url string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := ensureDataDir(dir); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, serveURLFile), []byte(url+"\n"), 0o600)

@@ -28,12 +28,16 @@ type sizes struct {
 	warmup    int
 	// requests of the seed's size per side, originals writes, reviewed turns
 	shapeRequests, originalsPuts, reviewRequests int
+	// the abuse section: the gzip bomb's decoded size, the newline-free
+	// body's size, concurrent streams and their events
+	bomb, flat            int64
+	abuseStreams, abuseEv int
 }
 
 // Options configure a run.
 type Options struct {
 	Quick      bool   // small sizes, for a smoke run
-	Only       string // run only these sections (comma-separated: nonstream,stream,rss,shaping,review)
+	Only       string // run only these sections (comma-separated: nonstream,stream,rss,shaping,review,abuse)
 	Subprocess bool   // each proxy in a child process of its own
 	// Build builds a proxy variant in this process.
 	Build Build
@@ -44,9 +48,11 @@ type Options struct {
 
 func pick(quick bool) sizes {
 	if quick {
-		return sizes{rate: 500, nonStream: 200, streams: 2, events: 200, eventGap: 500 * time.Microsecond, bigStream: 32 << 20, warmup: 50, shapeRequests: 5, originalsPuts: 50, reviewRequests: 5}
+		return sizes{rate: 500, nonStream: 200, streams: 2, events: 200, eventGap: 500 * time.Microsecond, bigStream: 32 << 20, warmup: 50, shapeRequests: 5, originalsPuts: 50, reviewRequests: 5,
+			bomb: 16 << 20, flat: 8 << 20, abuseStreams: 20, abuseEv: 20}
 	}
-	return sizes{rate: 500, nonStream: 5000, streams: 5, events: 1000, eventGap: time.Millisecond, bigStream: 1 << 30, warmup: 500, shapeRequests: 40, originalsPuts: 500, reviewRequests: 50}
+	return sizes{rate: 500, nonStream: 5000, streams: 5, events: 1000, eventGap: time.Millisecond, bigStream: 1 << 30, warmup: 500, shapeRequests: 40, originalsPuts: 500, reviewRequests: 50,
+		bomb: 1 << 30, flat: 256 << 20, abuseStreams: 300, abuseEv: 400}
 }
 
 // Run measures every section and prints the table to out.
@@ -64,7 +70,7 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 		fn   func(context.Context, *env, sizes, *table) error
 	}{
 		{"nonstream", benchNonStream}, {"stream", benchStream}, {"rss", benchRSS},
-		{"shaping", benchShaping}, {"review", benchReview},
+		{"shaping", benchShaping}, {"review", benchReview}, {"abuse", benchAbuse},
 	}
 	for _, sec := range sections {
 		if only != "" && !slices.Contains(strings.Split(only, ","), sec.name) {

@@ -17,9 +17,12 @@ var epoch = time.Now()
 
 // stampedStream streams ?n events, ?gap apart, each stamped with the
 // monotonic time it was written, or ?bytes of 1 KiB events as fast as
-// possible (for the memory run).
+// possible (for the memory run), or a hostile body (serveAbuse).
 func stampedStream(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
+	if serveAbuse(w, r) {
+		return
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	rc := http.NewResponseController(w)
 	q := r.URL.Query()

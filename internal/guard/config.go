@@ -86,13 +86,41 @@ type Config struct {
 
 // Lowering is how one route lowers the reasoning effort: the request key
 // that holds the effort and the upstream's own values, each mapped to the
-// value one step lower. A value with no entry is left as it is.
+// value one step lower (a value with no entry is left as it is), and the
+// keys of numeric reasoning budgets, each halved.
 type Lowering struct {
 	// Path is the gjson path of the effort string: "reasoning_effort"
-	// (DeepSeek, OpenAI, vLLM) or "reasoning.effort" (OpenRouter).
+	// (DeepSeek, OpenAI, vLLM) or "reasoning.effort" (OpenRouter). Empty
+	// when the route lowers budgets only.
 	Path string `toml:"path"`
 	// Values maps an effort to the lower one, e.g. {"max": "high"}.
 	Values map[string]string `toml:"values"`
+	// Budgets are dotted paths of reasoning budgets in tokens; a budget
+	// the request sets to a whole number above MinBudget is halved, never
+	// below MinBudget. Nil means DefaultBudgets; an empty list lowers no
+	// budget.
+	Budgets []string `toml:"budgets"`
+}
+
+// MinBudget is the lowest reasoning budget a step-down writes: Anthropic's
+// minimum thinking.budget_tokens, and about one ordinary agent step of
+// reasoning.
+const MinBudget = 1024
+
+// DefaultBudgets are the numeric budgets the proxy knows (PROTOCOLS.md,
+// "Request controls"): OpenRouter's reasoning.max_tokens, the Anthropic
+// style thinking.budget_tokens (Claude-compatible gateways, vLLM), and
+// Qwen's thinking_budget (DashScope, vLLM's Qwen3 templates).
+func DefaultBudgets() []string {
+	return []string{"reasoning.max_tokens", "thinking.budget_tokens", "thinking_budget"}
+}
+
+// budgets returns the budget paths the lowering applies.
+func (l Lowering) budgets() []string {
+	if l.Budgets == nil {
+		return DefaultBudgets()
+	}
+	return l.Budgets
 }
 
 // lineWindow is the number of non-empty lines at the start and at the end
@@ -148,7 +176,8 @@ var (
 //     high and max);
 //   - openrouter.ai: reasoning.effort xhigh→high, high→medium,
 //     medium→low;
-//   - anything else (OpenAI, vLLM): reasoning_effort, the same values.
+//   - anything else (OpenAI, vLLM): reasoning_effort, the same values;
+//   - for every upstream, the DefaultBudgets halved (not below MinBudget).
 //
 // The lowering stops at low: minimal and none are not accepted by every
 // model, and none turns reasoning off rather than lowering it.
@@ -164,7 +193,7 @@ func defaultLowering(upstream string) Lowering {
 	case host == "openrouter.ai" || strings.HasSuffix(host, ".openrouter.ai"):
 		l = openRouterLowering
 	}
-	return Lowering{Path: l.Path, Values: maps.Clone(l.Values)}
+	return Lowering{Path: l.Path, Values: maps.Clone(l.Values), Budgets: DefaultBudgets()}
 }
 
 // Validate checks c and returns every problem, each naming its key
@@ -239,8 +268,17 @@ func checkKeys(key string, names []string) error {
 // pathName is a dotted path of plain keys.
 var pathName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
 
-// validate checks a lowering under the config key prefix.
+// validate checks a lowering under the config key prefix: an effort path
+// with its values, or budgets only.
 func (l Lowering) validate(key string) error {
+	for i, b := range l.Budgets {
+		if !pathName.MatchString(b) {
+			return fmt.Errorf("%s.budgets[%d]: %q is not a dotted path of plain keys", key, i, b)
+		}
+	}
+	if l.Path == "" && len(l.Values) == 0 && len(l.Budgets) > 0 {
+		return nil
+	}
 	if !pathName.MatchString(l.Path) {
 		return fmt.Errorf("%s.path: %q is not a dotted path of plain keys", key, l.Path)
 	}

@@ -45,6 +45,8 @@ func TestValidateNamesKey(t *testing.T) {
 			c.StepDownMap = map[string]Lowering{"ds": {Path: "reasoning_effort#", Values: map[string]string{"a": "b"}}}
 		}, "guard.step_down_map.ds.path"},
 		{func(c *Config) { c.StepDownMap = map[string]Lowering{"or": {Path: "reasoning.effort"}} }, "guard.step_down_map.or.values"},
+		{func(c *Config) { c.StepDownMap = map[string]Lowering{"b": {Budgets: []string{"thinking..x"}}} }, "guard.step_down_map.b.budgets[0]"},
+		{func(c *Config) { c.StepDownMap = map[string]Lowering{"b": {Budgets: []string{}}} }, "guard.step_down_map.b.path"},
 		{func(c *Config) {
 			c.StepDownMap = map[string]Lowering{"x": {Path: "reasoning_effort", Values: map[string]string{"max": ""}}}
 		}, "guard.step_down_map.x.values"},

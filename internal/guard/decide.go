@@ -18,7 +18,11 @@ import (
 type state struct {
 	// AckCallID is the id of the last call covered by the last ECHO
 	// notice: that call and every call before it no longer count.
+	// AckSeq is that call's position in call order (echo's call.Seq; -1
+	// when unknown, in a state written before positions were kept): ids
+	// can be reused, the position tells which call it was.
 	AckCallID string
+	AckSeq    int
 	// StallReported is true while a STALL that was already reported
 	// (observe) or scheduled (interrupt) continues; it clears when a
 	// known measure is no longer stalled.
@@ -179,12 +183,12 @@ func (g *Guard) decideEcho(d *decision, st *state, req *conv.Request, e echo) {
 	if !ok {
 		return
 	}
-	n := e.Count(st.AckCallID)
+	n := e.countAfter(st.AckCallID, st.AckSeq)
 	if n < g.threshold || len(c.ID) > maxIDLen || !placeable(req, c.Result) {
 		return
 	}
 	g.place(d, st, req, echoNotice, c.Result, echoText(e.Tool, n))
-	st.AckCallID = c.ID
+	st.AckCallID, st.AckSeq = c.ID, c.Seq
 	d.Events = append(d.Events, event{Kind: echoNotice, Tool: e.Tool, Count: n, Sig: e.Sig})
 }
 

@@ -29,14 +29,20 @@
 // its SHA-256 is kept. Arguments that are not valid JSON, the empty string
 // included, are unknown and match nothing.
 //
-// Identity. A call gives failure evidence only when it has an id and a
-// result names that id; the first such result after the call counts, and
-// later ones are duplicates. A repeated call (same id, same tool and
-// arguments) is counted once, at its first position. A result whose id
-// names no earlier call is an orphan and counts for nothing. A call
-// without an id, and an id used for two different calls, make the calls
-// untrusted. Providers that reuse ids across steps therefore lose ECHO for
-// those calls: the guard prefers missing an ECHO to inventing one.
+// Identity. A call is known by its id and its position in the
+// conversation. It gives failure evidence only when it has an id and a
+// result names that id: a result answers the latest call with its id made
+// before it; the first such result counts, and later ones are
+// duplicates. An id used again after the earlier call with it got its
+// result names a new call: providers such as Kimi reuse ids across steps
+// ("functions.run_build:0" in every step), and three such failing calls
+// are an ECHO like three with distinct ids. The same call (same id, tool
+// and arguments) repeated before its result is counted once; repeated
+// after it and not answered (yet), it is taken for the earlier call sent
+// again and the run looks past it. A result whose id names no earlier
+// call is an orphan and counts for nothing. A call without an id, and an
+// id used for two different calls that both wait for a result, make the
+// calls untrusted: the guard prefers missing an ECHO to inventing one.
 //
 // Failure. A result is a failure only by an explicit rule (Config):
 //
@@ -62,8 +68,9 @@
 // failures, and an older failure cannot jump over a newer success.
 //
 // Acknowledgement. When the run reaches the threshold (3) the notice is
-// placed once and State.AckCallID becomes the run's newest call: that
-// call and all before it no longer count. Without a new failure nothing
+// placed once and the run's newest call, by id and position
+// (State.AckCallID, State.AckSeq), is acknowledged: that call and all
+// before it no longer count. Without a new failure nothing
 // repeats; a new run of three failures after it triggers again.
 //
 // # STALL
@@ -133,9 +140,13 @@
 // upstream's own values, applied once per request to the value the client
 // sent: DeepSeek reasoning_effort max→high (it only knows high and max);
 // OpenAI reasoning_effort xhigh→high→medium→low; OpenRouter
-// reasoning.effort, same values. A request without the key is left alone:
-// the proxy never adds an effort the client did not choose. N = 0 (the
-// default) never rewrites it.
+// reasoning.effort, same values. Numeric budgets are lowered too, on every
+// route: reasoning.max_tokens (OpenRouter), thinking.budget_tokens
+// (Anthropic style) and thinking_budget (Qwen) are halved, never below
+// MinBudget (1024, Anthropic's minimum); a budget that is not a whole
+// number is left as it is. A request without the key is left alone: the
+// proxy never adds an effort or a budget the client did not choose. N = 0
+// (the default) never rewrites them.
 //
 // # One fold
 //

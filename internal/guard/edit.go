@@ -1,9 +1,11 @@
 package guard
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/shaperproxy/shaperproxy/conv"
@@ -103,14 +105,30 @@ func splice(body []byte, off, n int, ins []byte) []byte {
 
 // stepDown lowers the reasoning effort of a request body by one step of
 // the route's lowering when active is true: the string at l.Path is
-// replaced by l.Values[value]. The body is returned unchanged (changed
-// false) when active is false, the key is absent or not a string, the
-// value has no mapping, or a key on the path is repeated (gjson and sjson
-// would read the first, the upstream the last). The edit is made in place
-// with sjson: every other byte, key order and spelling are kept; body
-// itself is not modified.
+// replaced by l.Values[value], and each numeric budget of l (see
+// Lowering.Budgets) is halved, not below MinBudget. A key is left alone
+// when it is absent, not of its type (a string effort with a mapping; a
+// budget written as a whole number), or repeated on its path (gjson and
+// sjson would read the first, the upstream the last). changed is false
+// when nothing was lowered. The edits are made in place with sjson:
+// every other byte, key order and spelling are kept; body itself is not
+// modified.
 func stepDown(body []byte, l Lowering, active bool) (out []byte, changed bool) {
-	if !active || l.Path == "" || repeatedOnPath(body, l.Path) {
+	if !active {
+		return body, false
+	}
+	out, changed = lowerEffort(body, l)
+	for _, path := range l.budgets() {
+		var c bool
+		out, c = lowerBudget(out, path)
+		changed = changed || c
+	}
+	return out, changed
+}
+
+// lowerEffort maps the effort string at l.Path one step down.
+func lowerEffort(body []byte, l Lowering) ([]byte, bool) {
+	if l.Path == "" || repeatedOnPath(body, l.Path) {
 		return body, false
 	}
 	v := gjson.GetBytes(body, l.Path)
@@ -118,7 +136,31 @@ func stepDown(body []byte, l Lowering, active bool) (out []byte, changed bool) {
 	if v.Type != gjson.String || !ok || to == v.Str {
 		return body, false
 	}
-	edited, err := sjson.SetRawBytes(body, l.Path, appendString(nil, to))
+	return setRaw(body, l.Path, appendString(nil, to))
+}
+
+// maxBudget bounds the budgets lowerBudget reads (far beyond any model's).
+const maxBudget = 1 << 40
+
+// lowerBudget halves the whole-number budget at path, not below MinBudget.
+func lowerBudget(body []byte, path string) ([]byte, bool) {
+	if !bytes.Contains(body, []byte(path[strings.LastIndexByte(path, '.')+1:])) || repeatedOnPath(body, path) {
+		return body, false
+	}
+	v := gjson.GetBytes(body, path)
+	if v.Type != gjson.Number {
+		return body, false
+	}
+	n, err := strconv.ParseInt(v.Raw, 10, 64)
+	if err != nil || n <= MinBudget || n > maxBudget {
+		return body, false
+	}
+	return setRaw(body, path, strconv.AppendInt(nil, max(n/2, MinBudget), 10))
+}
+
+// setRaw replaces the value at path with raw.
+func setRaw(body []byte, path string, raw []byte) ([]byte, bool) {
+	edited, err := sjson.SetRawBytes(body, path, raw)
 	if err != nil {
 		return body, false
 	}

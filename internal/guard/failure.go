@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/tidwall/gjson"
 )
 
@@ -50,10 +51,11 @@ func (r *failureRules) flagged(raw []byte) bool {
 }
 
 // errorObject: the content is a JSON object with an error key that holds
-// anything but null, false or "".
+// anything but null, false or "". Content that is not JSON (conv.ValidJSON:
+// no recursion, whatever the nesting) is not an error object.
 func (r *failureRules) errorObject(content string) bool {
 	s := strings.TrimSpace(content)
-	if len(r.keys) == 0 || !strings.HasPrefix(s, "{") || !gjson.Valid(s) {
+	if len(r.keys) == 0 || !strings.HasPrefix(s, "{") || !conv.ValidJSONString(s) {
 		return false
 	}
 	hit := false

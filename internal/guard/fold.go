@@ -25,8 +25,15 @@ type callRec struct {
 	sig       sig
 	known     bool
 	untrusted bool
-	state     uint8
-	result    int32
+	// repeat: the call reuses the id of an earlier call that already had
+	// its result, with the same tool and arguments. Until a result of its
+	// own names it, it is taken for that call sent again (a repeated
+	// message) and the run looks past it; once answered it is a call of
+	// its own (providers such as Kimi reuse "functions.run_build:0" in
+	// every step).
+	repeat bool
+	state  uint8
+	result int32
 }
 
 // fold is the state of one pass over the messages, message by message.
@@ -83,6 +90,8 @@ func (f *fold) addStep(m *conv.Message) {
 }
 
 // addCalls records the tool calls of assistant message m in call order.
+// A call is known by its id and its position: an id used again after the
+// earlier call with it got its result names a new call.
 func (f *fold) addCalls(m *conv.Message) {
 	for _, tc := range m.ToolCalls {
 		rec := callRec{id: tc.ID, name: tc.Name, result: -1}
@@ -98,22 +107,28 @@ func (f *fold) addCalls(m *conv.Message) {
 			continue
 		}
 		if i, ok := f.byID[tc.ID]; ok {
-			first := &f.calls[i]
-			if first.name == rec.name && first.known == rec.known && first.sig == rec.sig {
-				continue // the same call again: counted once
+			prev := &f.calls[i]
+			same := prev.name == rec.name && prev.known == rec.known && prev.sig == rec.sig
+			switch {
+			case prev.state == pending && same:
+				continue // the same call again before its result: counted once
+			case prev.state == pending:
+				// One id, two different calls waiting for one result:
+				// neither can be trusted, and the later one breaks the
+				// chain where it was made.
+				prev.untrusted = true
+				f.calls = append(f.calls, callRec{untrusted: true, result: -1})
+				continue
 			}
-			// One id, two different calls: neither can be trusted,
-			// and the later one breaks the chain where it was made.
-			first.untrusted = true
-			f.calls = append(f.calls, callRec{untrusted: true, result: -1})
-			continue
+			rec.repeat = same // the id reused after its result: a new call
 		}
 		f.byID[tc.ID] = int32(len(f.calls))
 		f.calls = append(f.calls, rec)
 	}
 }
 
-// addResult records the first result that names a known call.
+// addResult records the first result that names a known call: the
+// latest call with its id made before it.
 func (f *fold) addResult(g *Guard, body []byte, m *conv.Message) {
 	if m.ToolCallID == "" {
 		return // orphan
@@ -124,7 +139,7 @@ func (f *fold) addResult(g *Guard, body []byte, m *conv.Message) {
 	}
 	c := &f.calls[i]
 	if c.state != pending {
-		return // a duplicate result
+		return // a duplicate result: the latest call with the id has one
 	}
 	c.result = int32(m.Index)
 	c.state = succeeded
@@ -143,20 +158,28 @@ func (f *fold) signals(g *Guard) signals {
 
 // echo returns the tail run: from the newest call backwards in call
 // order, while calls are trusted failures with known arguments and the
-// newest call's signature.
+// newest call's signature. A repeat still waiting for its result is
+// looked past (see callRec.repeat).
 func (f *fold) echo() echo {
-	n := len(f.calls)
-	if n == 0 || !f.calls[n-1].failing() {
+	var run []int // positions in f.calls, newest first
+	for j := len(f.calls) - 1; j >= 0; j-- {
+		c := &f.calls[j]
+		if c.repeat && c.state == pending {
+			continue
+		}
+		if !c.failing() || (len(run) > 0 && c.sig != f.calls[run[0]].sig) {
+			break
+		}
+		run = append(run, j)
+	}
+	if len(run) == 0 {
 		return echo{}
 	}
-	last := f.calls[n-1]
-	i := n - 1
-	for i > 0 && f.calls[i-1].failing() && f.calls[i-1].sig == last.sig {
-		i--
-	}
-	e := echo{Tool: last.name, Sig: last.sig, Chain: make([]call, 0, n-i)}
-	for j := i; j < n; j++ {
-		e.Chain = append(e.Chain, call{ID: f.calls[j].id, Seq: j, Result: int(f.calls[j].result)})
+	last := &f.calls[run[0]]
+	e := echo{Tool: last.name, Sig: last.sig, Chain: make([]call, 0, len(run))}
+	for k := len(run) - 1; k >= 0; k-- {
+		c := &f.calls[run[k]]
+		e.Chain = append(e.Chain, call{ID: c.id, Seq: run[k], Result: int(c.result)})
 	}
 	return e
 }

@@ -19,6 +19,7 @@ func FuzzCanonical(f *testing.F) {
 	for _, s := range []string{
 		`{"b":1,"a":[1,2,{"d":null,"c":true}]}`, `1.0`, `-0e-0`, `"\u00e9\ud800"`, `{"a":1,"a":2}`,
 		`[1e400, 0.000001, 123456789012345678901234567890]`, ``, `{`, `{"":{"":[]}}`, "\"\\u0000\\n\"",
+		strings.Repeat("[", 12_000), strings.Repeat("[", 127) + strings.Repeat("]", 127), strings.Repeat(`{"a":`, 200) + "1" + strings.Repeat("}", 200),
 	} {
 		f.Add(s)
 	}

@@ -94,12 +94,24 @@ type call struct {
 }
 
 // Count returns the number of calls in the run made after the call ackID
-// (the last call covered by the previous notice). When ackID is not in
-// the run, every call of the run counts: the acknowledged call is older
-// than the run (or gone from the history).
-func (e echo) Count(ackID string) int {
+// (the last call covered by the previous notice), that id at any
+// position. When ackID is not in the run, every call of the run counts:
+// the acknowledged call is older than the run (or gone from the history).
+func (e echo) Count(ackID string) int { return e.countAfter(ackID, -1) }
+
+// countAfter is Count for the call acknowledged at call position ackSeq
+// (-1: unknown, any position). An id can name several calls of the run
+// (ids reused across steps): the acknowledged one is the newest with the
+// id at or before ackSeq; calls with the id made after it count. A
+// history shortened at the front only moves calls to lower positions, so
+// the acknowledged call is still found.
+func (e echo) countAfter(ackID string, ackSeq int) int {
 	n := 0
-	for i := len(e.Chain) - 1; i >= 0 && (ackID == "" || e.Chain[i].ID != ackID); i-- {
+	for i := len(e.Chain) - 1; i >= 0; i-- {
+		c := e.Chain[i]
+		if ackID != "" && c.ID == ackID && (ackSeq < 0 || c.Seq <= ackSeq) {
+			break
+		}
 		n++
 	}
 	return n

@@ -23,10 +23,17 @@ func TestIdentity(t *testing.T) {
 			assistant("", read("a")).tool("a", failOut).
 			assistant("", read("b")).tool("b", okOut).tool("b", failOut).
 			assistant("", read("c")).tool("c", failOut), 1},
-		{"duplicate call counted once", base().
+		{"an id reused after its result is a new call", base().
 			assistant("", read("a")).tool("a", failOut).
 			assistant("", read("a")).tool("a", failOut).
+			assistant("", read("b")).tool("b", failOut), 3},
+		{"the same call twice before its result counted once", base().
+			assistant("", read("a"), read("a")).tool("a", failOut).
 			assistant("", read("b")).tool("b", failOut), 2},
+		{"a reused id with other arguments after its result", base().
+			assistant("", read("a")).tool("a", failOut).
+			assistant("", tc{"a", "read_file", `{"path":"go.mod"}`}).tool("a", failOut).
+			assistant("", read("b")).tool("b", failOut), 1},
 		{"orphan results count for nothing", base().
 			assistant("", read("a")).tool("a", failOut).
 			tool("ghost", failOut).tool("", failOut).

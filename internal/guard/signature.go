@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/jsonstr"
 	"github.com/tidwall/gjson"
 )
@@ -31,7 +32,7 @@ const maxExponent = 1_000_000_000
 // when the arguments are unknown (see Canonical): such a call matches no
 // other call, not even one with the same bytes.
 func signature(name, args string) (s sig, ok bool) {
-	if !utf8.ValidString(args) || !gjson.Valid(args) {
+	if !utf8.ValidString(args) || !conv.ValidJSONString(args) {
 		return sig{}, false
 	}
 	buf := sigPrefix(make([]byte, 0, 16+len(name)+len(args)), 0, name)
@@ -69,11 +70,12 @@ func sigPrefix(dst []byte, domain byte, name string) []byte {
 // through float64, so 9007199254740993 and 9007199254740992 differ.
 //
 // Arguments are unknown when they are not valid UTF-8 JSON (the empty
-// string included), when an object repeats a key (its meaning then
+// string included, and nesting beyond conv.MaxDepth: conv.ValidJSON,
+// which never recurses), when an object repeats a key (its meaning then
 // depends on the reader), when they nest deeper than 128 levels, or when a
 // number's exponent in the canonical form is beyond ±10⁹.
 func canonical(args string) ([]byte, bool) {
-	if !utf8.ValidString(args) || !gjson.Valid(args) {
+	if !utf8.ValidString(args) || !conv.ValidJSONString(args) {
 		return nil, false
 	}
 	return canon(make([]byte, 0, len(args)), gjson.Parse(args), 0)

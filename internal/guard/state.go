@@ -6,8 +6,12 @@ import (
 	"fmt"
 )
 
-// stateVersion is the first byte of a marshalled State.
-const stateVersion = 1
+// stateVersion is the first byte of a marshalled State. Version 2 added
+// AckSeq; a version 1 state is still read (its AckSeq is -1, unknown).
+const (
+	stateVersion   = 2
+	stateVersionV1 = 1
+)
 
 // Limits of UnmarshalBinary, far above anything Decide writes.
 const (
@@ -27,6 +31,7 @@ func (s state) MarshalBinary() ([]byte, error) {
 	}
 	b := []byte{stateVersion}
 	b = appendLenString(b, s.AckCallID)
+	b = binary.AppendUvarint(b, uint64(max(s.AckSeq, -1)+1))
 	var flags byte
 	if s.StallReported {
 		flags |= 1
@@ -69,11 +74,16 @@ func appendLenString(b []byte, s string) []byte {
 // from the zero State.
 func (s *state) UnmarshalBinary(data []byte) error {
 	r := reader{b: data}
-	if r.byte() != stateVersion {
+	version := r.byte()
+	if version != stateVersion && version != stateVersionV1 {
 		return fmt.Errorf("%w: unknown version", errBadState)
 	}
 	var t state
 	t.AckCallID = r.string(maxIDLen)
+	t.AckSeq = -1
+	if version == stateVersion {
+		t.AckSeq = r.int() - 1
+	}
 	flags := r.byte()
 	t.StallReported, t.StallPending = flags&1 != 0, flags&2 != 0
 	t.Pending.StepChars = r.int()

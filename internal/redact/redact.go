@@ -5,6 +5,19 @@
 // is the length of the value in bytes and PREFIX the first 8 hex digits of
 // its SHA-256: two records made with the same key can still be matched, and
 // the key cannot be recovered. Everything else is left exactly as it was.
+//
+// What is a secret:
+//
+//   - headers: every value of a secret name (Authorization, Cookie,
+//     X-Api-Key, ..., and any name containing key, token, secret, auth,
+//     password or credential, rate-limit counters aside); under any other
+//     name, a value that looks like a credential (an auth scheme such as
+//     "Bearer ", a known API key prefix such as "sk-", a JWT), and a
+//     token-like value under a rate-limit name; in a value holding a URL,
+//     what URL redacts;
+//   - URLs: the password of the user info, and the values of key-like
+//     parameters in the query ("&" or ";" separated), in ";name=value"
+//     matrix parameters of the path, and in a "#name=value" fragment.
 package redact
 
 import (
@@ -40,26 +53,47 @@ var secretParams = map[string]bool{
 	"x-goog-signature": true,
 }
 
+// authSchemes start a credential in any header (lowercased, with the space
+// that ends the scheme).
+var authSchemes = []string{"bearer ", "basic ", "token ", "digest ", "negotiate ", "ntlm ", "apikey ", "aws4-hmac-sha256 "}
+
+// keyPrefixes start the API keys and tokens of well-known providers
+// (OpenAI and most OpenAI-compatible APIs "sk-", Stripe "sk_"/"rk_",
+// Google "AIza" and "ya29.", GitHub, GitLab, Slack, Hugging Face, Groq,
+// xAI, Replicate, NVIDIA, Perplexity, Cerebras).
+var keyPrefixes = []string{
+	"sk-", "sk_", "rk_", "AIza", "ya29.", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_",
+	"glpat-", "xoxb-", "xoxp-", "xoxa-", "xoxs-", "hf_", "gsk_", "xai-", "r8_", "nvapi-", "pplx-", "csk-",
+}
+
 // redactValue returns the redaction marker for a secret value.
 func redactValue(v string) string {
 	sum := sha256.Sum256([]byte(v))
 	return "[REDACTED len=" + strconv.Itoa(len(v)) + " sha256=" + hex.EncodeToString(sum[:4]) + "]"
 }
 
-// isSecretHeader reports whether values of the header name are redacted.
+// isSecretHeader reports whether every value of the header name is
+// redacted.
 //
 // Rate-limit counters such as "x-ratelimit-remaining-tokens" are token
-// counts, not tokens, and are kept: they matter when reading a capture.
+// counts, not tokens, and are kept: they matter when reading a capture
+// (a token-like value under such a name is still redacted, see
+// headerValue).
 func isSecretHeader(name string) bool {
 	n := strings.ToLower(name)
 	if secretHeaders[n] {
 		return true
 	}
-	if strings.Contains(n, "ratelimit") && !strings.Contains(n, "key") &&
-		!strings.Contains(n, "secret") && !strings.Contains(n, "auth") {
+	if rateLimitName(n) {
 		return false
 	}
 	return containsWord(n)
+}
+
+// rateLimitName: a rate-limit header whose secret word is only "token".
+func rateLimitName(n string) bool {
+	return strings.Contains(n, "ratelimit") && !strings.Contains(n, "key") &&
+		!strings.Contains(n, "secret") && !strings.Contains(n, "auth")
 }
 
 // isSecretParam reports whether values of the query parameter name are
@@ -78,9 +112,81 @@ func containsWord(n string) bool {
 	return false
 }
 
-// Header returns a copy of h in which the values of secret headers (see
-// IsSecretHeader) are replaced by their redaction marker. h is not
-// modified. Header(nil) is nil.
+// looksSecret reports whether a header value is a credential whatever
+// the header's name: an auth scheme and its parameter, a known key
+// prefix, or a JWT.
+func looksSecret(v string) bool {
+	v = strings.TrimSpace(v)
+	lower := strings.ToLower(v)
+	for _, s := range authSchemes {
+		if strings.HasPrefix(lower, s) && len(v) > len(s) {
+			return true
+		}
+	}
+	for _, p := range keyPrefixes {
+		if strings.HasPrefix(v, p) && len(v) >= len(p)+8 && tokenLike(v, 0) {
+			return true
+		}
+	}
+	return isJWT(v)
+}
+
+// tokenLike reports whether v is one run of at least minLen characters
+// of the alphabets keys are written in (letters, digits, "-_.~+/="),
+// holding both letters and digits: what an opaque credential looks like,
+// and a count, a date or a word does not.
+func tokenLike(v string, minLen int) bool {
+	return len(v) >= minLen && inAlphabet(v, "-_.~+/=") &&
+		strings.ContainsAny(v, "0123456789") && strings.IndexFunc(v, isLetter) >= 0
+}
+
+// inAlphabet reports whether v holds only letters, digits and extra.
+func inAlphabet(v, extra string) bool {
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !(c >= '0' && c <= '9' || isLetter(rune(c)) || strings.IndexByte(extra, c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+func isLetter(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' }
+
+// isJWT reports whether v is three base64url parts joined by dots, the
+// first an encoded JSON object ("eyJ").
+func isJWT(v string) bool {
+	parts := strings.Split(v, ".")
+	if len(parts) != 3 || !strings.HasPrefix(parts[0], "eyJ") || len(v) < 32 {
+		return false
+	}
+	for _, p := range parts {
+		if !inAlphabet(p, "-_=") {
+			return false
+		}
+	}
+	return parts[1] != ""
+}
+
+// minTokenLen is the shortest value taken for a token under a rate-limit
+// name.
+const minTokenLen = 20
+
+// headerValue returns one value of header name (lowercased) as stored.
+func headerValue(name, v string) string {
+	switch {
+	case looksSecret(v), rateLimitName(name) && containsWord(name) && tokenLike(v, minTokenLen):
+		return redactValue(v)
+	case strings.Contains(v, "://"):
+		return URL(v)
+	}
+	return v
+}
+
+// Header returns a copy of h in which the values of secret headers, and
+// the values of other headers that look like credentials (see the package
+// doc), are replaced by their redaction marker. h is not modified.
+// Header(nil) is nil.
 func Header(h http.Header) http.Header {
 	if h == nil {
 		return nil
@@ -89,37 +195,74 @@ func Header(h http.Header) http.Header {
 	for name, vals := range h {
 		cp := make([]string, len(vals))
 		secret := isSecretHeader(name)
+		lower := strings.ToLower(name)
 		for i, v := range vals {
 			if secret {
-				v = redactValue(v)
+				cp[i] = redactValue(v)
+			} else {
+				cp[i] = headerValue(lower, v)
 			}
-			cp[i] = v
 		}
 		out[name] = cp
 	}
 	return out
 }
 
-// URL returns u with the values of key-like query parameters (see
-// IsSecretParam) and any password in the user info replaced by their
-// (query-escaped) redaction marker. The rest of the string, including the
-// order and spelling of the other parameters, is unchanged. A string that
-// holds no secret is returned as it is.
+// URL returns u with the values of key-like parameters (see
+// isSecretParam) and any password in the user info replaced by their
+// (query-escaped) redaction marker. Parameters are the "name=value"
+// elements of the query, separated by "&" or ";", the ";name=value"
+// matrix parameters of the path, and those of the fragment. The rest of
+// the string, including the order, separators and spelling of the other
+// parameters, is unchanged. A string that holds no secret is returned as
+// it is.
 func URL(u string) string {
 	u = redactUserinfo(u)
-	q := strings.IndexByte(u, '?')
-	if q < 0 {
-		return u
+	base, frag, hasFrag := strings.Cut(u, "#")
+	path, query, hasQuery := strings.Cut(base, "?")
+	out := redactMatrix(path)
+	if hasQuery {
+		out += "?" + redactParams(query, "&;")
 	}
-	head, query, frag := u[:q+1], u[q+1:], ""
-	if f := strings.IndexByte(query, '#'); f >= 0 {
-		query, frag = query[:f], query[f:]
+	if hasFrag {
+		out += "#" + redactParams(frag, "&;")
 	}
-	parts := strings.Split(query, "&")
-	for i, p := range parts {
-		parts[i] = redactParam(p)
+	return out
+}
+
+// redactMatrix redacts the ";name=value" parameters of a path: the
+// elements after a ';', up to the next ';', '/' or the end.
+func redactMatrix(path string) string {
+	if !strings.Contains(path, ";") {
+		return path
 	}
-	return head + strings.Join(parts, "&") + frag
+	segs := strings.Split(path, "/")
+	for i, seg := range segs {
+		if name, params, ok := strings.Cut(seg, ";"); ok {
+			segs[i] = name + ";" + redactParams(params, ";")
+		}
+	}
+	return strings.Join(segs, "/")
+}
+
+// redactParams redacts the "name=value" elements of s, separated by any
+// of seps; the separators are kept as they are.
+func redactParams(s, seps string) string {
+	var b strings.Builder
+	for s != "" {
+		i := strings.IndexAny(s, seps)
+		elem, rest := s, ""
+		if i >= 0 {
+			elem, rest = s[:i], s[i:]
+		}
+		b.WriteString(redactParam(elem))
+		if i < 0 {
+			break
+		}
+		b.WriteByte(rest[0])
+		s = rest[1:]
+	}
+	return b.String()
 }
 
 // redactParam redacts one "name=value" element of a query string.

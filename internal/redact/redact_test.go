@@ -117,3 +117,76 @@ func TestURLNoSecretBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestHeaderValueSecrets: a credential under a header name of the
+// client's choosing is redacted by its look; ordinary values, counts and
+// ids under ordinary names are kept.
+func TestHeaderValueSecrets(t *testing.T) {
+	const jwt = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+	secret := http.Header{
+		"X-Upstream":        {"Bearer sk-live-0123456789abcdef"},
+		"X-Forward-Auth-To": {"https://api.example.com"},
+		"X-Provider":        {"sk-proj-AbCdEf0123456789"},
+		"X-Gemini":          {"AIzaSyA-0123456789abcdefGHIJKLMNOPQRS"},
+		"X-Basic":           {"basic dXNlcjpwYXNzd29yZA=="},
+		"X-Session":         {jwt},
+		"X-Ratelimit-Token": {"tok0123456789abcdefXYZ"},
+		"X-Groq":            {"gsk_0123456789abcdefABCDEF"},
+	}
+	got := Header(secret)
+	for name, vals := range secret {
+		if want := marker(vals[0]); got.Get(name) != want {
+			t.Errorf("%s: %q kept as %q, want %q", name, vals[0], got.Get(name), want)
+		}
+	}
+	kept := http.Header{
+		"X-Ratelimit-Remaining-Tokens": {"12345"},
+		"X-Ratelimit-Reset-Tokens":     {"6m0s"},
+		"Openai-Organization":          {"org-abc123"},
+		"X-Request-Id":                 {"req_0123456789abcdef0123"},
+		"User-Agent":                   {"OpenAI/Python 1.40.0"},
+		"Content-Type":                 {"text/plain; charset=utf-8"},
+		"X-Mode":                       {"basic"},
+		"X-Short":                      {"sk-1"},
+		"Openai-Processing-Ms":         {"412"},
+	}
+	for name, vals := range Header(kept) {
+		if vals[0] != kept.Get(name) {
+			t.Errorf("%s: %q changed to %q", name, kept.Get(name), vals[0])
+		}
+	}
+}
+
+// TestHeaderURLValues: a header holding a URL gets the URL's redaction.
+func TestHeaderURLValues(t *testing.T) {
+	h := Header(http.Header{"Referer": {"https://h/p?alt=sse;key=SECRETVALUE1"}, "Location": {"https://u:SECRETVALUE2@h/"}})
+	for _, v := range []string{h.Get("Referer"), h.Get("Location")} {
+		if strings.Contains(v, "SECRETVALUE") || !strings.Contains(v, "REDACTED") {
+			t.Errorf("URL header kept its secret: %q", v)
+		}
+	}
+	if !strings.HasPrefix(h.Get("Referer"), "https://h/p?alt=sse;key=") {
+		t.Errorf("Referer: %q", h.Get("Referer"))
+	}
+}
+
+// TestURLSemicolonAndMatrixParams: "&" and ";" both separate query
+// parameters, ";name=value" path parameters and fragment parameters are
+// read too; separators and other bytes are kept.
+func TestURLSemicolonAndMatrixParams(t *testing.T) {
+	esc := func(v string) string { return url.QueryEscape(marker(v)) }
+	tests := []struct{ in, want string }{
+		{"https://h/p?alt=sse;key=S1", "https://h/p?alt=sse;key=" + esc("S1")},
+		{"https://h/p?key=S1;alt=sse&x=1", "https://h/p?key=" + esc("S1") + ";alt=sse&x=1"},
+		{"https://h/v1/models;key=S2/generate?x=1", "https://h/v1/models;key=" + esc("S2") + "/generate?x=1"},
+		{"https://h/p;version=2;api_key=S3", "https://h/p;version=2;api_key=" + esc("S3")},
+		{"/v1/chat;jsessionid=1;token=S4?stream=true", "/v1/chat;jsessionid=1;token=" + esc("S4") + "?stream=true"},
+		{"https://h/cb#access_token=S5&state=x", "https://h/cb#access_token=" + esc("S5") + "&state=x"},
+		{"https://h/a;b/c?d=e", "https://h/a;b/c?d=e"},
+	}
+	for _, tt := range tests {
+		if got := URL(tt.in); got != tt.want {
+			t.Errorf("URL(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
