@@ -12,6 +12,12 @@
 //	...
 //	err = w.Close()
 //
+// Nothing the disk does holds up traffic. A failed write loses its frame
+// (counted in WriterStats.Lost) and the writer backs off, then tries again
+// by itself; the losses, and the records a full queue dropped, go into the
+// log as a KindDrops record as soon as a frame is written again, and to
+// Options.Logger as one warning per ReportEvery at most, with the counts.
+//
 // A Reader finds the last records without reading a segment from its start,
 // because every frame ends with a fixed-size trailer that gives its length:
 //

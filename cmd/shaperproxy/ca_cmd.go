@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,17 +9,34 @@ import (
 	"github.com/shaperproxy/shaperproxy/proxy"
 )
 
+const caUsageText = `usage: shaperproxy ca init [--data-dir DIR | --config FILE]
+
+Create the local CA of HTTPS_PROXY mode (ca.pem, and ca-key.pem mode 0600,
+in the data directory) if it does not exist, and print how to make the
+tools you run through the proxy trust it.
+`
+
 func runCA(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "init" {
-		return errors.New("usage: shaperproxy ca init [--data-dir DIR]")
+	switch {
+	case len(args) == 0:
+		_, err := io.WriteString(stdout, caUsageText)
+		return err
+	case isHelpFlag(args[0]):
+		_, err := io.WriteString(stdout, caUsageText)
+		if err == nil {
+			err = flag.ErrHelp
+		}
+		return err
+	case args[0] != "init":
+		return usagef("ca", "unknown command %q (ca init)", args[0])
 	}
-	fs := flag.NewFlagSet("ca init", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dataDir := fs.String("data-dir", "", "data `directory`")
-	if err := fs.Parse(args[1:]); err != nil {
+	fs := newFlagSet("ca init", caUsageText, stdout)
+	dataDir := fs.String("data-dir", "", "data `directory` (default: the config's data_dir, else $SHAPERPROXY_DATA_DIR, else the user's state directory)")
+	cfg := fs.String("config", "", "take data_dir from this configuration `file`, as serve does")
+	if err := fs.parse(args[1:]); err != nil {
 		return err
 	}
-	dir, err := resolveDataDir(*dataDir)
+	dir, err := dataDirFrom(*dataDir, *cfg)
 	if err != nil {
 		return err
 	}
@@ -36,7 +52,7 @@ func runCA(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, `
 Trust it in the tools you run through HTTPS_PROXY (only those; do not add it to the system store):
   export HTTPS_PROXY=http://127.0.0.1:8787
-  export NODE_EXTRA_CA_CERTS=%[1]s    # Node.js tools (Claude Code, opencode, qwen-code)
+  export NODE_EXTRA_CA_CERTS=%[1]s    # Node.js tools (opencode, qwen-code; plain Node fetch also needs NODE_USE_ENV_PROXY=1)
   export SSL_CERT_FILE=%[1]s          # Go and OpenSSL-based tools (replaces the system bundle: concatenate if needed)
   export REQUESTS_CA_BUNDLE=%[1]s     # Python requests / httpx
 Then list the hosts to decrypt in the config: intercept = ["api.deepseek.com"]

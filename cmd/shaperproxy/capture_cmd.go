@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,8 +16,9 @@ import (
 
 const captureUsageText = `usage: shaperproxy capture COMMAND [flags]
 
-Read the wire capture logs (<data-dir>/capture/). Logs are read from the
-tail: the cost of tail, read and show does not grow with the log.
+Read the wire capture logs (<data-dir>/capture/). tail, read and show read
+from the end of the log: their cost does not grow with the log; find and
+stats with --since read only the time they cover.
 
 commands:
   tail [-n N] [--kind KIND] [--call ID] [-f]
@@ -25,25 +27,36 @@ commands:
   read --from POS [--limit N]
                    records from a position SEG:OFF[+IDX] on (default 100),
                    then the position to continue from
-  show [CALL]      one call (default: the last): the request summary and
-                   the response rebuilt field by field, with timings
-  stats [--since DURATION]
+  show [CALL] [--chunks] [--full]
+                   one call (default: the last): the request summary and
+                   the response rebuilt field by field, with timings;
+                   --chunks lists every event with its offset, gap and delta
+  find [--text TEXT [-i] [--in request|response]] [--model M] [--route R]
+       [--outcome O] [--since TIME] [--until TIME] [--limit N]
+                   the calls that match, oldest first
+  stats [--since TIME]
                    reasoning blocks shaped vs raw per route and model,
                    chunks per call, outcomes, drops, bytes on disk vs wire
 
 flags of every command:
-  --json           one JSON object per line
-  --data-dir DIR   data directory (default $SHAPERPROXY_DATA_DIR or the
-                   user's state directory)
+  --json           one JSON object per line (shapes in the README)
+  --data-dir DIR   data directory (default: the config's data_dir, else
+                   $SHAPERPROXY_DATA_DIR, else the user's state directory)
+  --config FILE    take data_dir from this configuration, as serve does
 
 kinds: request, client_request, response, event, body, end, drops, note
+Times print in UTC (RFC 3339). Run 'shaperproxy help capture COMMAND' for
+a command's flags.
 `
 
-// runCapture is the command "capture": tail, read, show and stats over the
-// capture logs.
+// runCapture is the command "capture": tail, read, show, find and stats
+// over the capture logs.
 func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 || isHelpFlag(args[0]) {
 		_, err := io.WriteString(stdout, captureUsageText)
+		if err == nil && len(args) > 0 {
+			err = flag.ErrHelp
+		}
 		return err
 	}
 	switch args[0] {
@@ -53,28 +66,27 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return captureRead(args[1:], stdout, stderr)
 	case "show":
 		return captureShow(args[1:], stdout, stderr)
+	case "find":
+		return captureFind(args[1:], stdout, stderr)
 	case "stats":
 		return captureStats(args[1:], stdout, stderr)
 	}
-	_, _ = io.WriteString(stderr, captureUsageText)
-	return fmt.Errorf("capture: unknown command %q", args[0])
+	return usagef("capture", "unknown command %q (tail, read, show, find, stats)", args[0])
 }
 
 // captureFlags are the flags every capture command takes.
-type captureFlags struct{ forensicFlags }
+type captureFlags struct{ *forensicFlags }
 
-func newCaptureFlags(name string, stderr io.Writer) *captureFlags {
-	f := &captureFlags{}
-	f.init("capture "+name, "print one JSON object per line", stderr)
-	return f
+func newCaptureFlags(name, usage string, stdout io.Writer) *captureFlags {
+	return &captureFlags{newForensicFlags("capture "+name, "usage: shaperproxy capture "+usage, stdout)}
 }
 
 func (f *captureFlags) options(stderr io.Writer) (captureOptions, error) {
-	dir, err := resolveDataDir(f.dataDir)
+	dir, err := f.dataDirectory()
 	if err != nil {
 		return captureOptions{}, err
 	}
-	o := captureOptions{Dir: filepath.Join(dir, "capture"), JSON: f.json}
+	o := captureOptions{Dir: filepath.Join(dir, capture.Dir), JSON: f.json}
 	if _, err := os.Stat(o.Dir); err != nil {
 		return o, fmt.Errorf("no capture log in %s: %w", o.Dir, err)
 	}
@@ -84,33 +96,33 @@ func (f *captureFlags) options(stderr io.Writer) (captureOptions, error) {
 	return o, nil
 }
 
-// parseNone parses flags of a command without positional arguments.
+// parseNone parses the flags of a command without positional arguments.
 func (f *captureFlags) parseNone(args []string, stderr io.Writer) (captureOptions, error) {
-	pos, err := f.parse(args)
-	if err != nil {
+	if err := f.parse(args); err != nil {
 		return captureOptions{}, err
-	}
-	if len(pos) > 0 {
-		return captureOptions{}, fmt.Errorf("%s: unexpected argument %q", f.fs.Name(), pos[0])
 	}
 	return f.options(stderr)
 }
 
 func captureTail(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newCaptureFlags("tail", stderr)
+	f := newCaptureFlags("tail", `tail [-n N] [--kind KIND] [--call ID] [-f] [flags]
+
+The last N records of the log with their positions (SEG:OFF+IDX, for
+capture read --from), oldest first; -f keeps printing new ones.
+`, stdout)
 	var o tailOptions
 	var kinds string
-	f.fs.IntVar(&o.N, "n", 20, "number of records")
-	f.fs.StringVar(&kinds, "kind", "", "only records of these `kinds` (comma-separated)")
-	f.fs.StringVar(&o.Call, "call", "", "only the records of this call `ID`")
-	f.fs.BoolVar(&o.Follow, "f", false, "keep printing new records")
+	f.IntVar(&o.N, "n", 20, "number of records")
+	f.StringVar(&kinds, "kind", "", "only records of these `kinds` (comma-separated: request, client_request, response, event, body, end, drops, note)")
+	f.StringVar(&o.Call, "call", "", "only the records of this call `ID`")
+	f.BoolVar(&o.Follow, "f", false, "keep printing new records until interrupted")
 	cmd, err := f.parseNone(args, stderr)
 	if err != nil {
 		return err
 	}
 	o.captureOptions = cmd
 	if o.Kinds, err = parseKinds(kinds); err != nil {
-		return err
+		return f.usageErr("--kind: %w", err)
 	}
 	return tailCmd(ctx, stdout, o)
 }
@@ -123,7 +135,7 @@ func parseKinds(s string) ([]capture.Kind, error) {
 		}
 		k, err := capture.ParseKind(name)
 		if err != nil {
-			return nil, fmt.Errorf("--kind: %w", err)
+			return nil, err
 		}
 		kinds = append(kinds, k)
 	}
@@ -131,35 +143,49 @@ func parseKinds(s string) ([]capture.Kind, error) {
 }
 
 func captureRead(args []string, stdout, stderr io.Writer) error {
-	f := newCaptureFlags("read", stderr)
+	f := newCaptureFlags("read", `read --from POS [--limit N] [flags]
+
+Records from a position on, in log order, then (in text) the position to
+continue from; in JSON every record carries "next", the position after it.
+`, stdout)
 	var o readOptions
 	var from string
-	f.fs.StringVar(&from, "from", "", "start `POS` (SEG:OFF[+IDX], as printed by tail)")
-	f.fs.IntVar(&o.Limit, "limit", 100, "number of records")
-	cmd, err := f.parseNone(args, stderr)
-	if err != nil {
+	f.StringVar(&from, "from", "", "start `POS` (SEG, SEG:OFF or SEG:OFF+IDX, as tail prints)")
+	f.IntVar(&o.Limit, "limit", 100, "number of records")
+	if err := f.parse(args); err != nil {
 		return err
 	}
 	if from == "" {
-		return fmt.Errorf("capture read: --from is required")
+		return f.usageErr("--from is required")
 	}
+	var err error
 	if o.From, err = capture.ParsePos(from); err != nil {
-		return fmt.Errorf("--from: %w", err)
+		return f.usageErr("--from: %w", err)
 	}
-	o.captureOptions = cmd
+	if o.captureOptions, err = f.options(stderr); err != nil {
+		return err
+	}
 	return readCmd(stdout, o)
 }
 
 func captureShow(args []string, stdout, stderr io.Writer) error {
-	f := newCaptureFlags("show", stderr)
+	f := newCaptureFlags("show", `show [CALL] [--chunks] [--full] [flags]
+
+One call (default: the last with a request): the request as sent upstream,
+the response rebuilt field by field, the timings and the end. --chunks
+lists every stream event with its offset, the gap before it and the delta
+it carried (reasoning and content text, tool call fragments, finish_reason,
+usage).
+`, stdout)
 	var o showOptions
-	f.fs.BoolVar(&o.Full, "full", false, "print reasoning and content whole")
-	pos, err := f.parse(args)
+	f.BoolVar(&o.Full, "full", false, "print reasoning, content and deltas whole")
+	f.BoolVar(&o.Chunks, "chunks", false, "list the stream's events one by one")
+	pos, err := f.parseInterspersed(args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 1 {
-		return fmt.Errorf("capture show: one call id at most, got %d", len(pos))
+		return f.usageErr("one call id at most, got %d", len(pos))
 	}
 	if len(pos) == 1 {
 		o.Call = pos[0]
@@ -170,10 +196,61 @@ func captureShow(args []string, stdout, stderr io.Writer) error {
 	return showCmd(stdout, o)
 }
 
+func captureFind(args []string, stdout, stderr io.Writer) error {
+	f := newCaptureFlags("find", `find [--text TEXT [-i] [--in request|response]] [--model M] [--route R]
+       [--outcome O] [--since TIME] [--until TIME] [--limit N] [flags]
+
+The calls that match every condition given, oldest first: one line per
+call (time, id, route, model, status, outcome, duration) and where the text
+was found. The text is looked for in the request's messages (content,
+reasoning, tool calls) and in the response rebuilt field by field, so a
+text split over several stream chunks is found. With --since only the end
+of the log is read; with --until reading stops after it.
+
+TIME is `+timeHelp+`.
+`, stdout)
+	var o findOptions
+	var in string
+	f.StringVar(&o.Query.Text, "text", "", "the `TEXT` to look for")
+	f.BoolVar(&o.Query.Fold, "i", false, "match the text regardless of case")
+	f.StringVar(&in, "in", "", "look for the text only in the `request` or the `response`")
+	f.StringVar(&o.Query.Model, "model", "", "only calls whose model contains `M` (any case)")
+	f.StringVar(&o.Query.Route, "route", "", "only calls of this `route`")
+	f.StringVar(&o.Query.Outcome, "outcome", "", "only calls with this `outcome` (complete, client_cancelled, upstream_error, timeout; none: no end in the log)")
+	f.Var(timeValue{t: &o.Query.Since}, "since", "only calls whose request came at or after `TIME`")
+	f.Var(timeValue{t: &o.Query.Until}, "until", "only calls whose request came before `TIME`")
+	f.IntVar(&o.Query.Limit, "limit", 100, "print at most `N` calls (0: all)")
+	cmd, err := f.parseNone(args, stderr)
+	if err != nil {
+		return err
+	}
+	switch in {
+	case "":
+	case "request":
+		o.Query.In = capture.InRequest
+	case "response":
+		o.Query.In = capture.InResponse
+	default:
+		return f.usageErr("--in: want request or response, got %q", in)
+	}
+	if o.Query.Limit < 0 {
+		return f.usageErr("--limit: must not be negative")
+	}
+	o.captureOptions = cmd
+	return findCmd(stdout, stderr, o)
+}
+
 func captureStats(args []string, stdout, stderr io.Writer) error {
-	f := newCaptureFlags("stats", stderr)
+	f := newCaptureFlags("stats", `stats [--since TIME] [flags]
+
+Statistics of the log: records by kind, bytes on disk vs on the wire,
+outgoing reasoning blocks shaped vs raw per route and model, chunks per
+streamed call, calls by outcome, dropped records.
+
+TIME is `+timeHelp+`.
+`, stdout)
 	var o statsOptions
-	f.fs.DurationVar(&o.Since, "since", 0, "only records of the last `DURATION` (e.g. 24h)")
+	f.Var(timeValue{t: &o.Since}, "since", "only records at or after `TIME`")
 	cmd, err := f.parseNone(args, stderr)
 	if err != nil {
 		return err

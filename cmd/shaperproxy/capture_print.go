@@ -1,9 +1,7 @@
 package main
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -90,7 +88,7 @@ type readOptions struct {
 }
 
 // readCmd prints records from a position on, then the position to
-// continue from ("next SEG:OFF+IDX", or {"next": ...} in JSON).
+// continue from ("next SEG:OFF+IDX"; in JSON each record has "next").
 func readCmd(w io.Writer, o readOptions) error {
 	r, err := capture.OpenReader(o.Dir)
 	if err != nil {
@@ -106,7 +104,7 @@ func readCmd(w io.Writer, o readOptions) error {
 		return err
 	}
 	if o.JSON {
-		return p.json(map[string]string{"next": next.String()})
+		return nil // every record carries "next"
 	}
 	_, err = fmt.Fprintf(w, "next %s\n", next)
 	return err
@@ -116,24 +114,21 @@ func readCmd(w io.Writer, o readOptions) error {
 type printer struct {
 	w      io.Writer
 	asJSON bool
-	enc    *json.Encoder
+	out    *jsonLines
 }
 
 func newPrinter(w io.Writer, asJSON bool) *printer {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	return &printer{w: w, asJSON: asJSON, enc: enc}
+	return &printer{w: w, asJSON: asJSON, out: newJSONLines(w)}
 }
 
-func (p *printer) json(v any) error { return p.enc.Encode(v) }
+func (p *printer) json(v any) error { return p.out.write(v) }
 
 func (p *printer) record(l capture.Located) error {
 	if p.asJSON {
-		return p.json(toJSON(l))
+		return p.json(toRecordJSON(l))
 	}
 	r := &l.Record
-	_, err := fmt.Fprintf(p.w, "%-18s %s %-14s %-16s %s\n", l.Pos, r.Time.Format("2006-01-02 15:04:05.000"),
-		r.Kind, r.Call, summary(l))
+	_, err := fmt.Fprintf(p.w, "%-18s %s %-14s %-16s %s\n", l.Pos, fmtTime(r.Time), r.Kind, r.Call, summary(l))
 	return err
 }
 
@@ -157,7 +152,7 @@ func summary(l capture.Located) string {
 	case capture.KindResponse:
 		fmt.Fprintf(&b, "status=%d content-type=%s", r.Status, http.Header(r.Header).Get("Content-Type"))
 	case capture.KindEvent:
-		fmt.Fprintf(&b, "#%d +%s %s", r.Seq, fmtDur(r.Offset), clip(r.Data, 160))
+		fmt.Fprintf(&b, "#%d +%s %s", r.Seq, fmtDur(r.Offset), describeDelta(capture.ParseEvent(r.Data), 160))
 	case capture.KindEnd:
 		fmt.Fprintf(&b, "%s events=%d bytes=%d +%s", r.Outcome, r.Events, r.Bytes, fmtDur(r.Offset))
 		if len(r.Usage) > 0 {
@@ -199,65 +194,6 @@ func fmtDur(d time.Duration) string {
 	return d.Round(time.Millisecond).String()
 }
 
-// recordJSON is the JSON form of a record. Data is a string holding the
-// exact bytes when they are UTF-8, else base64 in data_base64.
-type recordJSON struct {
-	Pos             string          `json:"pos"`
-	Kind            string          `json:"kind"`
-	Call            string          `json:"call,omitempty"`
-	Parent          string          `json:"parent,omitempty"`
-	Internal        bool            `json:"internal,omitempty"`
-	Seq             int             `json:"seq"`
-	Time            time.Time       `json:"time"`
-	OffsetMS        float64         `json:"offset_ms"`
-	Where           string          `json:"where"`
-	Route           string          `json:"route,omitempty"`
-	Model           string          `json:"model,omitempty"`
-	Method          string          `json:"method,omitempty"`
-	URL             string          `json:"url,omitempty"`
-	Header          http.Header     `json:"header,omitempty"`
-	Status          int             `json:"status,omitempty"`
-	Stream          bool            `json:"stream,omitempty"`
-	Size            int             `json:"size"`
-	Data            *string         `json:"data,omitempty"`
-	DataBase64      []byte          `json:"data_base64,omitempty"`
-	ReasoningShaped int             `json:"reasoning_shaped,omitempty"`
-	ReasoningRaw    int             `json:"reasoning_raw,omitempty"`
-	Outcome         string          `json:"outcome,omitempty"`
-	Bytes           int64           `json:"bytes,omitempty"`
-	Events          int             `json:"events,omitempty"`
-	Usage           json.RawMessage `json:"usage,omitempty"`
-	Err             string          `json:"err,omitempty"`
-	DroppedCount    int64           `json:"dropped_count,omitempty"`
-	ReadError       string          `json:"read_error,omitempty"`
-}
-
-func toJSON(l capture.Located) recordJSON {
-	r := &l.Record
-	j := recordJSON{
-		Pos: l.Pos.String(), Kind: r.Kind.String(), Call: r.Call, Parent: r.Parent, Internal: r.Internal,
-		Seq: r.Seq, Time: r.Time, OffsetMS: float64(r.Offset) / float64(time.Millisecond), Where: r.Where,
-		Route: r.Route, Model: r.Model, Method: r.Method, URL: r.URL, Header: r.Header, Status: r.Status,
-		Stream: r.Stream, Size: l.Size, ReasoningShaped: r.ReasoningShaped, ReasoningRaw: r.ReasoningRaw,
-		Outcome: r.Outcome, Bytes: r.Bytes, Events: r.Events, Err: r.Err, DroppedCount: r.DroppedCount,
-	}
-	if json.Valid(r.Usage) {
-		j.Usage = r.Usage
-	}
-	if utf8.Valid(r.Data) {
-		if len(r.Data) > 0 {
-			s := string(r.Data)
-			j.Data = &s
-		}
-	} else {
-		j.DataBase64 = r.Data
-	}
-	if l.Err != nil {
-		j.ReadError = l.Err.Error()
-	}
-	return j
-}
-
 // newBar returns a progress bar over total bytes, or nil.
 func newBar(w io.Writer, total int64, desc string) *progressbar.ProgressBar {
 	if w == nil {
@@ -275,8 +211,9 @@ func newBar(w io.Writer, total int64, desc string) *progressbar.ProgressBar {
 // showOptions configure showCmd.
 type showOptions struct {
 	captureOptions
-	Call string // the call id; "" shows the last call with a request
-	Full bool   // print reasoning and content whole (text output)
+	Call   string // the call id; "" shows the last call with a request
+	Full   bool   // print reasoning, content and deltas whole (text output)
+	Chunks bool   // list the stream's events one by one
 }
 
 // showCmd prints one call: what was sent and what came back.
@@ -290,10 +227,24 @@ func showCmd(w io.Writer, o showOptions) error {
 	if err != nil {
 		return err
 	}
-	if o.JSON {
-		return newPrinter(w, true).json(v)
+	var chunks []capture.Chunk
+	if o.Chunks {
+		recs, err := r.CallRecords(v.Call)
+		if err != nil {
+			return err
+		}
+		chunks = capture.Chunks(recs)
 	}
-	return printCallView(w, v, o.Full)
+	if o.JSON {
+		return newJSONLines(w).write(toCallJSON(v, chunks, o.Chunks))
+	}
+	if err := printCallView(w, v, o.Full); err != nil {
+		return err
+	}
+	if !o.Chunks {
+		return nil
+	}
+	return printChunks(w, chunks, o.Full)
 }
 
 func printCallView(w io.Writer, v *capture.CallView, full bool) error {
@@ -331,17 +282,15 @@ func printCallView(w io.Writer, v *capture.CallView, full bool) error {
 }
 
 func printReqView(b *strings.Builder, q *capture.ReqView) {
-	fmt.Fprintf(b, "\nrequest at %s (%s)\n", q.Time.Format("2006-01-02 15:04:05.000"), q.Pos)
+	fmt.Fprintf(b, "\nrequest at %s (%s)\n", fmtTime(q.Time), q.Pos)
 	fmt.Fprintf(b, "  %s %s\n", q.Method, q.URL)
 	fmt.Fprintf(b, "  route %s, model %s, stream %v, %d bytes\n", q.Route, q.Model, q.Stream, q.Bytes)
 	if q.ReadError != "" {
 		fmt.Fprintf(b, "  body not readable: %s\n", q.ReadError)
 	}
 	var roles []string
-	for _, role := range []string{"system", "developer", "user", "assistant", "tool"} {
-		if n := q.Roles[role]; n > 0 {
-			roles = append(roles, fmt.Sprintf("%s %d", role, n))
-		}
+	for _, role := range sortedRoles(q.Roles) {
+		roles = append(roles, fmt.Sprintf("%s %d", role, q.Roles[role]))
 	}
 	fmt.Fprintf(b, "  messages %d: %s\n", q.Messages, strings.Join(roles, ", "))
 	fmt.Fprintf(b, "  reasoning blocks sent: shaped %d, raw %d (history messages with reasoning text: %d, signed: %d)\n",
@@ -401,11 +350,31 @@ func indent(s string, full bool) string {
 	return "    " + strings.ReplaceAll(s, "\n", "\n    ") + more + "\n"
 }
 
+// roleOrder is the order roles are listed in; others follow, sorted.
+var roleOrder = []string{"system", "developer", "user", "assistant", "tool"}
+
+// sortedRoles returns the roles counted in roles, in roleOrder.
+func sortedRoles(roles map[string]int) []string {
+	var out []string
+	for _, role := range roleOrder {
+		if roles[role] > 0 {
+			out = append(out, role)
+		}
+	}
+	var rest []string
+	for role, n := range roles {
+		if n > 0 && !slices.Contains(roleOrder, role) {
+			rest = append(rest, role)
+		}
+	}
+	slices.Sort(rest)
+	return append(out, rest...)
+}
+
 // statsOptions configure statsCmd.
 type statsOptions struct {
 	captureOptions
-	Since time.Duration // only records newer than this; 0: all
-	Now   time.Time     // the clock for Since (default time.Now())
+	Since time.Time // only records at or after this time; zero: all
 }
 
 // statsCmd prints the statistics of the log.
@@ -415,10 +384,6 @@ func statsCmd(w io.Writer, o statsOptions) error {
 		return err
 	}
 	defer r.Close()
-	var since time.Time
-	if o.Since > 0 {
-		since = cmp.Or(o.Now, time.Now()).Add(-o.Since)
-	}
 	var progress func(done, total int64)
 	if bar := newBar(o.Progress, 0, "scanning"); bar != nil {
 		defer bar.Finish()
@@ -427,25 +392,24 @@ func statsCmd(w io.Writer, o statsOptions) error {
 			_ = bar.Set64(done)
 		}
 	}
-	st, err := capture.ComputeStats(r, since, progress)
+	st, err := capture.ComputeStats(r, o.Since, progress)
 	if err != nil {
 		return err
 	}
 	if o.JSON {
-		return newPrinter(w, true).json(st)
+		return newJSONLines(w).write(toStatsJSON(st))
 	}
 	return printStats(w, st)
 }
 
 func printStats(w io.Writer, st *capture.Stats) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	const tf = "2006-01-02 15:04:05"
 	fmt.Fprintf(tw, "records\t%d", st.Records)
 	if st.Records > 0 {
-		fmt.Fprintf(tw, " from %s to %s", st.First.Format(tf), st.Last.Format(tf))
+		fmt.Fprintf(tw, " from %s to %s", fmtTime(st.First), fmtTime(st.Last))
 	}
 	if !st.Since.IsZero() {
-		fmt.Fprintf(tw, " (since %s)", st.Since.Format(tf))
+		fmt.Fprintf(tw, " (since %s)", fmtTime(st.Since))
 	}
 	fmt.Fprintln(tw)
 	for _, k := range []capture.Kind{capture.KindRequest, capture.KindClientRequest, capture.KindResponse, capture.KindEvent, capture.KindBody, capture.KindEnd, capture.KindDrops, capture.KindNote} {

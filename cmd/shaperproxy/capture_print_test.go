@@ -61,7 +61,7 @@ func TestShowCmd(t *testing.T) {
 	if err := showCmd(&out, showOptions{captureOptions: captureOptions{Dir: dir, JSON: true}, Call: "call-a"}); err != nil {
 		t.Fatal(err)
 	}
-	var v capture.CallView
+	var v callJSON
 	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
 		t.Fatal(err)
 	}
@@ -75,21 +75,22 @@ func TestShowCmd(t *testing.T) {
 		got, want any
 	}{
 		{"messages", q.Messages, 4},
-		{"roles", q.Roles["assistant"], 1},
+		{"roles", q.Roles, map[string]int{"system": 1, "user": 1, "assistant": 1, "tool": 1}},
 		{"reasoning blocks", q.ReasoningBlocks, 1},
 		{"shaped", q.ReasoningShaped, 1},
 		{"reasoning", c.Reasoning, "[reasoning] Both fixes"},
 		{"content", c.Content, "Done."},
 		{"finish", c.FinishReason, "tool_calls"},
 		{"tool call", fmt.Sprint(c.ToolCalls[0].ID, c.ToolCalls[0].Name, c.ToolCalls[0].Arguments), `c1write{"path":"a.go"}`},
-		{"usage", rv.Usage, `{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}`},
+		{"usage", string(rv.Usage), `{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}`},
 		{"chunks", rv.Chunks, 8},
 		{"events", rv.Events, 10},
-		{"first chunk", rv.FirstChunk, 100 * time.Millisecond},
-		{"largest gap", rv.LargestGap, 2010 * time.Millisecond},
-		{"gap at", rv.LargestGapAt, 5},
+		{"first chunk", rv.FirstChunkMS, 100},
+		{"largest gap", rv.LargestGapMS, 2010},
+		{"gap at", rv.LargestGapSeq, 5},
 		{"status", v.Status, 200},
 		{"outcome", v.End.Outcome, "complete"},
+		{"no chunks without --chunks", v.Chunks == nil, true},
 	}
 	for _, c := range checks {
 		if fmt.Sprint(c.got) != fmt.Sprint(c.want) {
@@ -138,7 +139,8 @@ func TestTailAndReadCmd(t *testing.T) {
 		t.Fatal(err)
 	}
 	var req recordJSON
-	if err := json.Unmarshal(out.Bytes(), &req); err != nil || req.Kind != "request" || req.Data == nil || !strings.Contains(*req.Data, `"messages"`) {
+	if err := json.Unmarshal(out.Bytes(), &req); err != nil || req.Kind != "request" || req.Data == nil || !strings.Contains(*req.Data, `"messages"`) ||
+		len(req.Headers) != 2 || req.Headers[0].Name != "Authorization" || strings.Contains(req.Headers[0].Value, "TESTSECRET") {
 		t.Fatalf("tail --json: %v %s", err, out.String())
 	}
 	pos, err := capture.ParsePos(req.Pos)
@@ -150,16 +152,30 @@ func TestTailAndReadCmd(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc := bufio.NewScanner(&out)
-	var kinds []string
+	var kinds, nexts []string
 	for sc.Scan() {
 		var m map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			t.Fatal(err)
 		}
-		kinds = append(kinds, fmt.Sprintf("%v %v", m["kind"], m["next"] != nil))
+		kinds = append(kinds, fmt.Sprint(m["kind"]))
+		nexts = append(nexts, fmt.Sprint(m["next"]))
 	}
-	if strings.Join(kinds, ",") != "request false,response false,<nil> true" {
+	if strings.Join(kinds, ",") != "request,response" {
 		t.Errorf("read --from %s: %v", pos, kinds)
+	}
+	// The last record's next continues the read where it stopped.
+	next, err := capture.ParsePos(nexts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := readCmd(&out, readOptions{captureOptions: captureOptions{Dir: dir, JSON: true}, From: next, Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var ev recordJSON
+	if err := json.Unmarshal(out.Bytes(), &ev); err != nil || ev.Kind != "event" || ev.Seq != 0 {
+		t.Errorf("read from next %s: %v %s", next, err, out.String())
 	}
 }
 
@@ -205,7 +221,7 @@ func TestStatsCmd(t *testing.T) {
 		t.Fatal(err)
 	}
 	var st capture.Stats
-	if err := json.Unmarshal(out.Bytes(), &st); err != nil {
+	if err := json.Unmarshal(out.Bytes(), &st); err != nil || !bytes.HasSuffix(bytes.TrimSpace(out.Bytes()), []byte("}")) || bytes.Count(out.Bytes(), []byte("\n")) != 1 {
 		t.Fatal(err)
 	}
 	if len(st.Reasoning) != 1 || st.Reasoning[0].Shaped != 181 || st.Reasoning[0].Raw != 12 || st.Reasoning[0].Requests != 3 {
@@ -224,7 +240,7 @@ func TestStatsCmd(t *testing.T) {
 	// --since: only call-b and what follows (the records written with the
 	// current time).
 	out.Reset()
-	err := statsCmd(&out, statsOptions{captureOptions: captureOptions{Dir: dir, JSON: true}, Since: 30 * time.Second, Now: t0.Add(time.Minute)})
+	err := statsCmd(&out, statsOptions{captureOptions: captureOptions{Dir: dir, JSON: true}, Since: t0.Add(30 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,21 +33,24 @@ Originals are kept for the current turn of each conversation only.
 
 commands:
   stats                      entries, conversations and file size of the table
-  list [--conversation KEY]  one line per recorded original
+  list [--conversation KEY]  one line per recorded original, with the sha256
+                             of its shaped text (lookup --sha256 takes it)
   lookup TEXT | --stdin | --sha256 HEX
                              print the original(s) of a shaped text
 
 flags of every command:
-  --data-dir DIR  data directory (default $SHAPERPROXY_DATA_DIR,
-                  else $XDG_STATE_HOME/shaperproxy, else ~/.local/state/shaperproxy)
-  --json          print JSON
+  --json           one JSON object per line (shapes in the README)
+  --data-dir DIR   data directory (default: the config's data_dir, else
+                   $SHAPERPROXY_DATA_DIR, else the user's state directory)
+  --config FILE    take data_dir from this configuration, as serve does
+  --proxy URL      the running proxy to ask (default: the address serve
+                   recorded in the data directory; when the table is locked,
+                   else $SHAPERPROXY_URL, else http://127.0.0.1:8787)
 
-  --proxy URL     the running proxy to ask when it holds the table
-                  (default $SHAPERPROXY_URL, else the address ` + "`serve`" + ` recorded
-                  in the data directory, else http://127.0.0.1:8787)
-
-While ` + "`shaperproxy serve`" + ` has the table open no other process can read the file;
-the commands then ask the running proxy (on loopback) instead.
+While ` + "`shaperproxy serve`" + ` has the table open no other process can read
+the file: the commands ask the running proxy first (on loopback, the
+address it recorded in <data-dir>/serve.url), and read the file when no
+proxy answers. Run 'shaperproxy help originals COMMAND' for a command's flags.
 `
 
 // runOriginals is the command "originals": stats, list and lookup over the
@@ -53,25 +60,27 @@ func runOriginals(_ context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func originalsMain(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 || isHelpFlag(args[0]) {
 		_, err := io.WriteString(stdout, originalsUsageText)
+		if err == nil && len(args) > 0 {
+			err = flag.ErrHelp
+		}
 		return err
 	}
 	switch args[0] {
 	case "stats":
-		return originalsStats(args[1:], stdout, stderr)
+		return originalsStats(args[1:], stdout)
 	case "list":
-		return originalsList(args[1:], stdout, stderr)
+		return originalsList(args[1:], stdout)
 	case "lookup":
-		return originalsLookup(args[1:], stdin, stdout, stderr)
+		return originalsLookup(args[1:], stdin, stdout)
 	}
-	_, _ = io.WriteString(stderr, originalsUsageText)
-	return fmt.Errorf("originals: unknown command %q", args[0])
+	return usagef("originals", "unknown command %q (stats, list, lookup)", args[0])
 }
 
 // originalsFlags are the flags every originals command takes.
 type originalsFlags struct {
-	forensicFlags
+	*forensicFlags
 	proxy string
 }
 
@@ -85,28 +94,30 @@ type originalsSource interface {
 	Close() error
 }
 
-func newOriginalsFlags(name string, stderr io.Writer) *originalsFlags {
-	f := &originalsFlags{}
-	f.init("originals "+name, "print JSON", stderr)
-	f.fs.StringVar(&f.proxy, "proxy", "", "the running proxy's `URL` (default $SHAPERPROXY_URL, the URL serve recorded, or http://127.0.0.1:8787)")
+func newOriginalsFlags(name, usage string, stdout io.Writer) *originalsFlags {
+	f := &originalsFlags{forensicFlags: newForensicFlags("originals "+name, "usage: shaperproxy originals "+usage, stdout)}
+	f.StringVar(&f.proxy, "proxy", "", "the running proxy's `URL` (default: the URL serve recorded in the data directory)")
 	return f
 }
 
-// parseNoArgs parses flags for a command that takes no positional argument.
-func (f *originalsFlags) parseNoArgs(args []string) error {
-	pos, err := f.parse(args)
-	if err == nil && len(pos) > 0 {
-		err = fmt.Errorf("%s: unexpected argument %q", f.fs.Name(), pos[0])
-	}
-	return err
-}
-
-// open opens the table read-only; when a running proxy holds it, it asks
-// that proxy instead. The common failures are turned into advice.
+// open returns the source to read: the running proxy when one answers at
+// --proxy or at the address serve recorded in the data directory (it holds
+// the table, and answers at once), else the table file read-only. A file
+// locked by a proxy that recorded no address is asked for at
+// $SHAPERPROXY_URL or the default address.
 func (f *originalsFlags) open() (originalsSource, error) {
-	dir, err := resolveDataDir(f.dataDir)
+	dir, err := f.dataDirectory()
 	if err != nil {
 		return nil, err
+	}
+	var remoteErr error
+	first := cmp.Or(f.proxy, servedURL(dir))
+	if first != "" {
+		remote, err := dialOriginals(first)
+		if err == nil {
+			return remote, nil
+		}
+		remoteErr = fmt.Errorf("asking the proxy at %s failed: %w", first, err)
 	}
 	path := filepath.Join(dir, originals.FileName)
 	st, err := originals.Open(path, originals.Options{ReadOnly: true, LockTimeout: originalsLockTimeout})
@@ -114,22 +125,31 @@ func (f *originalsFlags) open() (originalsSource, error) {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("no originals table at %s: nothing has been recorded yet, or --data-dir points elsewhere", path)
 	case errors.Is(err, originals.ErrLocked):
-		base := firstNonEmpty(f.proxy, os.Getenv("SHAPERPROXY_URL"), servedURL(dir), "http://127.0.0.1:8787")
-		remote, rerr := dialOriginals(base)
-		if rerr != nil {
-			return nil, fmt.Errorf("a running proxy holds the originals table %s, and asking it at %s failed: %w "+
-				"(pass --proxy URL, or stop `shaperproxy serve`: the originals stay on disk until each conversation's next turn)", path, base, rerr)
-		}
-		return remote, nil
+		return f.openLocked(path, remoteErr)
 	case err != nil:
 		return nil, err
 	}
 	return st, nil
 }
 
-func originalsStats(args []string, stdout, stderr io.Writer) error {
-	f := newOriginalsFlags("stats", stderr)
-	if err := f.parseNoArgs(args); err != nil {
+// openLocked asks a proxy that holds the table but recorded no address
+// (or one that did not answer).
+func (f *originalsFlags) openLocked(path string, remoteErr error) (originalsSource, error) {
+	if remoteErr == nil {
+		base := cmp.Or(os.Getenv("SHAPERPROXY_URL"), "http://127.0.0.1:8787")
+		remote, err := dialOriginals(base)
+		if err == nil {
+			return remote, nil
+		}
+		remoteErr = fmt.Errorf("asking the proxy at %s failed: %w", base, err)
+	}
+	return nil, fmt.Errorf("a running proxy holds the originals table %s, and %w "+
+		"(pass --proxy URL, or stop `shaperproxy serve`: the originals stay on disk until each conversation's next turn)", path, remoteErr)
+}
+
+func originalsStats(args []string, stdout io.Writer) error {
+	f := newOriginalsFlags("stats", "stats [flags]\n\nEntries, conversations, fan-outs and file size of the originals table.\n", stdout)
+	if err := f.parse(args); err != nil {
 		return err
 	}
 	st, err := f.open()
@@ -141,13 +161,19 @@ func originalsStats(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return writeOriginalsStats(stdout, st.Path(), stats, f.json)
+	path, proxy := sourceOf(st)
+	return writeOriginalsStats(stdout, path, proxy, stats, f.json)
 }
 
-func originalsList(args []string, stdout, stderr io.Writer) error {
-	f := newOriginalsFlags("list", stderr)
-	conv := f.fs.String("conversation", "", "list only this conversation")
-	if err := f.parseNoArgs(args); err != nil {
+func originalsList(args []string, stdout io.Writer) error {
+	f := newOriginalsFlags("list", `list [--conversation KEY] [flags]
+
+One line per recorded original: conversation, turn, time, the sha256 of the
+shaped text (its first 16 hex digits, which lookup --sha256 accepts; JSON
+has all 64), the original's size and the shaped text.
+`, stdout)
+	conv := f.String("conversation", "", "list only this conversation `KEY`")
+	if err := f.parse(args); err != nil {
 		return err
 	}
 	st, err := f.open()
@@ -162,23 +188,33 @@ func originalsList(args []string, stdout, stderr io.Writer) error {
 	return writeOriginalsList(stdout, entries, f.json)
 }
 
-func originalsLookup(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	f := newOriginalsFlags("lookup", stderr)
-	fromStdin := f.fs.Bool("stdin", false, "read the shaped text from standard input")
-	hexSum := f.fs.String("sha256", "", "look up by the sha256 (hex) of the shaped text")
-	pos, err := f.parse(args)
+func originalsLookup(args []string, stdin io.Reader, stdout io.Writer) error {
+	f := newOriginalsFlags("lookup", `lookup TEXT | --stdin | --sha256 HEX [flags]
+
+Print the original(s) of a shaped text: given as an argument (quoted), on
+standard input, or by the sha256 of the shaped text (64 hex digits, or a
+prefix of at least 8 that only one recorded text has, as list prints it).
+Exit status 1 when nothing is recorded for it.
+`, stdout)
+	fromStdin := f.Bool("stdin", false, "read the shaped text from standard input")
+	hexSum := f.String("sha256", "", "look up by the sha256 (`HEX`, or a unique prefix of 8+ digits) of the shaped text")
+	pos, err := f.parseInterspersed(args)
 	if err != nil {
 		return err
 	}
-	keys, err := originalsLookupKeys(pos, *fromStdin, *hexSum, stdin)
+	req, err := originalsLookupKeys(pos, *fromStdin, *hexSum, stdin)
 	if err != nil {
-		return err
+		return f.usageErr("%w", err)
 	}
 	st, err := f.open()
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	keys, err := req.resolve(st)
+	if err != nil {
+		return err
+	}
 	for _, k := range keys {
 		entries, err := st.LookupHash(k)
 		if err != nil {
@@ -191,14 +227,20 @@ func originalsLookup(args []string, stdin io.Reader, stdout, stderr io.Writer) e
 	if f.json {
 		_ = writeOriginalsLookup(stdout, keys[0], nil, true)
 	}
-	_ = writeOriginalsMiss(stderr, keys[0])
-	return fmt.Errorf("originals lookup: no original for sha256 %x", keys[0])
+	return fmt.Errorf("originals lookup: no original is recorded for sha256 %x.\n%s", keys[0], strings.TrimRight(originalsMissHelp, "\n"))
 }
 
-// originalsLookupKeys returns the hashes to try, in order: the one given,
-// or the text's and, if it ends in a newline (as echo and editors leave
-// it), the text's without it.
-func originalsLookupKeys(pos []string, fromStdin bool, hexSum string, stdin io.Reader) ([][32]byte, error) {
+// lookupRequest is what lookup was asked for: the hashes to try, or a
+// hash prefix to resolve against the table.
+type lookupRequest struct {
+	keys   [][32]byte
+	prefix string
+}
+
+// originalsLookupKeys returns what to look up: the hash given (or its
+// prefix), or the text's and, if it ends in a newline (as echo and editors
+// leave it), the text's without it.
+func originalsLookupKeys(pos []string, fromStdin bool, hexSum string, stdin io.Reader) (lookupRequest, error) {
 	given := len(pos)
 	if fromStdin {
 		given++
@@ -207,7 +249,7 @@ func originalsLookupKeys(pos []string, fromStdin bool, hexSum string, stdin io.R
 		given++
 	}
 	if given != 1 || len(pos) > 1 {
-		return nil, errors.New("originals lookup takes exactly one of TEXT (quoted), --stdin or --sha256 HEX")
+		return lookupRequest{}, errors.New("takes exactly one of TEXT (quoted), --stdin or --sha256 HEX")
 	}
 	if hexSum != "" {
 		return originalsParseSum(hexSum)
@@ -218,10 +260,10 @@ func originalsLookupKeys(pos []string, fromStdin bool, hexSum string, stdin io.R
 	} else {
 		b, err := io.ReadAll(io.LimitReader(stdin, originalsMaxStdin+1))
 		if err != nil {
-			return nil, fmt.Errorf("originals lookup: read stdin: %w", err)
+			return lookupRequest{}, fmt.Errorf("read stdin: %w", err)
 		}
 		if len(b) > originalsMaxStdin {
-			return nil, fmt.Errorf("originals lookup: stdin is over %d bytes; a shaped text is short", originalsMaxStdin)
+			return lookupRequest{}, fmt.Errorf("stdin is over %d bytes; a shaped text is short", originalsMaxStdin)
 		}
 		text = string(b)
 	}
@@ -229,13 +271,45 @@ func originalsLookupKeys(pos []string, fromStdin bool, hexSum string, stdin io.R
 	if trimmed := strings.TrimRight(text, "\r\n"); trimmed != text {
 		keys = append(keys, originals.Sum(trimmed))
 	}
-	return keys, nil
+	return lookupRequest{keys: keys}, nil
 }
 
-func originalsParseSum(s string) ([][32]byte, error) {
-	b, err := hex.DecodeString(strings.TrimSpace(s))
-	if err != nil || len(b) != 32 {
-		return nil, fmt.Errorf("originals lookup: --sha256 wants 64 hex digits, got %q", s)
+// minSumPrefix is the shortest hash prefix lookup --sha256 accepts.
+const minSumPrefix = 8
+
+func originalsParseSum(s string) (lookupRequest, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	if strings.Trim(s, "0123456789abcdef") != "" || len(s) < minSumPrefix || len(s) > 64 {
+		return lookupRequest{}, fmt.Errorf("--sha256 wants 64 hex digits, or a prefix of at least %d, got %q", minSumPrefix, s)
 	}
-	return [][32]byte{[32]byte(b)}, nil
+	if len(s) < 64 {
+		return lookupRequest{prefix: s}, nil
+	}
+	b, _ := hex.DecodeString(s)
+	return lookupRequest{keys: [][32]byte{[32]byte(b)}}, nil
+}
+
+// resolve returns the hashes to try; a prefix must name exactly one
+// shaped text of the table.
+func (q lookupRequest) resolve(st originalsSource) ([][32]byte, error) {
+	if q.prefix == "" {
+		return q.keys, nil
+	}
+	entries, err := st.List("")
+	if err != nil {
+		return nil, err
+	}
+	found := map[[32]byte]bool{}
+	for _, e := range entries {
+		if sum := originals.Sum(e.Shaped); strings.HasPrefix(hex.EncodeToString(sum[:]), q.prefix) {
+			found[sum] = true
+		}
+	}
+	switch len(found) {
+	case 0:
+		return nil, fmt.Errorf("originals lookup: no recorded shaped text has a sha256 starting %s.\n%s", q.prefix, strings.TrimRight(originalsMissHelp, "\n"))
+	case 1:
+		return slices.Collect(maps.Keys(found)), nil
+	}
+	return nil, fmt.Errorf("originals lookup: %d recorded shaped texts have a sha256 starting %s; give more digits", len(found), q.prefix)
 }

@@ -5,13 +5,12 @@ package main
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"github.com/shaperproxy/shaperproxy/originals"
 	"io"
 	"strings"
 	"text/tabwriter"
-	"time"
+
+	"github.com/shaperproxy/shaperproxy/originals"
 )
 
 // originalsMissHelp explains why a lookup may find nothing.
@@ -22,42 +21,66 @@ removed. The shaped text must match byte for byte (whitespace and trailing
 newlines included); use --stdin for text with newlines, or --sha256 HEX.
 `
 
-// originalJSON is the JSON form of an originals.Entry.
+// listSumDigits is how many hex digits of a shaped text's sha256 list
+// prints (lookup --sha256 takes a unique prefix).
+const listSumDigits = 16
+
+// originalJSON is one recorded original (originals list, and the entries
+// of originals lookup).
 type originalJSON struct {
-	Conversation string    `json:"conversation"`
-	Turn         int       `json:"turn"`
-	Time         time.Time `json:"time"`
-	SHA256       string    `json:"sha256"` // of the shaped text
-	Shaped       string    `json:"shaped"`
-	Original     string    `json:"original"`
+	Conversation string   `json:"conversation"`
+	Turn         int      `json:"turn"`
+	Time         jsonTime `json:"time"`
+	SHA256       string   `json:"sha256"` // of the shaped text
+	Bytes        int      `json:"bytes"`  // of the original
+	Shaped       string   `json:"shaped"`
+	Original     string   `json:"original"`
 }
 
-func entriesJSON(entries []originals.Entry) []originalJSON {
-	out := make([]originalJSON, 0, len(entries))
-	for _, e := range entries {
-		h := originals.Sum(e.Shaped)
-		out = append(out, originalJSON{e.Conversation, e.Turn, e.Time.UTC(), hex.EncodeToString(h[:]), e.Shaped, e.Original})
+func toOriginalJSON(e originals.Entry) originalJSON {
+	h := originals.Sum(e.Shaped)
+	return originalJSON{e.Conversation, e.Turn, jsonTime(e.Time), hex.EncodeToString(h[:]), len(e.Original), e.Shaped, e.Original}
+}
+
+// originalsStatsJSON is the table's statistics (originals stats).
+type originalsStatsJSON struct {
+	Path          string `json:"path"`
+	Proxy         string `json:"proxy"` // the proxy asked, "" when the file was read
+	Entries       int    `json:"entries"`
+	Bytes         int64  `json:"bytes"`
+	Conversations int    `json:"conversations"`
+	FanOuts       int    `json:"fan_outs"`
+	MaxFanOut     int    `json:"max_fan_out"`
+	FileSize      int64  `json:"file_size"`
+}
+
+// originalsLookupJSON is the answer of originals lookup.
+type originalsLookupJSON struct {
+	SHA256    string         `json:"sha256"`
+	Originals int            `json:"originals"` // distinct; more than 1 is a fan-out
+	Entries   []originalJSON `json:"entries"`
+}
+
+// sourceOf returns the table's path and the proxy src reads it through
+// ("" for the file).
+func sourceOf(src originalsSource) (path, proxy string) {
+	if r, ok := src.(*remoteOriginals); ok {
+		return r.tablePath, r.base
 	}
-	return out
+	return src.Path(), ""
 }
 
-func writeIndentedJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// writeOriginalsStats writes the stats of the table at path for a person, or as one
-// JSON object.
-func writeOriginalsStats(w io.Writer, path string, st originals.Stats, asJSON bool) error {
+// writeOriginalsStats writes the stats of the table at path (read through
+// proxy, when not ""), for a person or as one JSON object.
+func writeOriginalsStats(w io.Writer, path, proxy string, st originals.Stats, asJSON bool) error {
 	if asJSON {
-		return writeIndentedJSON(w, struct {
-			Path string `json:"path"`
-			originals.Stats
-		}{path, st})
+		return newJSONLines(w).write(originalsStatsJSON{path, proxy, st.Entries, st.Bytes, st.Conversations, st.FanOuts, st.MaxFanOut, st.FileSize})
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "table\t%s\n", path)
+	if proxy != "" {
+		fmt.Fprintf(tw, "read via\t%s (the running proxy)\n", proxy)
+	}
 	fmt.Fprintf(tw, "file size\t%s\n", humanBytes(st.FileSize))
 	fmt.Fprintf(tw, "conversations\t%d\n", st.Conversations)
 	fmt.Fprintf(tw, "entries\t%d (%s of original text)\n", st.Entries, humanBytes(st.Bytes))
@@ -65,11 +88,17 @@ func writeOriginalsStats(w io.Writer, path string, st originals.Stats, asJSON bo
 	return tw.Flush()
 }
 
-// writeOriginalsList writes one line per entry (the originals themselves only in
-// JSON, where they are all included).
+// writeOriginalsList writes one line per entry (the originals themselves
+// only in JSON, one object per entry).
 func writeOriginalsList(w io.Writer, entries []originals.Entry, asJSON bool) error {
 	if asJSON {
-		return writeIndentedJSON(w, entriesJSON(entries))
+		out := newJSONLines(w)
+		for _, e := range entries {
+			if err := out.write(toOriginalJSON(e)); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	if len(entries) == 0 {
 		_, err := fmt.Fprint(w, "no originals recorded.\n"+originalsMissHelp)
@@ -79,10 +108,14 @@ func writeOriginalsList(w io.Writer, entries []originals.Entry, asJSON bool) err
 	fmt.Fprintln(tw, "CONVERSATION\tTURN\tTIME\tSHA256\tBYTES\tSHAPED")
 	for _, e := range entries {
 		h := originals.Sum(e.Shaped)
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%x\t%d\t%s\n", e.Conversation, e.Turn, formatTime(e.Time),
-			h[:6], len(e.Original), preview(e.Shaped, 60))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\n", e.Conversation, e.Turn, fmtTime(e.Time),
+			hex.EncodeToString(h[:])[:listSumDigits], len(e.Original), preview(e.Shaped, 60))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, "shaperproxy originals lookup --sha256 SHA256 prints an original.")
+	return err
 }
 
 // writeOriginalsLookup writes the originals found for the shaped text whose sha256
@@ -91,11 +124,11 @@ func writeOriginalsList(w io.Writer, entries []originals.Entry, asJSON bool) err
 func writeOriginalsLookup(w io.Writer, shaped [32]byte, entries []originals.Entry, asJSON bool) error {
 	groups := groupByOriginal(entries)
 	if asJSON {
-		return writeIndentedJSON(w, struct {
-			SHA256    string         `json:"sha256"`
-			Originals int            `json:"originals"` // distinct; more than 1 is a fan-out
-			Entries   []originalJSON `json:"entries"`
-		}{hex.EncodeToString(shaped[:]), len(groups), entriesJSON(entries)})
+		j := originalsLookupJSON{SHA256: hex.EncodeToString(shaped[:]), Originals: len(groups), Entries: []originalJSON{}}
+		for _, e := range entries {
+			j.Entries = append(j.Entries, toOriginalJSON(e))
+		}
+		return newJSONLines(w).write(j)
 	}
 	fmt.Fprintf(w, "sha256 %x\n", shaped)
 	if len(groups) > 1 {
@@ -104,19 +137,13 @@ func writeOriginalsLookup(w io.Writer, shaped [32]byte, entries []originals.Entr
 	for i, g := range groups {
 		fmt.Fprintf(w, "\n--- original %d of %d (%d bytes)\n", i+1, len(groups), len(g[0].Original))
 		for _, e := range g {
-			fmt.Fprintf(w, "    conversation %s, turn %d, recorded %s\n", e.Conversation, e.Turn, formatTime(e.Time))
+			fmt.Fprintf(w, "    conversation %s, turn %d, recorded %s\n", e.Conversation, e.Turn, fmtTime(e.Time))
 		}
 		if _, err := fmt.Fprintf(w, "%s\n", strings.TrimSuffix(g[0].Original, "\n")); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// writeOriginalsMiss explains a lookup that found nothing.
-func writeOriginalsMiss(w io.Writer, shaped [32]byte) error {
-	_, err := fmt.Fprintf(w, "no original is recorded for sha256 %x.\n%s", shaped, originalsMissHelp)
-	return err
 }
 
 func groupByOriginal(entries []originals.Entry) [][]originals.Entry {
@@ -133,8 +160,6 @@ func groupByOriginal(entries []originals.Entry) [][]originals.Entry {
 	}
 	return groups
 }
-
-func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // preview returns s on one line, cut to n runes.
 func preview(s string, n int) string {

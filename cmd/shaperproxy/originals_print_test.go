@@ -3,10 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/shaperproxy/shaperproxy/originals"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shaperproxy/shaperproxy/originals"
 )
 
 var when = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -26,7 +27,7 @@ func TestWriteOriginalsLookup(t *testing.T) {
 		entries: []originals.Entry{timed(entry("conv-a", 3, shaped, "I think the config is in /etc.\n"))},
 		want: []string{
 			"sha256 1c0dda7c91ea7f7be52105772d58d3fe3d8281136e2f1c92060494fb347ce55c\n", "--- original 1 of 1 (31 bytes)",
-			"conversation conv-a, turn 3, recorded 2026-03-01T12:00:00Z",
+			"conversation conv-a, turn 3, recorded 2026-03-01T12:00:00.000Z",
 			"I think the config is in /etc.\n",
 		},
 		notWant: []string{"fan-out"},
@@ -40,7 +41,7 @@ func TestWriteOriginalsLookup(t *testing.T) {
 		want: []string{
 			"fan-out: 2 different originals shape to this text; all of them follow.",
 			"--- original 1 of 2", "--- original 2 of 2",
-			"    conversation conv-a, turn 3, recorded 2026-03-01T12:00:00Z\n    conversation conv-b, turn 1,",
+			"    conversation conv-a, turn 3, recorded 2026-03-01T12:00:00.000Z\n    conversation conv-b, turn 1,",
 		},
 	}}
 	for _, tt := range tests {
@@ -82,20 +83,8 @@ func TestWriteOriginalsLookupJSON(t *testing.T) {
 	if got.SHA256 != "043a718774c572bd8a25adbeb1bfcd5c0256ae11cecf9f9c3f925d0e52beaf89" || got.Originals != 2 || len(got.Entries) != 2 {
 		t.Errorf("got %+v", got)
 	}
-	if e := got.Entries[1]; e.Original != "o2" || e.Conversation != "a" || e.Turn != 1 || !e.Time.Equal(when) || e.SHA256 != got.SHA256 {
+	if e := got.Entries[1]; e.Original != "o2" || e.Conversation != "a" || e.Turn != 1 || !time.Time(e.Time).Equal(when) || e.SHA256 != got.SHA256 {
 		t.Errorf("entry: got %+v", e)
-	}
-}
-
-func TestWriteOriginalsMiss(t *testing.T) {
-	var b bytes.Buffer
-	if err := writeOriginalsMiss(&b, originals.Sum("x")); err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range []string{"no original is recorded for sha256 2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881", "current turn of each conversation only", "earlier turns are cleared"} {
-		if !strings.Contains(strings.Join(strings.Fields(b.String()), " "), w) {
-			t.Errorf("miss explanation lacks %q:\n%s", w, b.String())
-		}
 	}
 }
 
@@ -106,10 +95,10 @@ func TestWriteOriginalsList(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	if len(lines) != 2 || !strings.HasPrefix(lines[0], "CONVERSATION") {
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "CONVERSATION") || !strings.Contains(lines[2], "lookup --sha256") {
 		t.Fatalf("got %q", lines)
 	}
-	for _, w := range []string{"conv-a", " 2 ", "2026-03-01T12:00:00Z", " 4 ", "line one line two and a very long tail that goes on and on …"} {
+	for _, w := range []string{"conv-a", " 2 ", "2026-03-01T12:00:00.000Z", " 4 ", "line one line two and a very long tail that goes on and on …"} {
 		if !strings.Contains(lines[1], w) {
 			t.Errorf("row lacks %q: %q", w, lines[1])
 		}
@@ -120,15 +109,20 @@ func TestWriteOriginalsList(t *testing.T) {
 		t.Errorf("empty list: %v %q", err, b.String())
 	}
 	b.Reset()
-	if err := writeOriginalsList(&b, nil, true); err != nil || strings.TrimSpace(b.String()) != "[]" {
-		t.Errorf("empty JSON list: %v %q, want []", err, b.String())
+	if err := writeOriginalsList(&b, nil, true); err != nil || b.Len() != 0 {
+		t.Errorf("empty JSON list: %v %q, want no line", err, b.String())
+	}
+	b.Reset()
+	entries = append(entries, timed(entry("conv-b", 1, "s", "o")))
+	if err := writeOriginalsList(&b, entries, true); err != nil || strings.Count(b.String(), "\n") != 2 || !strings.Contains(b.String(), `"conversation":"conv-b"`) {
+		t.Errorf("JSON list, one object per line: %v\n%s", err, b.String())
 	}
 }
 
 func TestWriteOriginalsStats(t *testing.T) {
 	st := originals.Stats{Entries: 25, Bytes: 150 << 10, Conversations: 2, FanOuts: 1, MaxFanOut: 2, FileSize: 3 << 20}
 	var b bytes.Buffer
-	if err := writeOriginalsStats(&b, "/d/originals.db", st, false); err != nil {
+	if err := writeOriginalsStats(&b, "/d/originals.db", "", st, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range []string{"/d/originals.db", "3.0 MiB", "25 (150.0 KiB of original text)", "1 shaped texts with more than one original (max 2)"} {
@@ -137,14 +131,14 @@ func TestWriteOriginalsStats(t *testing.T) {
 		}
 	}
 	b.Reset()
-	if err := writeOriginalsStats(&b, "/d/originals.db", st, true); err != nil {
+	if err := writeOriginalsStats(&b, "/d/originals.db", "http://127.0.0.1:1", st, true); err != nil {
 		t.Fatal(err)
 	}
 	var got map[string]any
 	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
-	if got["path"] != "/d/originals.db" || got["entries"] != 25.0 || got["file_size"] != float64(3<<20) {
+	if got["path"] != "/d/originals.db" || got["proxy"] != "http://127.0.0.1:1" || got["entries"] != 25.0 || got["file_size"] != float64(3<<20) {
 		t.Errorf("JSON stats: got %v", got)
 	}
 }

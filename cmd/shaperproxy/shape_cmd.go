@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -23,32 +21,42 @@ import (
 // "reasoning_content" or "text") string, or chat request bodies (every
 // assistant reasoning block of the request is taken).
 func runShape(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("shape", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("shape", `usage: shaperproxy shape [--config FILE] [--stats] [--json] CORPUS.jsonl
+
+Run the configured [shaping] default rule over a corpus: a JSONL file whose
+lines are reasoning strings, objects with a "reasoning" (or
+"reasoning_content" or "text") string, or chat request bodies (every
+unsigned assistant reasoning block is taken). Prints each block shaped,
+then a summary; --stats prints the summary only. With --json: one object
+per block, or with --stats the summary as one object.
+`, stdout)
 	cfgPath := fs.String("config", "", "TOML configuration `file` (the [shaping] default rule is used)")
 	statsOnly := fs.Bool("stats", false, "print only the summary, not each shaped block")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+	asJSON := fs.Bool("json", false, "print JSON, one object per line (shapes in the README)")
+	pos, err := fs.parseInterspersed(args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return errors.New("usage: shaperproxy shape [--config FILE] [--stats] [--json] CORPUS.jsonl")
+	if len(pos) != 1 {
+		return fs.usageErr("want one CORPUS.jsonl, got %d arguments", len(pos))
 	}
 	c := config.Default()
 	if *cfgPath != "" {
-		var err error
 		if c, err = config.Load(*cfgPath); err != nil {
 			return err
 		}
 	}
 	opts := shaping.Options{Op: shaping.Op(c.Shaping.Op), MaxChars: c.Shaping.MaxChars, Marker: c.Shaping.Marker}
-	texts, err := readCorpus(fs.Arg(0))
+	texts, err := readCorpus(pos[0])
 	if err != nil {
 		return err
 	}
 	if !*statsOnly {
 		if err := printShaped(stdout, texts, opts, *asJSON); err != nil {
 			return err
+		}
+		if *asJSON {
+			return nil // one shape per output: the blocks; --stats gives the summary
 		}
 	}
 	start := time.Now()
@@ -121,36 +129,60 @@ func corpusLine(line []byte) ([]string, error) {
 	return nil, errors.New("not a string, a request body, or an object with a reasoning string")
 }
 
+// shapedJSON is one block of shape --json.
+type shapedJSON struct {
+	N           int    `json:"n"`
+	CharsBefore int    `json:"chars_before"`
+	CharsAfter  int    `json:"chars_after"`
+	Changed     bool   `json:"changed"`
+	Shaped      string `json:"shaped"`
+}
+
 func printShaped(w io.Writer, texts []string, opts shaping.Options, asJSON bool) error {
-	enc := json.NewEncoder(w)
+	out := newJSONLines(w)
 	for i, t := range texts {
-		out, changed := shaping.Shape(t, opts)
-		row := struct {
-			N       int    `json:"n"`
-			Before  int    `json:"chars_before"`
-			After   int    `json:"chars_after"`
-			Changed bool   `json:"changed"`
-			Shaped  string `json:"shaped"`
-		}{i + 1, len([]rune(t)), len([]rune(out)), changed, out}
+		shaped, changed := shaping.Shape(t, opts)
+		row := shapedJSON{i + 1, len([]rune(t)), len([]rune(shaped)), changed, shaped}
 		if asJSON {
-			if err := enc.Encode(row); err != nil {
+			if err := out.write(row); err != nil {
 				return err
 			}
 			continue
 		}
-		fmt.Fprintf(w, "#%d  %d -> %d chars\n  %s\n", row.N, row.Before, row.After, out)
+		fmt.Fprintf(w, "#%d  %d -> %d chars\n  %s\n", row.N, row.CharsBefore, row.CharsAfter, shaped)
 	}
 	return nil
 }
 
+// shapeStatsJSON is the summary of shape --stats --json.
+type shapeStatsJSON struct {
+	Op                  string  `json:"op"`
+	MaxChars            int     `json:"max_chars"`
+	Blocks              int     `json:"blocks"`
+	Changed             int     `json:"changed"`
+	CharsBefore         int     `json:"chars_before"`
+	CharsAfter          int     `json:"chars_after"`
+	Compression         float64 `json:"compression"`
+	IdempotenceFailures int     `json:"idempotence_failures"`
+	OverBudget          int     `json:"over_budget"`
+	EmptyResults        int     `json:"empty_results"`
+	DistinctInputs      int     `json:"distinct_inputs"`
+	DistinctOutputs     int     `json:"distinct_outputs"`
+	Collisions          int     `json:"collisions"`
+	MaxFanout           int     `json:"max_fan_out"`
+	PerBlockMS          float64 `json:"per_block_ms"`
+}
+
 func printShapeStats(w io.Writer, st shaping.Stats, opts shaping.Options, perBlock time.Duration, asJSON bool) error {
 	if asJSON {
-		return json.NewEncoder(w).Encode(struct {
-			shaping.Stats
-			Op            string  `json:"op"`
-			MaxChars      int     `json:"max_chars"`
-			NanosPerBlock float64 `json:"ns_per_block"`
-		}{st, string(opts.WithDefaults().Op), opts.WithDefaults().MaxChars, float64(perBlock.Nanoseconds())})
+		o := opts.WithDefaults()
+		return newJSONLines(w).write(shapeStatsJSON{
+			Op: string(o.Op), MaxChars: o.MaxChars, Blocks: st.Blocks, Changed: st.Changed,
+			CharsBefore: st.CharsBefore, CharsAfter: st.CharsAfter, Compression: st.Compression,
+			IdempotenceFailures: st.IdempotenceFailures, OverBudget: st.OverBudget, EmptyResults: st.EmptyResults,
+			DistinctInputs: st.DistinctInputs, DistinctOutputs: st.DistinctOutputs, Collisions: st.Collisions,
+			MaxFanout: st.MaxFanout, PerBlockMS: ms(perBlock),
+		})
 	}
 	o := opts.WithDefaults()
 	fmt.Fprintf(w, `

@@ -29,8 +29,12 @@ func TestShapeCommand(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	var st struct {
-		Blocks, Changed, IdempotenceFailures, CharsBefore, CharsAfter int
-		Compression                                                   float64
+		Blocks              int     `json:"blocks"`
+		Changed             int     `json:"changed"`
+		IdempotenceFailures int     `json:"idempotence_failures"`
+		CharsBefore         int     `json:"chars_before"`
+		CharsAfter          int     `json:"chars_after"`
+		Compression         float64 `json:"compression"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &st); err != nil {
 		t.Fatalf("%v: %s", err, out.String())

@@ -6,6 +6,7 @@ package demo
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"log/slog"
@@ -78,6 +79,13 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		return res, err
 	}
 	defer cleanup()
+	kept := opts.DataDir != ""
+	started := time.Now()
+	// Each run is a conversation of its own: on a kept data directory the
+	// review, the guard and the originals of an earlier run (state.db,
+	// originals.db) do not apply to this one.
+	run := newRunID()
+	mainConv, subConv := "demo-"+run, "demo-"+run+"-sub-agent"
 
 	up := fakeupstream.New()
 	for i := range replies {
@@ -105,8 +113,14 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	}
 	defer stop()
 
-	fmt.Fprintf(out, "shaperproxy demo: fake upstream %s, proxy %s, data %s\n\n", upURL, pxURL, dir)
-	agent := &Agent{BaseURL: pxURL + "/v1", Model: "deepseek-reasoner", Client: &http.Client{Timeout: 30 * time.Second}, Tools: runTool}
+	where := dir
+	if !kept {
+		where += " (temporary, removed at the end)"
+	}
+	fmt.Fprintf(out, "shaperproxy demo: fake upstream %s, proxy %s, data %s\n", upURL, pxURL, where)
+	fmt.Fprintf(out, "conversation %q (sent as X-Shaper-Conversation: every run is a new conversation)\n\n", mainConv)
+	agent := &Agent{BaseURL: pxURL + "/v1", Model: "deepseek-reasoner", Client: &http.Client{Timeout: 30 * time.Second}, Tools: runTool,
+		Header: http.Header{"X-Shaper-Conversation": {mainConv}}}
 	agent.System(systemPrompt)
 	for i, u := range userTurns {
 		fmt.Fprintf(out, "── user turn %d: %s\n", i+1, u)
@@ -124,23 +138,52 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	if err := px.Flush(); err != nil {
 		return res, err
 	}
-	if err := showShaping(out, agent.lastBody, up.Requests(), pxURL, &res); err != nil {
+	if err := showShaping(out, agent.lastBody, up.Requests(), pxURL, conv.ConversationKey(nil, mainConv), &res); err != nil {
 		return res, err
 	}
-	if err := showCapture(ctx, out, opts.Command, dir, &res); err != nil {
+	if err := showCapture(ctx, out, opts.Command, dir, kept, started, &res); err != nil {
 		return res, err
 	}
-	if err := showGuard(ctx, out, up, pxURL, &res); err != nil {
+	if err := showGuard(ctx, out, up, pxURL, subConv, &res); err != nil {
 		return res, err
 	}
+	showNext(out, dir, kept)
 	return res, nil
 }
 
+// newRunID names a run: random, so that runs on one data directory never
+// share a conversation.
+func newRunID() string {
+	return strings.ToLower(rand.Text()[:10])
+}
+
+// showNext says how to look at the data: the commands on a kept
+// directory, or how to keep it.
+func showNext(out io.Writer, dir string, kept bool) {
+	if !kept {
+		fmt.Fprintf(out, "\nThe demo's data was in a temporary directory, now removed. To keep it and look at it with\n"+
+			"the forensic commands, run: shaperproxy demo --data-dir DIR\n")
+		return
+	}
+	fmt.Fprintf(out, "\nThe demo's data is kept in %[1]s; look at it with:\n"+
+		"  shaperproxy capture find --data-dir %[1]s --text ParseDate --since 1h\n"+
+		"  shaperproxy capture show --data-dir %[1]s --chunks\n"+
+		"  shaperproxy originals list --data-dir %[1]s\n", dir)
+}
+
 // showCapture prints what the wire capture recorded: `shaperproxy capture
-// stats` and the last call as `capture show` rebuilds it.
-func showCapture(ctx context.Context, out io.Writer, command func(context.Context, io.Writer, ...string) error, dataDir string, res *Result) error {
+// stats` and the last call as `capture show` rebuilds it. The commands are
+// printed as a user would type them only when the data is kept; the
+// result counts this run's records (since started).
+func showCapture(ctx context.Context, out io.Writer, command func(context.Context, io.Writer, ...string) error, dataDir string, kept bool, started time.Time, res *Result) error {
 	dir := filepath.Join(dataDir, capture.Dir)
-	fmt.Fprintf(out, "\n── capture: shaperproxy capture stats --data-dir %s\n", dataDir)
+	shown := func(args string) string {
+		if kept {
+			return "shaperproxy capture " + args + " --data-dir " + dataDir
+		}
+		return "shaperproxy capture " + args + " (on the demo's temporary data)"
+	}
+	fmt.Fprintf(out, "\n── capture: %s\n", shown("stats"))
 	if err := command(ctx, out, "capture", "stats", "--data-dir", dataDir); err != nil {
 		return err
 	}
@@ -150,11 +193,11 @@ func showCapture(ctx context.Context, out io.Writer, command func(context.Contex
 	}
 	defer r.Close()
 	last := lastAgentCall(r)
-	fmt.Fprintf(out, "\n── capture: shaperproxy capture show %s (the agent's last call, reassembled field by field)\n", last)
+	fmt.Fprintf(out, "\n── capture: %s (the agent's last call, reassembled field by field)\n", shown("show "+last))
 	if err := command(ctx, out, "capture", "show", "--data-dir", dataDir, last); err != nil {
 		return err
 	}
-	st, err := capture.ComputeStats(r, time.Time{}, nil)
+	st, err := capture.ComputeStats(r, started, nil)
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ const guardNotice = "Note from the shaperproxy guard"
 // showGuard runs a sub-agent whose build fails the same way every time:
 // after the third failure of the same call the guard tells the model once,
 // in the newest failing tool result.
-func showGuard(ctx context.Context, out io.Writer, up *fakeupstream.Server, pxURL string, res *Result) error {
+func showGuard(ctx context.Context, out io.Writer, up *fakeupstream.Server, pxURL, conversation string, res *Result) error {
 	const failures = 4
 	for i := 0; i < failures; i++ {
 		up.Push(fakeupstream.Response{Reply: &fakeupstream.Reply{
@@ -28,7 +28,7 @@ func showGuard(ctx context.Context, out io.Writer, up *fakeupstream.Server, pxUR
 	}
 	up.Push(fakeupstream.Response{Reply: &fakeupstream.Reply{Content: "The build keeps failing on a missing package; I need the module layout from you."}})
 	sub := &Agent{BaseURL: pxURL + "/v1", Model: "deepseek-reasoner", Client: &http.Client{Timeout: 30 * time.Second},
-		Header: http.Header{"X-Shaper-Review": {"off"}},
+		Header: http.Header{"X-Shaper-Review": {"off"}, "X-Shaper-Conversation": {conversation}},
 		Tools:  func(string, string) string { return "Error: cannot find package ./cmd/report/internal/render" }}
 	sub.System("You are a sub-agent that builds packages.")
 	before := len(up.Requests())

@@ -58,7 +58,9 @@ func showReview(out io.Writer, reqs []fakeupstream.Recorded, res *Result) {
 			v, _ := conv.ParseRequest(r.Body)
 			fmt.Fprintf(out, "  child request: %d messages (the seed before the turn, byte for byte, then one snapshot with the turn's reasoning masked), %d bytes\n", len(v.Messages), len(r.Body))
 		case strings.HasPrefix(last, noticePrefix):
-			fmt.Fprintf(out, "  the model was told (as a system message, inside the same turn):\n    %s\n", strings.ReplaceAll(last, "\n", "\n    "))
+			v, _ := conv.ParseRequest(r.Body)
+			role := v.Messages[len(v.Messages)-1].Role // where the route's rendering profile puts the notice
+			fmt.Fprintf(out, "  the model was told (as a %s message after the draft, where its profile renders it in place):\n    %s\n", role, strings.ReplaceAll(last, "\n", "\n    "))
 		}
 	}
 	for _, r := range reqs {
@@ -67,7 +69,7 @@ func showReview(out io.Writer, reqs []fakeupstream.Recorded, res *Result) {
 			continue
 		}
 		for i, m := range v.Messages {
-			if m.Role == "system" && i > 0 && strings.HasPrefix(m.Content, noticePrefix) {
+			if m.Role != "assistant" && i > 0 && strings.HasPrefix(m.Content, noticePrefix) {
 				res.Restored = true
 				fmt.Fprintf(out, "  the next turn's request carried draft (message %d), notice (%d) and revision (%d) in their real order\n", i-1, i, i+1)
 				return

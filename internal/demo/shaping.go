@@ -3,12 +3,13 @@ package demo
 import (
 	"encoding/hex"
 	"encoding/json"
-	"net/http"
-
 	"fmt"
-	"github.com/shaperproxy/shaperproxy/originals"
 	"io"
+	"net/http"
+	"slices"
 	"strings"
+
+	"github.com/shaperproxy/shaperproxy/originals"
 
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/fakeupstream"
@@ -48,7 +49,7 @@ func scriptedOriginal(text string) (string, bool) {
 
 // showShaping shows the reasoning of the agent's last request as the
 // upstream received it, and looks one shaped block up in the originals table.
-func showShaping(out io.Writer, sent []byte, reqs []fakeupstream.Recorded, pxURL string, res *Result) error {
+func showShaping(out io.Writer, sent []byte, reqs []fakeupstream.Recorded, pxURL, conversation string, res *Result) error {
 	prim := primaries(reqs)
 	if len(prim) == 0 {
 		return nil
@@ -79,7 +80,7 @@ func showShaping(out io.Writer, sent []byte, reqs []fakeupstream.Recorded, pxURL
 		return nil
 	}
 	fmt.Fprintf(out, "\n  message %d as the agent sent it:\n    %s\n  as the upstream received it (no marker added):\n    %s\n", example.Index, exampleOrig, example.Reasoning)
-	entries, err := lookupOriginal(pxURL, example.Reasoning)
+	entries, err := lookupOriginal(pxURL, example.Reasoning, conversation)
 	if err != nil {
 		return err
 	}
@@ -93,8 +94,10 @@ func showShaping(out io.Writer, sent []byte, reqs []fakeupstream.Recorded, pxURL
 }
 
 // lookupOriginal asks the running proxy for the original of a shaped text,
-// as `shaperproxy originals lookup` does while the proxy holds the table.
-func lookupOriginal(pxURL, shaped string) ([]originals.Entry, error) {
+// as `shaperproxy originals lookup` does while the proxy holds the table,
+// and returns the entries of this run's conversation (a kept data
+// directory holds earlier runs' too).
+func lookupOriginal(pxURL, shaped, conversation string) ([]originals.Entry, error) {
 	sum := originals.Sum(shaped)
 	resp, err := http.Get(pxURL + originals.AdminPath + "lookup?sha256=" + hex.EncodeToString(sum[:]))
 	if err != nil {
@@ -105,5 +108,8 @@ func lookupOriginal(pxURL, shaped string) ([]originals.Entry, error) {
 		return nil, fmt.Errorf("originals lookup: %s", resp.Status)
 	}
 	var es []originals.Entry
-	return es, json.NewDecoder(resp.Body).Decode(&es)
+	if err := json.NewDecoder(resp.Body).Decode(&es); err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(es, func(e originals.Entry) bool { return e.Conversation != conversation }), nil
 }
