@@ -5,8 +5,8 @@
 // One Proxy serves, on one listener, base-URL requests (routes chosen by
 // path prefix), proxy-form requests and CONNECT tunnels (HTTPS_PROXY mode:
 // hosts listed in Options.Intercept are decrypted with a local CA made by
-// InitCA and served through the same pipeline; other hosts are tunnelled
-// as they are), plus /healthz, /metrics and the program's own endpoints
+// InitCA and served through the same pipeline; hosts of Options.Tunnel are
+// tunnelled as they are), plus /healthz, /metrics and the program's own endpoints
 // under AdminPrefix:
 //
 //	u, _ := url.Parse("https://api.deepseek.com")
@@ -26,6 +26,16 @@
 // leaves cancels the upstream request; an upstream cut is passed on as the
 // same cut; a failure to reach the upstream is answered in the OpenAI
 // error shape. Nothing is retried unless a Retrier asks, once.
+//
+// What the proxy serves is checked first: base-URL requests must carry a
+// Host the listener is for and no foreign browser Origin; with
+// Options.ClientKeys set, a client key; CONNECT and proxy-form requests
+// reach only intercepted hosts and the Options.Tunnel list, never the
+// proxy's own listeners; the admin endpoints answer direct loopback
+// clients only. What it keeps of a response is bounded: at most
+// Options.MaxEventBytes of one SSE event (a longer one still reaches the
+// client whole, the observers get it marked Truncated). Each read of a
+// request body and each write to the client has an idle deadline.
 //
 // The zero value of every Options field but Routes is a working default.
 // A Proxy is safe for concurrent use.

@@ -12,7 +12,7 @@ import (
 func (p *Proxy) finish(call *Call, info *ResponseInfo, end End) {
 	end.Duration = time.Since(call.Start)
 	status := strconv.Itoa(end.Status)
-	p.metrics.requests.WithLabelValues(call.Route, call.Method, status, string(end.Outcome)).Inc()
+	p.metrics.requests.WithLabelValues(call.Route, methodLabel(call.Method), status, string(end.Outcome)).Inc()
 	p.metrics.duration.WithLabelValues(call.Route).Observe(end.Duration.Seconds())
 	p.metrics.bytes.WithLabelValues("client").Add(float64(end.Bytes))
 	if info != nil && info.Stream {

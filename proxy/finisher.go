@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -23,7 +24,10 @@ type Finisher interface {
 // FinishSession handles the end of one response.
 type FinishSession interface {
 	// Hold is called for each stream event before it is written. Once it
-	// returns true, that event and every later one are held back.
+	// returns true, that event and every later one are held back. The
+	// proxy holds at most Options.MaxEventBytes: past that, or when an
+	// event too long to keep comes, the held events go out unchanged and
+	// the session is left out of the response (End is not called).
 	Hold(ev *sse.Event) bool
 	// End is called when the upstream stream ended cleanly, with the raw
 	// bytes of the held events. It writes to out what the client gets in
@@ -88,6 +92,16 @@ func newEventWriter(w http.ResponseWriter) *EventWriter {
 // flushes it.
 func (e *EventWriter) Write(raw []byte) error { return e.write(raw, true) }
 
+// writePart writes and flushes a piece of an event too large to hold;
+// countEvent counts the event once it has gone out whole.
+func (e *EventWriter) writePart(p []byte) error { return e.write(p, false) }
+
+func (e *EventWriter) countEvent() {
+	e.mu.Lock()
+	e.events++
+	e.mu.Unlock()
+}
+
 // Comment writes an SSE comment line (": text"), which clients ignore.
 func (e *EventWriter) Comment(text string) error {
 	return e.write([]byte(": "+text+"\n\n"), false)
@@ -141,12 +155,65 @@ func (p *Proxy) startFinish(call *Call, info *ResponseInfo) FinishSession {
 	if !call.Chat || call.Internal || info.Encoded || info.Status != http.StatusOK {
 		return nil
 	}
+	var sessions chain
 	for _, f := range p.opts.Finishers {
 		if s := f.Start(call, info); s != nil {
-			return s
+			sessions = append(sessions, s)
 		}
 	}
-	return nil
+	switch len(sessions) {
+	case 0:
+		return nil
+	case 1:
+		return sessions[0]
+	}
+	return sessions
+}
+
+// chain runs the sessions of several finishers on one response, in the
+// order of Options.Finishers: the stream is held from the first event any
+// of them holds, and the first session that writes the end (or changes
+// the body) wins; the others are not asked.
+type chain []FinishSession
+
+// Hold asks every session about each event until one holds.
+func (c chain) Hold(ev *sse.Event) bool {
+	hold := false
+	for _, s := range c {
+		hold = s.Hold(ev) || hold
+	}
+	return hold
+}
+
+// End lets each session end the stream in turn, until one writes.
+func (c chain) End(ctx context.Context, held [][]byte, out *EventWriter) error {
+	var errs []error
+	for _, s := range c {
+		_, before, _ := out.stats()
+		err := s.End(ctx, held, out)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if _, after, _ := out.stats(); after != before || ctx.Err() != nil {
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// EndBody lets each session end the body in turn, until one changes it.
+func (c chain) EndBody(ctx context.Context, body []byte, keepAlive KeepAlive) ([]byte, error) {
+	var errs []error
+	for _, s := range c {
+		out, err := s.EndBody(ctx, body, keepAlive)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if out != nil && !bytes.Equal(out, body) {
+			return out, errors.Join(errs...)
+		}
+	}
+	return body, errors.Join(errs...)
 }
 
 // finishHeld lets the session write the client's end of a stream, and

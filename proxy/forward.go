@@ -25,14 +25,12 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, route *Route, pa
 	}
 	p.metrics.inflight.Inc()
 	defer p.metrics.inflight.Dec()
-	body, rest, err := readBody(r, p.opts.MaxBodyBytes)
+	cw := newClientWriter(w, p.opts.ClientIdleTimeout)
+	w = cw
+	defer cw.extend() // the server's last write, after the handler, gets its own deadline
+	body, rest, err := p.readBody(w, r)
 	if err != nil {
-		end := End{Outcome: OutcomeClientCancelled, Err: "reading the request body: " + err.Error()}
-		if r.Context().Err() == nil { // the client is there but sent a broken body
-			end.Status = http.StatusBadRequest
-			writeError(w, end.Status, "bad_request_body", "shaperproxy: the request body could not be read")
-		}
-		p.finish(call, nil, end)
+		p.finish(call, nil, p.badBody(w, err))
 		return
 	}
 	if body != nil {
@@ -44,6 +42,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, route *Route, pa
 	for {
 		out := p.transform(r.Context(), call, body)
 		up, err := p.newUpstreamRequest(r.Context(), r, route, path, out, rest)
+		if err == nil && call.ReadsResponse {
+			up.Header.Del("Accept-Encoding") // a finisher must read the answer
+		}
 		if err != nil {
 			writeError(w, http.StatusBadGateway, "bad_upstream_request", "shaperproxy: could not build the upstream request")
 			p.finish(call, nil, End{Outcome: OutcomeUpstreamError, Status: http.StatusBadGateway, Err: err.Error()})
@@ -116,27 +117,75 @@ func safeTransform(ctx context.Context, t RequestTransform, call *Call, body []b
 	return out, err
 }
 
-// readBody reads the request body up to limit. A larger body is not held:
-// body is nil and rest streams all of it (what was read included).
-func readBody(r *http.Request, limit int64) (body []byte, rest io.Reader, err error) {
+// readBody reads the request body up to MaxBodyBytes, each read within
+// the client idle timeout and the whole within RequestBodyTimeout. A
+// larger body is not held: body is nil and rest streams all of it (what
+// was read included), each read within the idle timeout.
+func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (body []byte, rest io.Reader, err error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return []byte{}, nil, nil
 	}
+	limit := p.opts.MaxBodyBytes
+	br := &bodyReader{r: r.Body, rc: http.NewResponseController(w), idle: p.opts.ClientIdleTimeout}
 	if r.ContentLength > limit {
-		return nil, r.Body, nil
+		return nil, br, nil
 	}
+	br.total = time.Now().Add(p.opts.RequestBodyTimeout)
 	var b bytes.Buffer
 	if r.ContentLength > 0 {
-		b.Grow(int(r.ContentLength) + bytes.MinRead) // one allocation: ReadFrom wants MinRead free to see EOF
+		// One allocation for the usual body (ReadFrom wants MinRead free
+		// to see EOF), but never more than maxPrealloc on the client's
+		// word alone: a larger body grows as its bytes arrive.
+		b.Grow(int(min(r.ContentLength, maxPrealloc)) + bytes.MinRead)
 	}
-	if _, err := b.ReadFrom(io.LimitReader(r.Body, limit+1)); err != nil {
-		return nil, nil, err
-	}
+	_, err = b.ReadFrom(io.LimitReader(br, limit+1))
 	buf := b.Bytes()
-	if int64(len(buf)) > limit {
-		return nil, io.MultiReader(bytes.NewReader(buf), r.Body), nil
+	switch {
+	case err != nil:
+		br.release()
+		return nil, nil, err
+	case int64(len(buf)) > limit:
+		br.total = time.Time{} // streamed through from here: idle-bounded only
+		return nil, io.MultiReader(bytes.NewReader(buf), br), nil
 	}
+	br.release()
 	return buf, nil, nil
+}
+
+// maxPrealloc bounds what a declared Content-Length reserves before the
+// bytes arrive.
+const maxPrealloc = 2 << 20
+
+// badBody answers a request whose body could not be read: 408 when the
+// client was too slow, 400 when the body was cut short or malformed (a
+// client that half-closed still reads the answer). The answer is written
+// whatever the request's context says: the server cancels it on any read
+// error, a half-close included.
+func (p *Proxy) badBody(w http.ResponseWriter, err error) End {
+	end := End{Outcome: OutcomeBadRequest, Status: http.StatusBadRequest, Err: "request body: " + describeBodyErr(err)}
+	code, msg := "bad_request_body", "shaperproxy: the request body could not be read (cut short or malformed)"
+	if isTimeout(err) {
+		end.Outcome, end.Status = OutcomeTimeout, http.StatusRequestTimeout
+		code, msg = "request_body_timeout", "shaperproxy: the request body did not arrive in time"
+	}
+	w.Header().Set("Connection", "close")
+	writeError(w, end.Status, code, msg)
+	if http.NewResponseController(w).Flush() != nil {
+		end.Outcome, end.Status = OutcomeClientCancelled, 0
+	}
+	return end
+}
+
+// describeBodyErr says what was wrong with a request body, naming no
+// byte of it.
+func describeBodyErr(err error) string {
+	switch {
+	case isTimeout(err):
+		return "timeout"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "cut short"
+	}
+	return "malformed or unreadable"
 }
 
 // newUpstreamRequest builds the request to send upstream: same method,
@@ -153,6 +202,10 @@ func (p *Proxy) newUpstreamRequest(ctx context.Context, r *http.Request, route *
 	out.Header = r.Header.Clone()
 	removeHopHeaders(out.Header)
 	removeOwnHeaders(out.Header)
+	// The proxy answered any "Expect: 100-continue" itself when it read
+	// the body; asked again, an upstream that sends no 100 would cost the
+	// transport's whole ExpectContinueTimeout.
+	out.Header.Del("Expect")
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header.Set("User-Agent", "") // the transport then sends none
 	}

@@ -51,6 +51,13 @@ type Call struct {
 	// Retrier asked for it: transforms that can be retried without must
 	// then leave the body alone.
 	Retry bool
+	// ReadsResponse, set by a transform, asks the upstream for an
+	// uncompressed answer (Accept-Encoding is not forwarded): finishers
+	// see only uncompressed responses, and a transform that needs its
+	// finisher for every response (the deliberate tool, which must hide
+	// its call) sets it.
+	ReadsResponse bool
+
 	// Reasoning counts the reasoning blocks of the request as sent
 	// upstream; the shaping transform sets it, the capture records it.
 	Reasoning ReasoningCount
@@ -183,6 +190,9 @@ const (
 	// OutcomeRetried ends an attempt whose answer was dropped because a
 	// Retrier asked for a second attempt.
 	OutcomeRetried Outcome = "retried"
+	// OutcomeBadRequest ends a call whose request body could not be read
+	// whole (cut short, malformed chunking): the client got a 400.
+	OutcomeBadRequest Outcome = "bad_request"
 )
 
 // End summarises a finished call.
@@ -213,7 +223,9 @@ type ResponseSink interface {
 	Response(info *ResponseInfo)
 	// Event is called for each SSE event, after it was written to the
 	// client. ev's slices are only valid during the call. at is the time
-	// since the call started.
+	// since the call started. An event longer than Options.MaxEventBytes
+	// comes with ev.Truncated set: Raw and Data hold its beginning, Size
+	// its whole length.
 	Event(ev *sse.Event, seq int, at time.Duration)
 	// Body is called with the bytes of a non-stream body as they pass.
 	Body(p []byte)

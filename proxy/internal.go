@@ -36,7 +36,7 @@ func (p *Proxy) do(ctx context.Context, parent *Call, body []byte) (*http.Respon
 	// The proxy reads this answer itself: ask for it uncompressed.
 	out.Header.Del("Accept-Encoding")
 	sinks := p.observe(call, out, body)
-	resp, err := p.transport.RoundTrip(out)
+	resp, err := p.transportFor(parent.route).RoundTrip(out)
 	if err != nil {
 		end := End{Outcome: OutcomeUpstreamError, Err: describeErr(err), Duration: call.Since()}
 		if ctx.Err() != nil {
@@ -48,7 +48,7 @@ func (p *Proxy) do(ctx context.Context, parent *Call, body []byte) (*http.Respon
 	}
 	info := &ResponseInfo{Status: resp.StatusCode, Header: resp.Header, Stream: isEventStream(resp.Header), Encoded: contentEncoding(resp.Header) != ""}
 	sinks.Response(info)
-	resp.Body = &observedBody{rc: resp.Body, tee: newTee(sinks, call, info), sinks: sinks, call: call, info: info, p: p}
+	resp.Body = &observedBody{rc: resp.Body, tee: p.newTee(sinks, call, info), sinks: sinks, call: call, info: info, p: p}
 	return resp, call, nil
 }
 

@@ -4,15 +4,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"syscall"
 )
 
@@ -23,13 +24,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "shaperproxy:", err)
-		os.Exit(1)
-	}
+	os.Exit(exitCode(err, os.Stderr)) // cli.go: 0 ok or help, 1 error, 2 usage error
 }
 
 // command is one subcommand: it parses its own flags from args.
@@ -44,31 +39,57 @@ func commands() map[string]command {
 		"demo":      {"run the embedded demo (fake upstream, no API key, no network)", runDemo},
 		"ca":        {"manage the local CA for HTTPS_PROXY mode (ca init)", runCA},
 		"version":   {"print the version", runVersion},
-		"capture":   {"read the wire capture logs (tail, read, show, stats)", runCapture},
+		"capture":   {"read the wire capture logs (tail, read, show, find, stats)", runCapture},
 		"originals": {"look up original reasoning (stats, list, lookup)", runOriginals},
 		"shape":     {"run the configured shaping over a corpus", runShape},
 		"bench":     {"measure the proxy against a baseline in the same run (the README's table)", runBench},
+		"profiles":  {"list the rendering profiles and the one each route resolves to", runProfiles},
 	}
 }
 
+// run runs the command named by args[0]; help (cli.go) is printed on
+// stdout, and usage errors come back as *usageError.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
 		usage(stdout)
 		return nil
 	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		return runHelp(ctx, args[1:], stdout)
+	case "--version", "-version":
+		return runVersion(ctx, nil, stdout, stderr)
+	}
 	cmd, ok := commands()[args[0]]
 	if !ok {
-		usage(stderr)
-		return fmt.Errorf("unknown command %q", args[0])
+		return usagef("", "unknown command %q", args[0])
+	}
+	if wantsHelp(args[1:]) {
+		return commandHelp(ctx, cmd, args[1:], stdout)
 	}
 	return cmd.run(ctx, args[1:], stdout, stderr)
 }
 
+// usageOrder is the order of the commands in usage; commands missing from
+// it follow, sorted.
+var usageOrder = []string{"serve", "demo", "ca", "capture", "originals", "shape", "bench", "version"}
+
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: shaperproxy COMMAND [flags]\n\ncommands:")
-	for _, name := range []string{"serve", "demo", "ca", "capture", "originals", "shape", "bench", "version"} {
-		fmt.Fprintf(w, "  %-10s %s\n", name, commands()[name].summary)
+	cmds := commands()
+	names := slices.Sorted(maps.Keys(cmds))
+	slices.SortStableFunc(names, func(a, b string) int {
+		ia, ib := slices.Index(usageOrder, a), slices.Index(usageOrder, b)
+		return cmp.Compare(uint(ia), uint(ib)) // -1 (not listed) sorts last
+	})
+	for _, name := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", name, cmds[name].summary)
 	}
+	fmt.Fprint(w, `  help       print a command's help: shaperproxy help COMMAND [SUBCOMMAND]
+
+Every command also takes -h/--help; --version prints the version.
+Exit status: 0 success, 1 error, 2 usage error.
+`)
 }
 
 func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) error {

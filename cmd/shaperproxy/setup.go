@@ -18,6 +18,7 @@ import (
 	"github.com/shaperproxy/shaperproxy/internal/deliberate"
 	"github.com/shaperproxy/shaperproxy/internal/guard"
 	"github.com/shaperproxy/shaperproxy/internal/ledger"
+	"github.com/shaperproxy/shaperproxy/internal/profile"
 	"github.com/shaperproxy/shaperproxy/internal/reqshape"
 	"github.com/shaperproxy/shaperproxy/internal/review"
 	"github.com/shaperproxy/shaperproxy/originals"
@@ -52,8 +53,8 @@ func build(c config.Config, logger *slog.Logger) (st *stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
+	if err := ensureDataDir(c.DataDir); err != nil {
+		return nil, err
 	}
 	led, err := ledger.Open(filepath.Join(c.DataDir, ledger.FileName), ledger.Options{})
 	if err != nil {
@@ -95,14 +96,18 @@ func build(c config.Config, logger *slog.Logger) (st *stack, err error) {
 		add(h, h.Collectors())
 		opts.Observers = append(opts.Observers, h)
 	}
-	shaper := reqshape.NewShaper(c.Shaping, st.originals, logger)
+	profiles := profile.NewTable(c.Profiles, upstreams(c.Routes))
+	shaper := reqshape.NewShaper(c.Shaping, reqshape.Options{Originals: st.originals, Profiles: profiles, State: led, Log: logger})
+	st.closers = append(st.closers, shaper.Close)
 	add(shaper, shaper.Collectors())
 	collectors = append(collectors, prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "shaperproxy_originals_dropped_total", Help: "Originals not recorded because the write queue was full.",
 	}, func() float64 { return float64(st.originals.Dropped()) }))
 
 	if c.Capture.Enabled {
-		w, err := capture.Open(c.Capture.Options(filepath.Join(c.DataDir, capture.Dir)))
+		copts := c.Capture.Options(filepath.Join(c.DataDir, capture.Dir))
+		copts.Logger = logger // losses: one warning per period, with counts
+		w, err := capture.Open(copts)
 		if err != nil {
 			return nil, err
 		}
@@ -112,7 +117,7 @@ func build(c config.Config, logger *slog.Logger) (st *stack, err error) {
 		collectors = append(collectors, capture.Collectors(w)...)
 	}
 	if len(c.Review.Routes) > 0 {
-		rv := review.NewReviewer(c.Review, led, logger)
+		rv := review.NewReviewer(c.Review, led, profiles, logger)
 		opts.Finishers = append(opts.Finishers, rv)
 		collectors = append(collectors, rv.Collectors()...)
 	}
@@ -129,7 +134,7 @@ func build(c config.Config, logger *slog.Logger) (st *stack, err error) {
 func (st *stack) openOriginals(c originals.Config, dataDir string, logger *slog.Logger) error {
 	store, err := originals.Open(filepath.Join(dataDir, originals.FileName), originals.Options{
 		TTL: c.TTL, MaxBytes: c.MaxBytes,
-		OnError: func(err error) { logger.Warn("originals table", "err", err) },
+		Logger: logger, // losses and errors: one warning per period, with counts
 	})
 	if err != nil {
 		return err
@@ -197,24 +202,41 @@ func upstreams(routes []config.Route) map[string]string {
 	return m
 }
 
-// proxyOptions turns the configuration into proxy options (routes,
-// timeouts, intercept and its CA, the admin endpoints).
+// proxyOptions turns the configuration into proxy options (routes and
+// their CAs, timeouts, intercept and its CA, the tunnel list, the Host,
+// Origin and client key checks).
 func proxyOptions(c config.Config, logger *slog.Logger) (proxy.Options, error) {
 	opts := proxy.Options{
 		Intercept:             c.Intercept,
+		Tunnel:                c.Tunnel,
+		AllowedHosts:          c.AllowedHosts,
+		AllowedOrigins:        c.AllowedOrigins,
 		ConnectTimeout:        c.Timeouts.Connect,
 		ResponseHeaderTimeout: c.Timeouts.ResponseHeader,
 		StreamIdleTimeout:     c.Timeouts.StreamIdle,
+		ClientIdleTimeout:     c.Timeouts.ClientIdle,
+		RequestBodyTimeout:    c.Timeouts.RequestBody,
 		MaxBodyBytes:          c.MaxBodyBytes,
 		Logger:                logger,
 		Metrics:               proxy.NewMetrics(),
 	}
+	keys, err := clientKeys(c, os.Getenv)
+	if err != nil {
+		return opts, err
+	}
+	opts.ClientKeys = keys
 	for _, r := range c.Routes {
 		u, err := url.Parse(r.Upstream)
 		if err != nil {
 			return opts, fmt.Errorf("route %q: %w", r.Name, err)
 		}
-		opts.Routes = append(opts.Routes, proxy.Route{Name: r.Name, Prefix: r.Prefix, Upstream: u, APIKey: r.Key(os.Getenv)})
+		route := proxy.Route{Name: r.Name, Prefix: r.Prefix, Upstream: u, APIKey: r.Key(os.Getenv)}
+		if r.CAFile != "" {
+			if route.RootCAs, err = routeRoots(r); err != nil {
+				return opts, err
+			}
+		}
+		opts.Routes = append(opts.Routes, route)
 		if r.Default {
 			opts.Default = r.Name
 		}

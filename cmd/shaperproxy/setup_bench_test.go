@@ -63,3 +63,10 @@ func BenchmarkSmallRequest(b *testing.B) {
 func BenchmarkSmallRequestCapture(b *testing.B) {
 	benchProxy(b, func(c *config.Config) { c.Shaping.Enabled, c.Capture.Enabled, c.Guard.Enabled = false, true, false }, small)
 }
+
+// BenchmarkSmallRequestDefault sends a small non-stream chat request
+// through the proxy with the default configuration (shaping, originals,
+// guard, capture): the per-request cost of every default feature.
+func BenchmarkSmallRequestDefault(b *testing.B) {
+	benchProxy(b, func(*config.Config) {}, small)
+}

@@ -105,12 +105,12 @@ func TestCaptureStreamByteIdentical(t *testing.T) {
 	if err := showCmd(&out, showOptions{captureOptions: captureOptions{Dir: dir, JSON: true}, Call: reqCall(recs)}); err != nil {
 		t.Fatal(err)
 	}
-	var view capture.CallView
+	var view callJSON
 	if err := json.Unmarshal(out.Bytes(), &view); err != nil {
 		t.Fatalf("show --json: %v\n%s", err, out.Bytes())
 	}
-	sc := view.Response.Choices[0]
-	if sc.Reasoning != w.Reasoning || sc.Content != w.Content || sc.ToolCalls[0] != w.ToolCalls[0] || sc.FinishReason != w.FinishReason || view.Response.Chunks != len(chunks) {
+	sc, wc := view.Response.Choices[0], w.ToolCalls[0]
+	if sc.Reasoning != w.Reasoning || sc.Content != w.Content || sc.ToolCalls[0] != (toolCallJSON{wc.Index, wc.ID, wc.Type, wc.Name, wc.Arguments}) || sc.FinishReason != w.FinishReason || view.Response.Chunks != len(chunks) {
 		t.Fatalf("capture show differs: %+v (%d chunks)", sc, view.Response.Chunks)
 	}
 }
@@ -127,7 +127,7 @@ func reqCall(recs []capture.Record) string {
 // TestCaptureCountsShapedBlocks: on a scripted conversation where the
 // numbers are known, the request records carry the shaped and raw counts.
 func TestCaptureCountsShapedBlocks(t *testing.T) {
-	r := newRig(t, nil)
+	r := newRig(t, keepRecent)
 	r.pushTurn("cfg", 3) // 4 requests: 0, 1, 2, 3 earlier steps in history
 	turn(t, r.agent("sys"), "go")
 	var shaped, raw []int

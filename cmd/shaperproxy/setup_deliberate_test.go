@@ -39,6 +39,7 @@ type deliberateRig struct {
 	*rig
 	mu       sync.Mutex
 	children map[string]fakeupstream.Recorded
+	reviews  int // automatic review children answered (no_update)
 }
 
 func newDeliberateRig(t *testing.T, answer func(role string) string, mod func(*config.Config)) *deliberateRig {
@@ -50,6 +51,12 @@ func newDeliberateRig(t *testing.T, answer func(role string) string, mod func(*c
 		}
 	})
 	r.up.Handle(func(req fakeupstream.Recorded) (fakeupstream.Response, bool) {
+		if isChild(req.Body) {
+			r.mu.Lock()
+			r.reviews++
+			r.mu.Unlock()
+			return chatAnswer(packetNoUpdate), true
+		}
 		role := branchRole(req.Body)
 		if role == "" {
 			return fakeupstream.Response{}, false
@@ -105,6 +112,12 @@ func (r *deliberateRig) scriptDeliberation(args string, beside bool) {
 			ToolCalls: []fakeupstream.ToolCall{{Name: "read_file", Arguments: `{"path":"f` + string(rune('1'+i)) + `.go"}`}},
 		}})
 	}
+	r.scriptStep3(args, beside)
+}
+
+// scriptStep3 pushes a step calling deliberate (alone, or beside
+// read_file) and the final answer.
+func (r *deliberateRig) scriptStep3(args string, beside bool) {
 	calls := []fakeupstream.ToolCall{{ID: "call_delib", Name: "deliberate", Arguments: args}}
 	if beside {
 		calls = append([]fakeupstream.ToolCall{{ID: "call_read3", Name: "read_file", Arguments: `{"path":"f3.go"}`}}, calls...)
@@ -412,4 +425,24 @@ func TestDeliberateCaptured(t *testing.T) {
 		return
 	}
 	t.Fatal("no deliberate note in the capture")
+}
+
+// TestDeliberateMaskedReviewSkipsAutoReview: a turn in which the model ran
+// a masked-review branch is not reviewed again at its end (seed 003 §7);
+// a turn with only the other roles still is.
+func TestDeliberateMaskedReviewSkipsAutoReview(t *testing.T) {
+	for _, masked := range []bool{true, false} {
+		args := `{"goal":"g","incumbent":"plan","branches":[{"role":"trajectory-audit"}]}`
+		if masked {
+			args = `{"goal":"g","branches":[{"role":"masked-review","recentSteps":1}]}`
+		}
+		r := newDeliberateRig(t, packetFor, func(c *config.Config) { c.Review.Routes = []string{"default"} })
+		r.scriptDeliberation(args, true) // beside read_file: the turn goes on and ends with a plain stop
+		if got := collect(t, r.agent(false), "fix the date test"); got.Content != finalAnswer {
+			t.Fatalf("masked=%v: client got %q", masked, got.Content)
+		}
+		if want := map[bool]int{true: 0, false: 1}[masked]; r.reviews != want {
+			t.Errorf("masked=%v: %d automatic reviews, want %d", masked, r.reviews, want)
+		}
+	}
 }

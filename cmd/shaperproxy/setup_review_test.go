@@ -150,8 +150,10 @@ func TestReviewPublishesUpdate(t *testing.T) {
 		for _, m := range next.Messages {
 			roles += m.Role[:1]
 		}
-		// s u a t a(draft) s(notice) a(continuation) u
-		if !strings.HasSuffix(roles, "uatasau") {
+		// s u a t a(draft) u(notice) a(continuation) u: deepseek-reasoner
+		// resolves to the DeepSeek V4 profile, whose notice is a user
+		// message (RENDERING.md §4.3).
+		if !strings.HasSuffix(roles, "uatauau") {
 			t.Fatalf("stream=%v: restored roles %q", stream, roles)
 		}
 		n := next.Messages[len(next.Messages)-3]

@@ -13,6 +13,7 @@ import (
 	"github.com/shaperproxy/shaperproxy/internal/config"
 	"github.com/shaperproxy/shaperproxy/internal/demo"
 	"github.com/shaperproxy/shaperproxy/internal/fakeupstream"
+	"github.com/shaperproxy/shaperproxy/internal/reqshape"
 	"github.com/shaperproxy/shaperproxy/originals"
 )
 
@@ -85,12 +86,17 @@ func turn(t *testing.T, a *demo.Agent, user string) {
 	}
 }
 
+// keepRecent selects the keep-recent shaping policy (every step but the
+// latest shaped), whose effects these tests count; the default policy is
+// tested in internal/reqshape and setup_profiles_test.go.
+func keepRecent(c *config.Config) { c.Shaping.Policy = reqshape.PolicyKeepRecent }
+
 // TestShapingThroughProxy: the upstream receives shaped history without a
 // marker, the same block is shaped to the same bytes in every later
 // request, the originals table gives the original back, and a new turn
 // clears only its own conversation.
 func TestShapingThroughProxy(t *testing.T) {
-	r := newRig(t, nil)
+	r := newRig(t, keepRecent)
 	main, sub := r.agent("You are the main agent."), r.agent("You are a sub-agent that greps.")
 	r.pushTurn("config", 3)
 	turn(t, main, "fix the config loader")
@@ -208,7 +214,10 @@ func list(t *testing.T, r *rig, key string) []originals.Entry {
 // unshaped retry, then unshaped requests until the cool-down ends; the
 // client always sees success.
 func TestBreaker(t *testing.T) {
-	r := newRig(t, func(c *config.Config) { c.Shaping.Breaker.Cooldown = 400 * time.Millisecond })
+	r := newRig(t, func(c *config.Config) {
+		keepRecent(c)
+		c.Shaping.Breaker.Cooldown = 400 * time.Millisecond
+	})
 	r.up.Handle(func(req fakeupstream.Recorded) (fakeupstream.Response, bool) {
 		if shapedBlocks(t, req.Body) > 0 {
 			return fakeupstream.ErrorResponse(400, "Missing `reasoning_content` field in the assistant message at message index 1"), true

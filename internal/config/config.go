@@ -19,6 +19,7 @@ import (
 	"github.com/shaperproxy/shaperproxy/capture"
 	"github.com/shaperproxy/shaperproxy/internal/deliberate"
 	"github.com/shaperproxy/shaperproxy/internal/guard"
+	"github.com/shaperproxy/shaperproxy/internal/profile"
 	"github.com/shaperproxy/shaperproxy/internal/reqshape"
 	"github.com/shaperproxy/shaperproxy/internal/review"
 	"github.com/shaperproxy/shaperproxy/originals"
@@ -30,8 +31,9 @@ type Config struct {
 	// Listen is the address of the proxy listener (base-URL and
 	// HTTPS_PROXY modes share it).
 	Listen string `toml:"listen"`
-	// AdminListen, when set, serves /healthz and /metrics on a separate
-	// address instead of the main listener.
+	// AdminListen, when set, also serves /healthz, /metrics and the
+	// admin endpoints on a separate address (the main listener keeps
+	// serving them).
 	AdminListen string `toml:"admin_listen"`
 	// DataDir holds the CA, the originals table and the capture logs.
 	// Empty means $SHAPERPROXY_DATA_DIR or the user's state directory.
@@ -43,6 +45,24 @@ type Config struct {
 	// the local CA) and sent through the pipeline. Other hosts are
 	// tunnelled without decryption.
 	Intercept []string `toml:"intercept"`
+	// Tunnel lists the other hosts CONNECT and proxy-form requests may
+	// reach, without decryption ("host", "host:port", "*.domain", "*";
+	// wildcards reach public addresses only). Empty: intercepted hosts only.
+	Tunnel []string `toml:"tunnel"`
+	// AllowedHosts are Host names base-URL requests may carry besides IP
+	// addresses, localhost and *.localhost.
+	AllowedHosts []string `toml:"allowed_hosts"`
+	// AllowedOrigins are the browser origins whose requests are served
+	// (requests from other origins are refused; "*" allows all).
+	AllowedOrigins []string `toml:"allowed_origins"`
+	// ClientKeys and ClientKeysEnv (an environment variable holding
+	// comma-separated keys) are the keys clients must present; see
+	// proxy.Options.ClientKeys.
+	ClientKeys    []string `toml:"client_keys"`
+	ClientKeysEnv string   `toml:"client_keys_env"`
+	// AllowUnauthenticated lets serve listen on a non-loopback address
+	// without client keys.
+	AllowUnauthenticated bool `toml:"allow_unauthenticated"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `toml:"log_level"`
 
@@ -57,6 +77,10 @@ type Config struct {
 	Review     review.Config     `toml:"review"`
 	Deliberate deliberate.Config `toml:"deliberate"`
 	Guard      guard.Config      `toml:"guard"`
+
+	// Profiles change the built-in rendering profiles or add profiles
+	// (what each upstream renders and what its prompt cache costs).
+	Profiles profile.Config `toml:"profile"`
 }
 
 // Timeouts bound each phase of an upstream call.
@@ -64,6 +88,10 @@ type Timeouts struct {
 	Connect        time.Duration `toml:"connect"`
 	ResponseHeader time.Duration `toml:"response_header"`
 	StreamIdle     time.Duration `toml:"stream_idle"`
+	// ClientIdle bounds each read of a request body and each write to a
+	// client; RequestBody the whole read of a body the proxy parses.
+	ClientIdle  time.Duration `toml:"client_idle"`
+	RequestBody time.Duration `toml:"request_body"`
 }
 
 // Route sends requests whose path starts with Prefix to Upstream.
@@ -78,6 +106,9 @@ type Route struct {
 	// own header is forwarded.
 	APIKey    string `toml:"api_key"`
 	APIKeyEnv string `toml:"api_key_env"`
+	// CAFile is a PEM file of certificate authorities trusted for this
+	// route's upstream, besides the system's.
+	CAFile string `toml:"ca_file"`
 }
 
 // DefaultUpstream is the upstream of the default route when none is
@@ -94,6 +125,8 @@ func Default() Config {
 			Connect:        10 * time.Second,
 			ResponseHeader: 10 * time.Minute,
 			StreamIdle:     5 * time.Minute,
+			ClientIdle:     time.Minute,
+			RequestBody:    5 * time.Minute,
 		},
 		Shaping:    reqshape.DefaultConfig(),
 		Originals:  originals.DefaultConfig(),
@@ -156,12 +189,14 @@ func (c *Config) Validate() error {
 	for _, d := range []struct {
 		key string
 		d   time.Duration
-	}{{"timeouts.connect", c.Timeouts.Connect}, {"timeouts.response_header", c.Timeouts.ResponseHeader}, {"timeouts.stream_idle", c.Timeouts.StreamIdle}} {
+	}{{"timeouts.connect", c.Timeouts.Connect}, {"timeouts.response_header", c.Timeouts.ResponseHeader}, {"timeouts.stream_idle", c.Timeouts.StreamIdle},
+		{"timeouts.client_idle", c.Timeouts.ClientIdle}, {"timeouts.request_body", c.Timeouts.RequestBody}} {
 		if d.d < 0 {
 			errs = append(errs, fmt.Errorf("%s: must not be negative", d.key))
 		}
 	}
 	errs = append(errs, c.validateRoutes()...)
+	errs = append(errs, c.validateAccess()...)
 	var names []string
 	for _, r := range c.WithDefaultRoute("") {
 		names = append(names, r.Name)
@@ -173,6 +208,7 @@ func (c *Config) Validate() error {
 		under("review", c.Review.Validate(names)),
 		under("deliberate", c.Deliberate.Validate(names)),
 		c.Guard.Validate(),
+		c.Profiles.Validate(),
 	)
 	return errors.Join(errs...)
 }
@@ -237,6 +273,44 @@ func checkUpstream(s string) error {
 		return fmt.Errorf("%q has no host", s)
 	}
 	return nil
+}
+
+// MinClientKeyLen is the shortest client key accepted.
+const MinClientKeyLen = 16
+
+func (c *Config) validateAccess() []error {
+	var errs []error
+	for i, k := range c.ClientKeys {
+		if len(k) < MinClientKeyLen {
+			errs = append(errs, fmt.Errorf("client_keys[%d]: shorter than %d characters", i, MinClientKeyLen))
+		}
+	}
+	for i, o := range c.AllowedOrigins {
+		if u, err := url.Parse(o); o != "*" && (err != nil || u.Scheme == "" || u.Host == "" || strings.Trim(u.Path, "/") != "") {
+			errs = append(errs, fmt.Errorf("allowed_origins[%d]: %q is not an origin such as http://localhost:3000", i, o))
+		}
+	}
+	for i, h := range c.Tunnel {
+		if h = strings.TrimSpace(h); h == "" || strings.Contains(strings.TrimPrefix(h, "*."), "*") && h != "*" {
+			errs = append(errs, fmt.Errorf("tunnel[%d]: %q is not host, host:port, *.domain or *", i, h))
+		}
+	}
+	return errs
+}
+
+// ClientKeyList returns the client keys: ClientKeys, then the
+// comma-separated keys of the environment variable ClientKeysEnv.
+func (c *Config) ClientKeyList(getenv func(string) string) []string {
+	keys := append([]string(nil), c.ClientKeys...)
+	if c.ClientKeysEnv == "" {
+		return keys
+	}
+	for _, k := range strings.Split(getenv(c.ClientKeysEnv), ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 // Key returns the route's API key from APIKey or the environment

@@ -26,6 +26,11 @@ func TestExampleIsDefault(t *testing.T) {
 		if len(cfg.Review.Routes) == 0 {
 			cfg.Review.Routes = nil
 		}
+		for _, l := range []*[]string{&cfg.Tunnel, &cfg.AllowedHosts, &cfg.AllowedOrigins, &cfg.ClientKeys} {
+			if len(*l) == 0 {
+				*l = nil
+			}
+		}
 		if len(cfg.Deliberate.Routes) == 0 {
 			cfg.Deliberate.Routes = nil
 		}
@@ -50,6 +55,10 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"[guard]\nstep_down_requests = -1", "guard.step_down_requests"},
 		{"[guard]\nstall_action = \"shout\"", "guard.stall_action"},
 		{"[review]\npolicy = \"sometimes\"", "review.policy"},
+		{`client_keys = ["short"]`, "client_keys[0]"},
+		{`allowed_origins = ["localhost:3000"]`, "allowed_origins[0]"},
+		{`tunnel = ["a*b"]`, "tunnel[0]"},
+		{"[timeouts]\nclient_idle = \"-1s\"", "timeouts.client_idle"},
 		{"[[route]]\nname = \"a\"\nupstream = \"https://x\"\ndefault = true\n[[route]]\nname = \"a\"\nupstream = \"https://y\"\nprefix = \"/y\"", "route[1].name"},
 	}
 	for _, tt := range tests {
@@ -84,5 +93,16 @@ api_key_env = "OR_KEY"
 	}
 	if k := routes[0].Key(func(s string) string { return map[string]string{"OR_KEY": "k1"}[s] }); k != "k1" {
 		t.Errorf("key = %q", k)
+	}
+}
+
+func TestClientKeyList(t *testing.T) {
+	c := Default()
+	if err := c.Parse(`client_keys = ["0123456789abcdef"]` + "\nclient_keys_env = \"K\""); err != nil {
+		t.Fatal(err)
+	}
+	got := c.ClientKeyList(func(string) string { return " k1 ,, k2" })
+	if want := []string{"0123456789abcdef", "k1", "k2"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("keys = %q, want %q", got, want)
 	}
 }

@@ -85,6 +85,9 @@ func (d *Deliberator) TransformRequest(ctx context.Context, call *proxy.Call, bo
 	}
 	out, ok := injectTool(view, d.tool)
 	injectedKey.Set(call, ok)
+	if ok {
+		call.ReadsResponse = true // a compressed answer would skip the finisher and show the call
+	}
 	return out, nil
 }
 

@@ -100,6 +100,9 @@ func split(r conv.Response) (step, bool) {
 // background; alone, the branches run now and the model's continuation
 // streams into the same response.
 func (s *session) End(ctx context.Context, held [][]byte, out *proxy.EventWriter) error {
+	if !s.holding { // another finisher held this response
+		return nil
+	}
 	s.assemble(held)
 	st, ok := split(s.asm.Response())
 	if !ok || s.seen > maxDraft {
