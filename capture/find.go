@@ -587,7 +587,7 @@ func ParseEvent(raw []byte) EventDelta {
 		return d
 	}
 	obj := gjson.ParseBytes(ev.Data)
-	if !gjson.ValidBytes(ev.Data) || !obj.IsObject() {
+	if !conv.ValidJSON(ev.Data) || !obj.IsObject() {
 		d.Other, d.Invalid = ev.Data, true
 		return d
 	}

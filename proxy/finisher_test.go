@@ -50,7 +50,7 @@ func (s *testSession) End(ctx context.Context, held [][]byte, out *EventWriter) 
 	if !s.f.replace {
 		return nil
 	}
-	resp, _, err := s.call.Do(ctx, []byte(`{"model":"m","messages":[{"role":"user","content":"child"}]}`))
+	resp, _, err := s.call.Do(ctx, "test-child", []byte(`{"model":"m","messages":[{"role":"user","content":"child"}]}`))
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -44,9 +46,11 @@ type Call struct {
 	// Start is when the proxy received the request.
 	Start time.Time
 	// Internal marks requests the proxy made on its own; Parent is then
-	// the ID of the call that caused it.
+	// the ID of the call that caused it and Purpose what it was for
+	// (given to Do).
 	Internal bool
 	Parent   string
+	Purpose  string
 	// Retry is true on the second attempt the proxy makes after a
 	// Retrier asked for it: transforms that can be retried without must
 	// then leave the body alone.
@@ -119,12 +123,33 @@ func (c *Call) Annotate(where string, data []byte) {
 }
 
 // Do sends a chat request the proxy makes on its own, on behalf of this
-// call (a review's child or continuation): see Proxy.do.
-func (c *Call) Do(ctx context.Context, body []byte) (*http.Response, *Call, error) {
+// call (a review's child or continuation): see Proxy.do. purpose names
+// what it is for ("review-child", "deliberate-branch", …); the internal
+// call carries it in Call.Purpose.
+func (c *Call) Do(ctx context.Context, purpose string, body []byte) (*http.Response, *Call, error) {
 	if c.p == nil || c.route == nil {
 		return nil, nil, errors.New("proxy: Do needs a call the proxy made")
 	}
-	return c.p.do(ctx, c, body)
+	return c.p.do(ctx, c, purpose, body)
+}
+
+// DoRead is Do for an answer read whole: at most limit bytes of it, and
+// an error unless the upstream answered 200. The internal call is returned
+// whenever it was made (for its ID).
+func (c *Call) DoRead(ctx context.Context, purpose string, body []byte, limit int64) ([]byte, *Call, error) {
+	resp, child, err := c.Do(ctx, purpose, body)
+	if err != nil {
+		return nil, child, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	if err != nil {
+		return nil, child, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, child, fmt.Errorf("%s: upstream answered %d", purpose, resp.StatusCode)
+	}
+	return out, child, nil
 }
 
 // Since returns the time elapsed since the call started.

@@ -19,11 +19,11 @@ import (
 // it as an internal call whose Parent is parent.ID; transforms and
 // finishers do not run. The caller must close the response body; the
 // observers' End comes when it is read to the end or closed.
-func (p *Proxy) do(ctx context.Context, parent *Call, body []byte) (*http.Response, *Call, error) {
+func (p *Proxy) do(ctx context.Context, parent *Call, purpose string, body []byte) (*http.Response, *Call, error) {
 	call := &Call{
 		ID: newCallID(), Route: parent.Route, Method: http.MethodPost, Path: parent.Path,
 		RawQuery: parent.RawQuery, Header: parent.Header, Start: time.Now(),
-		Internal: true, Parent: parent.ID, Conversation: parent.Conversation, route: parent.route, p: p,
+		Internal: true, Parent: parent.ID, Purpose: purpose, Conversation: parent.Conversation, route: parent.route, p: p,
 	}
 	if v, err := conv.ParseRequest(body); err == nil {
 		call.Chat, call.View, call.Model, call.Stream = true, v, v.Model, v.Stream

@@ -100,9 +100,7 @@ func build(c config.Config, logger *slog.Logger) (st *stack, err error) {
 	shaper := reqshape.NewShaper(c.Shaping, reqshape.Options{Originals: st.originals, Profiles: profiles, State: led, Log: logger})
 	st.closers = append(st.closers, shaper.Close)
 	add(shaper, shaper.Collectors())
-	collectors = append(collectors, prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "shaperproxy_originals_dropped_total", Help: "Originals not recorded because the write queue was full.",
-	}, func() float64 { return float64(st.originals.Dropped()) }))
+	collectors = append(collectors, originals.Collectors(st.originals)...)
 
 	if c.Capture.Enabled {
 		copts := c.Capture.Options(filepath.Join(c.DataDir, capture.Dir))

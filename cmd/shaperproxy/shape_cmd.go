@@ -101,7 +101,7 @@ func corpusLine(line []byte) ([]string, error) {
 	if len(bytes.TrimSpace(line)) == 0 {
 		return nil, nil
 	}
-	if !gjson.ValidBytes(line) {
+	if !conv.ValidJSON(line) {
 		return nil, errors.New("not valid JSON")
 	}
 	v := gjson.ParseBytes(line)

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
@@ -144,27 +142,17 @@ func (d *Deliberator) background(conversation string, fn func(ctx context.Contex
 	}()
 }
 
-// sender returns the sender of a call's children: through the proxy, as
-// internal calls linked to it (captured).
-func sendVia(call *proxy.Call) sender {
+// sendVia returns the sender of a call's children (purpose
+// "deliberate-branch") or continuations: through the proxy, as internal
+// calls linked to it (captured).
+func sendVia(call *proxy.Call, purpose string) sender {
 	return func(ctx context.Context, body []byte) ([]byte, string, error) {
-		resp, child, err := call.Do(ctx, body)
+		out, child, err := call.DoRead(ctx, purpose, body, maxChildAnswer)
 		id := ""
 		if child != nil {
 			id = child.ID
 		}
-		if err != nil {
-			return nil, id, err
-		}
-		defer resp.Body.Close()
-		out, err := io.ReadAll(io.LimitReader(resp.Body, maxChildAnswer))
-		if err != nil {
-			return nil, id, err
-		}
-		if resp.StatusCode != http.StatusOK {
-			return nil, id, fmt.Errorf("deliberate: branch answered %d", resp.StatusCode)
-		}
-		return out, id, nil
+		return out, id, err
 	}
 }
 

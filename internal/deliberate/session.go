@@ -192,7 +192,7 @@ func (s *session) answer(ctx context.Context, c conv.ToolCall, round int) []byte
 // runBranches runs a call's branches and marks the turn reviewed when a
 // masked-review branch ran (the automatic review then skips it).
 func (d *Deliberator) runBranches(ctx context.Context, call *proxy.Call, view *conv.Request, a Args) []outcome {
-	outs := run(ctx, view, a, d.cfg, sendVia(call))
+	outs := run(ctx, view, a, d.cfg, sendVia(call, "deliberate-branch"))
 	for _, o := range outs {
 		if o.Branch.Role == RoleMasked && o.Child != "" {
 			if key := conv.TurnKey(view, call.Conversation); key != "" {
@@ -243,7 +243,7 @@ func (s *session) aloneStream(ctx context.Context, st step, out *proxy.EventWrit
 // after what it has seen (shown), until the continuation ends or starts a
 // deliberate call (held back: the next round answers it).
 func (s *session) continueStream(ctx context.Context, body []byte, shown review.Draft, usage []byte, out *proxy.EventWriter, stop func()) (conv.Response, bool, error) {
-	resp, _, err := s.call.Do(ctx, body)
+	resp, _, err := s.call.Do(ctx, "deliberate-continuation", body)
 	if err != nil {
 		return conv.Response{}, false, err
 	}
@@ -260,6 +260,9 @@ func (s *session) continueStream(ctx context.Context, body []byte, shown review.
 	holding, wrote := false, false
 	for {
 		ev, rerr := rd.Next()
+		if ev.Truncated { // the client must not get half an event: give up as if cut
+			return conv.Response{}, wrote, errors.New("continuation event over the size limit")
+		}
 		if ev.HasData && !ev.IsDone() {
 			_ = asm.AddChunk(ev.Data)
 			if !holding {
@@ -324,7 +327,7 @@ func (s *session) aloneBody(ctx context.Context, st step, body []byte) ([]byte, 
 			return nil, ctx.Err()
 		}
 		before = append(before, review.DraftOf(st.choice).Message(), toolResult(st.call.ID, result))
-		contBody, _, err := sendVia(s.call)(ctx, review.AppendMessages(s.call.View, before...))
+		contBody, _, err := sendVia(s.call, "deliberate-continuation")(ctx, review.AppendMessages(s.call.View, before...))
 		if err != nil {
 			return nil, err
 		}

@@ -15,7 +15,7 @@ import (
 // is kept, "stream" included: the continuation streams when the client
 // asked for a stream. notice must be a JSON object.
 func continuationRequest(primaryBody []byte, draft Draft, notice []byte) ([]byte, error) {
-	if !gjson.ValidBytes(notice) || !gjson.ParseBytes(notice).IsObject() {
+	if !conv.ValidJSON(notice) || !gjson.ParseBytes(notice).IsObject() {
 		return nil, errors.New("review: notice is not a json object")
 	}
 	req, err := conv.ParseRequest(primaryBody)

@@ -271,7 +271,7 @@ func (s *reviewSession) ask(ctx context.Context, draft Draft) (Packet, bool) {
 	rv.m.ratio.Observe(float64(len(child.Body)) / float64(max(len(s.view.Body), 1)))
 	note.Stats = child.Stats
 	start := time.Now()
-	body, childID, err := rv.send(ctx, s.call, child.Body)
+	body, childID, err := rv.send(ctx, s.call, "review-child", child.Body)
 	note.Child, note.ChildMS = childID, time.Since(start).Milliseconds()
 	rv.m.latency.WithLabelValues("child").Observe(time.Since(start).Seconds())
 	if err != nil {
@@ -307,26 +307,15 @@ func (s *reviewSession) failed(note *reviewNote, outcome string, err error) (Pac
 	return Packet{}, false
 }
 
-// send makes the child request through the proxy (captured as internal)
-// and returns its body.
-func (rv *Reviewer) send(ctx context.Context, call *proxy.Call, body []byte) ([]byte, string, error) {
-	resp, child, err := call.Do(ctx, body)
+// send makes one of the review's requests through the proxy (captured
+// as internal, for purpose) and returns its body and its call id.
+func (rv *Reviewer) send(ctx context.Context, call *proxy.Call, purpose string, body []byte) ([]byte, string, error) {
+	out, child, err := call.DoRead(ctx, purpose, body, maxChildBody)
 	id := ""
 	if child != nil {
 		id = child.ID
 	}
-	if err != nil {
-		return nil, id, err
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(io.LimitReader(resp.Body, maxChildBody))
-	if err != nil {
-		return nil, id, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, id, fmt.Errorf("review child: upstream answered %d", resp.StatusCode)
-	}
-	return out, id, nil
+	return out, id, err
 }
 
 // continueStream asks the model to revise and streams the continuation
@@ -341,7 +330,7 @@ func (s *reviewSession) continueStream(ctx context.Context, draft Draft, p Packe
 	}
 	start := time.Now()
 	defer func() { s.rv.m.latency.WithLabelValues("continuation").Observe(time.Since(start).Seconds()) }()
-	resp, _, err := s.call.Do(ctx, body)
+	resp, _, err := s.call.Do(ctx, "review-continuation", body)
 	if err != nil {
 		return err
 	}
@@ -360,10 +349,12 @@ func (s *reviewSession) continueStream(ctx context.Context, draft Draft, p Packe
 	wrote := false
 	for {
 		ev, rerr := rd.Next()
-		if ev.HasData && !ev.IsDone() {
+		if ev.Truncated { // the client must not get half an event: give up as if cut
+			rerr = errEventTooLarge
+		} else if ev.HasData && !ev.IsDone() {
 			_ = cont.AddChunk(ev.Data)
 		}
-		if len(ev.Raw) > 0 && !ev.Partial {
+		if len(ev.Raw) > 0 && !ev.Partial && !ev.Truncated {
 			b, merr := merger.Next(ev.Raw)
 			if merr == nil && len(b) > 0 {
 				if !wrote && text != nil && out.Write(text) != nil { // the draft's last piece first
@@ -389,6 +380,10 @@ func (s *reviewSession) continueStream(ctx context.Context, draft Draft, p Packe
 	return s.record(shown, notice, cont, body)
 }
 
+// errEventTooLarge ends a continuation whose event is longer than the
+// proxy keeps.
+var errEventTooLarge = errors.New("continuation event over the size limit")
+
 func writeAll(out *proxy.EventWriter, events [][]byte) {
 	for _, e := range events {
 		if out.Write(e) != nil {
@@ -405,7 +400,7 @@ func (s *reviewSession) continueBody(ctx context.Context, draft Draft, p Packet,
 		return draftBody, err
 	}
 	start := time.Now()
-	contBody, _, err := s.rv.send(ctx, s.call, body)
+	contBody, _, err := s.rv.send(ctx, s.call, "review-continuation", body)
 	s.rv.m.latency.WithLabelValues("continuation").Observe(time.Since(start).Seconds())
 	if err != nil {
 		return draftBody, err

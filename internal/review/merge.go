@@ -167,7 +167,7 @@ func mergeUsage(out, draftBody, contBody []byte) ([]byte, error) {
 // object, cont is returned as is. Key order and spelling are cont's.
 func SumUsage(draft, cont []byte) ([]byte, error) {
 	d := gjson.ParseBytes(draft)
-	if !d.IsObject() || !gjson.ValidBytes(cont) {
+	if !d.IsObject() || !conv.ValidJSON(cont) {
 		return cont, nil
 	}
 	out := bytes.Clone(cont)

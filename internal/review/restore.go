@@ -103,7 +103,7 @@ func restoreOne(req *conv.Request, m conv.Message, ins Insertion) ([]byte, error
 // a messages array.
 func RestoreMessage(raw []byte, m conv.Message, before [][]byte, final []byte) ([]byte, error) {
 	for _, v := range append(before, final) {
-		if !gjson.ValidBytes(v) || !gjson.ParseBytes(v).IsObject() {
+		if !conv.ValidJSON(v) || !gjson.ParseBytes(v).IsObject() {
 			return nil, errors.New("stored message is not a json object")
 		}
 	}

@@ -54,7 +54,7 @@ func newStreamMerger(draftFirstChunk []byte, draft Draft) (*StreamMerger, error)
 // joined by j (the deliberate tool's continuation joins without a
 // visible separator).
 func NewStreamMerger(draftFirstChunk []byte, draft Draft, j Joint) (*StreamMerger, error) {
-	if !gjson.ValidBytes(draftFirstChunk) || !gjson.ParseBytes(draftFirstChunk).IsObject() {
+	if !conv.ValidJSON(draftFirstChunk) || !gjson.ParseBytes(draftFirstChunk).IsObject() {
 		return nil, errors.New("review: draft chunk is not a json object")
 	}
 	m := &StreamMerger{
@@ -109,7 +109,7 @@ func (m *StreamMerger) event(out []byte, ev sse.Event) ([]byte, error) {
 		}
 	}
 	data := ev.Data
-	if ev.IsDone() || !gjson.ValidBytes(data) || !gjson.ParseBytes(data).IsObject() {
+	if ev.IsDone() || !conv.ValidJSON(data) || !gjson.ParseBytes(data).IsObject() {
 		return append(out, ev.Raw...), nil
 	}
 	if roleOnly(data) {
