@@ -59,6 +59,9 @@ func checkDemo(t *testing.T, res demo.Result, out string) {
 	}
 	// The sub-agent's requests 4 and 5 carry the one notice (after the
 	// third failure; it stays in place in the last request).
+	if res.Branches != 2 || res.DeliberateSeen || !res.DeliberateRestored {
+		t.Errorf("deliberation: %d branches, call seen by the client %v, restored %v", res.Branches, res.DeliberateSeen, res.DeliberateRestored)
+	}
 	if res.GuardNotices != 2 {
 		t.Errorf("guard notices placed %d times, want 2", res.GuardNotices)
 	}

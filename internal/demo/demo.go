@@ -62,8 +62,13 @@ type Result struct {
 	Revisions      int  // continuations the upstream answered
 	Restored       bool // a later request carried draft, notice and continuation
 	GuardNotices   int  // ECHO notice placements the upstream saw in the sub-agent's requests
-	CapturedCalls  int  // streamed calls in the capture log
-	CapturedShaped int  // outgoing reasoning blocks the capture counted as shaped
+	Branches       int  // deliberate branches the upstream answered
+	DeliberateSeen bool // the deliberating agent saw the deliberate call (it must not)
+	// DeliberateRestored: the request after the deliberation carried the
+	// hidden call and its result.
+	DeliberateRestored bool
+	CapturedCalls      int // streamed calls in the capture log
+	CapturedShaped     int // outgoing reasoning blocks the capture counted as shaped
 }
 
 // Run starts the fake upstream and the proxy on loopback, drives the
@@ -91,7 +96,13 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	for i := range replies {
 		up.Push(fakeupstream.Response{Reply: &replies[i]})
 	}
-	up.Handle(reviewAnswers(&res))
+	review, deliberation := reviewAnswers(&res), deliberateAnswers(&res)
+	up.Handle(func(r fakeupstream.Recorded) (fakeupstream.Response, bool) {
+		if resp, ok := deliberation(r); ok {
+			return resp, true
+		}
+		return review(r)
+	})
 	upURL, closeUp, err := up.Start("127.0.0.1:0")
 	if err != nil {
 		return res, err
@@ -102,6 +113,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	c.DataDir = dir
 	c.Routes = c.WithDefaultRoute(upURL)
 	c.Review.Routes = []string{"default"}
+	c.Deliberate.Routes = []string{"default"} // only requests that declare tools get it
 	px, err := opts.Build(c, opts.Logger)
 	if err != nil {
 		return res, err
@@ -145,6 +157,9 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		return res, err
 	}
 	if err := showGuard(ctx, out, up, pxURL, subConv, &res); err != nil {
+		return res, err
+	}
+	if err := showDeliberate(ctx, out, up, pxURL, "demo-"+run+"-deliberation", &res); err != nil {
 		return res, err
 	}
 	showNext(out, dir, kept)
