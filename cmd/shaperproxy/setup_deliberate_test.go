@@ -247,16 +247,22 @@ func checkBranches(t *testing.T, r *deliberateRig, primary []byte) {
 // no deliberate), the branches run meanwhile, and its next request goes
 // upstream with the model's whole message and the deliberate result.
 func TestDeliberateBesideClientCall(t *testing.T) {
+	for _, nonStream := range []bool{false, true} {
+		deliberateBeside(t, nonStream)
+	}
+}
+
+func deliberateBeside(t *testing.T, nonStream bool) {
 	r := newDeliberateRig(t, packetFor, nil)
 	r.scriptDeliberation(deliberateArgs, true)
-	a := r.agent(false)
+	a := r.agent(nonStream)
 	got := collect(t, a, "fix the date test")
 	if got.Content != finalAnswer {
-		t.Fatalf("client got %q", got.Content)
+		t.Fatalf("nonStream=%v: client got %q", nonStream, got.Content)
 	}
 	for _, raw := range a.RawResponses {
 		if bytes.Contains(raw, []byte("deliberate")) {
-			t.Fatalf("the client saw the deliberate call: %s", raw)
+			t.Fatalf("nonStream=%v: the client saw the deliberate call: %s", nonStream, raw)
 		}
 	}
 	prims := r.primaries()
@@ -444,5 +450,21 @@ func TestDeliberateMaskedReviewSkipsAutoReview(t *testing.T) {
 		if want := map[bool]int{true: 0, false: 1}[masked]; r.reviews != want {
 			t.Errorf("masked=%v: %d automatic reviews, want %d", masked, r.reviews, want)
 		}
+	}
+}
+
+// TestDeliberateClampsK: a masked-review branch asking for more steps than
+// there are gets the steps there are, and both numbers are reported.
+func TestDeliberateClampsK(t *testing.T) {
+	r := newDeliberateRig(t, packetFor, nil)
+	r.scriptDeliberation(`{"goal":"g","branches":[{"role":"masked-review","recentSteps":8}]}`, false)
+	collect(t, r.agent(false), "fix it")
+	cont := mustView(t, r.primaries()[3].Body)
+	res := gjson.Parse(cont.Messages[len(cont.Messages)-1].Content)
+	if res.Get("branches.0.requested_steps").Int() != 8 || res.Get("branches.0.projected_steps").Int() != 2 || res.Get("branches.0.status").Str != "no_update" {
+		t.Errorf("tool result = %s", res.Raw)
+	}
+	if seed := mustView(t, r.children["masked-review"].Body); len(seed.Messages) != 3 {
+		t.Errorf("mid-fork child has %d messages, want the 2 before the first step and the snapshot", len(seed.Messages))
 	}
 }
