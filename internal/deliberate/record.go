@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/ledger"
@@ -73,30 +72,14 @@ func (s store) restore(req *conv.Request, conversation string) (body []byte, n i
 	if _, ok, err := s.l.Get(ledgerBucket, conversation, anyKey); err != nil || !ok {
 		return req.Body, 0, err
 	}
-	if req.DuplicateKeys {
-		return req.Body, 0, errors.New("deliberate: restore: the request repeats a key")
-	}
-	var edits []conv.Edit
-	var errs []error
-	for _, m := range req.Messages {
-		if m.Role != conv.RoleAssistant {
-			continue
-		}
+	return review.ReplaceAssistants(req, func(m conv.Message) ([]byte, bool, error) {
 		raw, ok, err := s.l.Get(ledgerBucket, conversation, messageKey(m.Content, m.ToolCalls))
 		if err != nil || !ok {
-			continue
+			return nil, false, nil
 		}
 		repl, err := restoreOne(req.Body[m.Start:m.End], m, raw)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("deliberate: restore message %d: %w", m.Index, err))
-			continue
-		}
-		edits = append(edits, conv.Edit{Start: m.Start, End: m.End, Repl: repl})
-	}
-	if len(edits) == 0 {
-		return req.Body, 0, errors.Join(errs...)
-	}
-	return conv.ApplyEdits(req.Body, edits), len(edits), errors.Join(errs...)
+		return repl, err == nil, err
+	})
 }
 
 // restoreOne returns the messages that replace client message m (raw).

@@ -60,25 +60,41 @@ func insertionKey(mergedContent string) [32]byte {
 // is) or a request that repeats a key (left alone). A restored request
 // does not match again: none of its messages holds the merged content.
 func Restore(req *conv.Request, lookup func(key [32]byte) (Insertion, bool)) (body []byte, restored int, err error) {
+	return ReplaceAssistants(req, func(m conv.Message) ([]byte, bool, error) {
+		if !strings.Contains(m.Content, Separator) {
+			return nil, false, nil
+		}
+		ins, ok := lookup(insertionKey(m.Content))
+		if !ok {
+			return nil, false, nil
+		}
+		repl, err := restoreOne(req, m, ins)
+		return repl, err == nil, err
+	})
+}
+
+// ReplaceAssistants returns req.Body with every assistant message for
+// which repl gives a replacement replaced by it, in one pass, the number
+// replaced, and the errors of the messages repl could not replace (left as
+// they are). A request that repeats a key is left alone. The review's
+// Restore and the deliberate tool's restoration use it.
+func ReplaceAssistants(req *conv.Request, repl func(m conv.Message) ([]byte, bool, error)) (body []byte, replaced int, err error) {
 	if req.DuplicateKeys {
-		return req.Body, 0, errors.New("review: restore: the request repeats a key")
+		return req.Body, 0, errors.New("restore: the request repeats a key")
 	}
 	var edits []conv.Edit
 	var errs []error
 	for _, m := range req.Messages {
-		if m.Role != conv.RoleAssistant || !strings.Contains(m.Content, Separator) {
+		if m.Role != conv.RoleAssistant {
 			continue
 		}
-		ins, ok := lookup(insertionKey(m.Content))
-		if !ok {
-			continue
-		}
-		repl, err := restoreOne(req, m, ins)
+		b, ok, err := repl(m)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("review: restore message %d: %w", m.Index, err))
-			continue
+			errs = append(errs, fmt.Errorf("restore message %d: %w", m.Index, err))
 		}
-		edits = append(edits, conv.Edit{Start: m.Start, End: m.End, Repl: repl})
+		if ok {
+			edits = append(edits, conv.Edit{Start: m.Start, End: m.End, Repl: b})
+		}
 	}
 	if len(edits) == 0 {
 		return req.Body, 0, errors.Join(errs...)
