@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shaperproxy/shaperproxy/internal/testenv"
 )
 
 // faultFS is the OS file system with switchable write errors.
@@ -186,14 +187,10 @@ func (f *slowFile) Write(p []byte) (int, error) {
 // once space is freed, says so, and the log itself then holds a drops
 // record with every loss.
 func TestFullFilesystem(t *testing.T) {
-	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", mnt).Run() })
+	mnt := testenv.Tmpfs(t, 1<<20)
 	filler := filepath.Join(mnt, "filler")
 	dir := filepath.Join(mnt, "capture")
-	rec := &logRecorder{}
+	rec := &testenv.Log{}
 	w, err := Open(Options{Dir: dir, FrameBytes: 16 << 10, RetainBytes: -1, Logger: slog.New(rec)})
 	if err != nil {
 		t.Fatal(err)
@@ -235,11 +232,11 @@ func TestFullFilesystem(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].Record.Call != "after" {
 		t.Fatalf("note after recovery: %v %v", got, err)
 	}
-	warned := rec.lines(lossLine)
+	warned := rec.Lines(lossLine)
 	if len(warned) != 1 || warned[0]["lost"].Int64() == 0 || !strings.Contains(warned[0]["last_err"].String(), "no space left on device") {
 		t.Errorf("warnings on a full disk: %v", warned)
 	}
-	if n := len(rec.lines(recoveryLine)); n != 1 {
+	if n := len(rec.Lines(recoveryLine)); n != 1 {
 		t.Errorf("%d notes that writing works again, want 1", n)
 	}
 	var onRecord int64

@@ -1,48 +1,13 @@
 package capture
 
 import (
-	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/shaperproxy/shaperproxy/internal/testenv"
 )
-
-// logRecorder is a slog handler that keeps every record.
-type logRecorder struct {
-	mu   sync.Mutex
-	recs []slog.Record
-}
-
-func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-
-func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.recs = append(l.recs, r.Clone())
-	return nil
-}
-
-func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
-
-// lines returns the attributes of the records whose message starts with
-// prefix.
-func (l *logRecorder) lines(prefix string) []map[string]slog.Value {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]slog.Value
-	for _, r := range l.recs {
-		if !strings.HasPrefix(r.Message, prefix) {
-			continue
-		}
-		attrs := map[string]slog.Value{}
-		r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value; return true })
-		out = append(out, attrs)
-	}
-	return out
-}
 
 // sum adds up one integer attribute over lines.
 func sum(lines []map[string]slog.Value, key string) int64 {
@@ -64,7 +29,7 @@ const (
 // warnings add up to what the stats count.
 func TestLossesAreLogged(t *testing.T) {
 	ffs := &faultFS{}
-	rec := &logRecorder{}
+	rec := &testenv.Log{}
 	w, _ := openTest(t, Options{FS: ffs, FrameBytes: 4 << 10, QueueSize: 64, Logger: slog.New(rec)})
 	w.maxBackoff = 10 * time.Millisecond
 	ev := Record{Kind: KindEvent, Call: "c", Data: []byte("data: {}\n\n")}
@@ -79,7 +44,7 @@ func TestLossesAreLogged(t *testing.T) {
 	if st.Lost == 0 || st.Dropped == 0 {
 		t.Fatalf("the test wants both losses and drops: %+v", st)
 	}
-	warned := rec.lines(lossLine)
+	warned := rec.Lines(lossLine)
 	if len(warned) != 1 {
 		t.Fatalf("%d warnings for one burst of losses, want 1 (one per %v)", len(warned), ReportEvery)
 	}
@@ -91,14 +56,14 @@ func TestLossesAreLogged(t *testing.T) {
 	time.Sleep(20 * time.Millisecond) // let the backoff pass
 	enqueue(t, w, ev)
 	mustFlush(t, w)
-	if n := len(rec.lines(recoveryLine)); n != 1 {
+	if n := len(rec.Lines(recoveryLine)); n != 1 {
 		t.Errorf("%d recovery notes, want 1", n)
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
 	st = w.Stats()
-	warned = rec.lines(lossLine) // Close tells the rest at once
+	warned = rec.Lines(lossLine) // Close tells the rest at once
 	if len(warned) != 2 || sum(warned, "lost") != st.Lost || sum(warned, "dropped") != st.Dropped || sum(warned, "write_errors") != st.WriteErrors {
 		t.Errorf("warnings %v do not add up to %+v", warned, st)
 	}
@@ -108,7 +73,7 @@ func TestLossesAreLogged(t *testing.T) {
 // within it, never.
 func TestLossReportPeriod(t *testing.T) {
 	ffs := &faultFS{}
-	rec := &logRecorder{}
+	rec := &testenv.Log{}
 	w, _ := openTest(t, Options{FS: ffs, Logger: slog.New(rec)})
 	w.maxBackoff = time.Millisecond
 	w.report.every = 30 * time.Millisecond
@@ -119,7 +84,7 @@ func TestLossReportPeriod(t *testing.T) {
 		time.Sleep(40 * time.Millisecond)
 	}
 	_ = w.Flush()
-	warned := rec.lines(lossLine)
+	warned := rec.Lines(lossLine)
 	if len(warned) < 3 {
 		t.Errorf("%d warnings for three losses a period apart, want 3 or more", len(warned))
 	}

@@ -1,52 +1,20 @@
 package originals
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shaperproxy/shaperproxy/internal/testenv"
 )
 
-// logRecorder is a slog handler that keeps every record.
-type logRecorder struct {
-	mu   sync.Mutex
-	recs []slog.Record
-}
-
-func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-
-func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.recs = append(l.recs, r.Clone())
-	return nil
-}
-
-func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
-
 // warnings returns the attributes of the loss warnings.
-func (l *logRecorder) warnings() []map[string]slog.Value {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]slog.Value
-	for _, r := range l.recs {
-		if strings.HasPrefix(r.Message, "originals table:") {
-			attrs := map[string]slog.Value{}
-			r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value; return true })
-			out = append(out, attrs)
-		}
-	}
-	return out
-}
+func warnings(l *testenv.Log) []map[string]slog.Value { return l.Lines("originals table:") }
 
 func total(lines []map[string]slog.Value, key string) int64 {
 	var n int64
@@ -72,7 +40,7 @@ func turnOf(conv string, turn, n, size int) []Entry {
 func TestWriterStaysWithinMaxBytes(t *testing.T) {
 	const bound = 512 << 10
 	c := newClock()
-	rec := &logRecorder{}
+	rec := &testenv.Log{}
 	s := openTest(t, Options{MaxBytes: bound, Now: c.Now, Logger: slog.New(rec)})
 	w := s.Async(64)
 	for i := range 60 {
@@ -100,7 +68,7 @@ func TestWriterStaysWithinMaxBytes(t *testing.T) {
 	if n := len(listKeys(t, s, "c00")); n != 0 {
 		t.Errorf("the conversation idle longest kept %d entries", n)
 	}
-	warned := rec.warnings()
+	warned := warnings(rec)
 	if len(warned) == 0 || len(warned) > 2 || total(warned, "evicted_conversations") != w.Evicted() {
 		t.Errorf("warnings %v for %d evictions", warned, w.Evicted())
 	}
@@ -131,17 +99,8 @@ func TestWriterRefusesWhatCannotFit(t *testing.T) {
 	}
 }
 
-// tmpfs mounts a tmpfs of size bytes for the test, or skips it where
-// mounting is not allowed.
-func tmpfs(t *testing.T, size int) string {
-	t.Helper()
-	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", size), "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", mnt).Run() })
-	return mnt
-}
+// tmpfs mounts a tmpfs of size bytes for the test.
+func tmpfs(t *testing.T, size int) string { return testenv.Tmpfs(t, size) }
 
 // fsFree returns the free bytes of the file system at dir.
 func fsFree(t *testing.T, dir string) int64 {
@@ -205,7 +164,7 @@ func TestSmallFilesystem(t *testing.T) {
 
 	// A new table on a disk someone else filled: a turn that needs the
 	// file to grow is refused, four times, with at most one warning.
-	rec := &logRecorder{}
+	rec := &testenv.Log{}
 	if s, err = Open(path, Options{Logger: slog.New(rec)}); err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +182,7 @@ func TestSmallFilesystem(t *testing.T) {
 	if w.Refused() != 2*int64(len(big)) {
 		t.Errorf("writer refused %d entries, want %d", w.Refused(), 2*len(big))
 	}
-	if n := len(rec.warnings()); n != 1 {
+	if n := len(warnings(rec)); n != 1 {
 		t.Errorf("%d warnings for four refusals within %v, want 1", n, ReportEvery)
 	}
 

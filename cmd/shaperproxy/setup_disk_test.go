@@ -1,57 +1,25 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shaperproxy/shaperproxy/internal/testenv"
 
 	"github.com/shaperproxy/shaperproxy/capture"
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/config"
 	"github.com/shaperproxy/shaperproxy/originals"
 )
-
-// logRecorder is a slog handler that keeps every record.
-type logRecorder struct {
-	mu   sync.Mutex
-	recs []slog.Record
-}
-
-func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-
-func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.recs = append(l.recs, r.Clone())
-	return nil
-}
-
-func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
-
-// count returns how many records have a message starting with prefix.
-func (l *logRecorder) count(prefix string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, r := range l.recs {
-		if strings.HasPrefix(r.Message, prefix) {
-			n++
-		}
-	}
-	return n
-}
 
 // historyBody is a chat request of one conversation (named by conv) in
 // the middle of a turn: steps tool-call steps, each with about size bytes
@@ -82,14 +50,10 @@ func historyBody(conv string, steps, size int) []byte {
 // and the capture log holds a drops record with every loss.
 func TestSmallDiskDefaultConfig(t *testing.T) {
 	const fsSize = 2 << 20
-	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", fsSize), "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", mnt).Run() })
+	mnt := testenv.Tmpfs(t, fsSize)
 	up := httptest.NewServer(&recordingUpstream{answer: func([]byte) (int, []byte) { return 200, []byte(upstreamOK) }})
 	defer up.Close()
-	rec := &logRecorder{}
+	rec := &testenv.Log{}
 	url, st, _ := stackTo(t, up.URL, slog.New(rec), func(c *config.Config) { c.DataDir = mnt })
 	send := func(conv string) {
 		t.Helper()
@@ -129,14 +93,14 @@ func TestSmallDiskDefaultConfig(t *testing.T) {
 		t.Fatal("capture lost nothing on a full disk: the test proves nothing")
 	}
 	periods := int(time.Since(start)/capture.ReportEvery) + 1
-	if n := rec.count("capture: records not written"); n == 0 || n > periods {
+	if n := rec.Count("capture: records not written"); n == 0 || n > periods {
 		t.Errorf("%d capture warnings in %d periods", n, periods)
 	}
 	// The table keeps working in its own file (making room) or refuses;
 	// either way it says so, once a period.
 	w := st.originals
 	t.Logf("originals on a full disk: refused %d, failed %d, evicted %d", w.Refused(), w.Failed(), w.Evicted())
-	if n := rec.count("originals table:"); n > periods || (n == 0 && w.Refused()+w.Failed()+w.Evicted() > 0) {
+	if n := rec.Count("originals table:"); n > periods || (n == 0 && w.Refused()+w.Failed()+w.Evicted() > 0) {
 		t.Errorf("%d originals warnings in %d periods", n, periods)
 	}
 
@@ -147,7 +111,7 @@ func TestSmallDiskDefaultConfig(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		send("c00")
-		if err := st.capture.Flush(); err == nil && rec.count("capture: writing again") > 0 {
+		if err := st.capture.Flush(); err == nil && rec.Count("capture: writing again") > 0 {
 			break
 		}
 		if time.Now().After(deadline) {

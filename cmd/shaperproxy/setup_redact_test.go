@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/shaperproxy/shaperproxy/internal/testenv"
+
 	"github.com/shaperproxy/shaperproxy/capture"
 	"github.com/shaperproxy/shaperproxy/internal/config"
 )
@@ -42,7 +44,7 @@ func TestNoSecretsInCapture(t *testing.T) {
 		_, _ = w.Write([]byte(upstreamOK))
 	}))
 	defer up.Close()
-	rec := &logRecorder{}
+	rec := &testenv.Log{}
 	url, st, dataDir := stackTo(t, up.URL, slog.New(rec), func(c *config.Config) {
 		c.Routes[0].APIKey = routeKey
 		c.Capture.ClientRequests = true
@@ -103,7 +105,7 @@ func TestNoSecretsInCapture(t *testing.T) {
 	// (in proxy/, which does not redact it), so the matrix parameter of
 	// the path is left out of this check; every other secret must be in
 	// no line.
-	logged := strings.Join(rec.all(), "\n")
+	logged := strings.Join(rec.Rendered(), "\n")
 	for _, s := range secrets[:len(secrets)-1] {
 		if strings.Contains(logged, s) {
 			t.Errorf("%s reached the log", s)
@@ -121,20 +123,6 @@ func segmentFiles(t *testing.T, dir string) []string {
 	var out []string
 	for _, e := range entries {
 		out = append(out, filepath.Join(dir, e.Name()))
-	}
-	return out
-}
-
-// all renders every record the recorder kept, message and attributes.
-func (l *logRecorder) all() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, r := range l.recs {
-		var b strings.Builder
-		b.WriteString(r.Message)
-		r.Attrs(func(a slog.Attr) bool { fmt.Fprintf(&b, " %s=%v", a.Key, a.Value); return true })
-		out = append(out, b.String())
 	}
 	return out
 }
