@@ -172,9 +172,17 @@ var refusalStatus = map[refusal]int{
 	refuseProxyKey: http.StatusProxyAuthRequired,
 }
 
-// refuse answers a refused request and counts it. Nothing of the request
-// but its method and peer address is logged.
+// refuse answers a refused request, counts it and logs it with the id
+// the answer carries. Nothing of the request but its method and peer
+// address is logged.
 func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, why refusal) {
+	id := callID(w.Header())
+	p.log.Warn("request refused", "call", id, "reason", string(why), "method", methodLabel(r.Method), "remote", r.RemoteAddr)
+	p.answerRefusal(w, why)
+}
+
+// answerRefusal writes the answer to a refused request and counts it.
+func (p *Proxy) answerRefusal(w http.ResponseWriter, why refusal) {
 	status, ok := refusalStatus[why]
 	if !ok {
 		status = http.StatusForbidden
@@ -186,7 +194,6 @@ func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, why refusal) {
 		w.Header().Set("Proxy-Authenticate", `Basic realm="shaperproxy"`)
 	}
 	p.metrics.refused.WithLabelValues(string(why)).Inc()
-	p.log.Warn("request refused", "reason", string(why), "method", methodLabel(r.Method), "remote", r.RemoteAddr)
 	writeError(w, status, string(why), refusalText[why])
 }
 

@@ -37,6 +37,15 @@
 // client whole, the observers get it marked Truncated). Each read of a
 // request body and each write to the client has an idle deadline.
 //
+// What it does is visible: every response carries the call's id in
+// CallIDHeader (the proxy's own error answers also in their body), each
+// call is one log line (its path's key-like parameters redacted), each
+// CONNECT or proxy-form request one "tunnel" line, and Metrics serves the
+// counters and latency histograms (time to first byte and first token
+// included) at /metrics. For a clean stop, Drain lets the calls in flight
+// finish, Cut ends the rest (each logged, outcome "shutdown") and
+// CloseTunnels closes the tunnels left.
+//
 // The zero value of every Options field but Routes is a working default.
 // A Proxy is safe for concurrent use.
 package proxy

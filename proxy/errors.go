@@ -16,11 +16,28 @@ import (
 	"github.com/tidwall/sjson"
 )
 
+// CallIDHeader carries the call's id on every response the proxy serves
+// or forwards, its own error answers included, so that an error a client
+// sees leads to `shaperproxy capture show ID` and to the log line.
+const CallIDHeader = "X-Shaper-Call-Id"
+
+// callID returns the call id of a response being written, setting a new
+// one when it has none yet (a refusal, which is no call).
+func callID(h http.Header) string {
+	id := h.Get(CallIDHeader)
+	if id == "" {
+		id = newCallID()
+		h.Set(CallIDHeader, id)
+	}
+	return id
+}
+
 // writeError answers with the OpenAI error shape
-// {"error":{"message":…,"type":…,"code":…}}. message must name no secret.
+// {"error":{"message":…,"type":…,"code":…,"call_id":…}}, the call id also
+// in CallIDHeader. message must name no secret.
 func writeError(w http.ResponseWriter, status int, code, message string) {
-	body := errorBody(code, message)
 	h := w.Header()
+	body := errorBody(code, message, callID(h))
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
@@ -28,20 +45,21 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 }
 
 // errorBody is the OpenAI error shape, with a final newline.
-func errorBody(code, message string) []byte {
-	body := []byte(`{"error":{"message":"","type":"shaperproxy_error","code":""}}`)
+func errorBody(code, message, id string) []byte {
+	body := []byte(`{"error":{"message":"","type":"shaperproxy_error","code":"","call_id":""}}`)
 	body, _ = sjson.SetBytes(body, "error.message", message)
 	body, _ = sjson.SetBytes(body, "error.code", code)
+	body, _ = sjson.SetBytes(body, "error.call_id", id)
 	return append(body, '\n')
 }
 
-// errorResponse is writeError's answer as an *http.Response.
-func errorResponse(status int, code, message string) *http.Response {
-	body := errorBody(code, message)
+// errorResponse is writeError's answer as an *http.Response, for the id.
+func errorResponse(id string, status int, code, message string) *http.Response {
+	body := errorBody(code, message, id)
 	return &http.Response{
 		StatusCode: status, Status: strconv.Itoa(status) + " " + http.StatusText(status),
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header:        http.Header{"Content-Type": {"application/json"}},
+		Header:        http.Header{"Content-Type": {"application/json"}, CallIDHeader: {id}},
 		Body:          io.NopCloser(bytes.NewReader(body)),
 		ContentLength: int64(len(body)),
 	}

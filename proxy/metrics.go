@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -10,6 +11,11 @@ import (
 
 // Metrics is the proxy's Prometheus registry and its collectors. Other
 // parts of the program register their own collectors with Register.
+//
+// Names follow Prometheus conventions: the unit in the name (seconds,
+// bytes), _total on counters. Labels taken from requests have a bounded
+// set of values: a model or host name is kept for the first maxModels or
+// maxHosts distinct names, any later one is "other".
 type Metrics struct {
 	reg             *prometheus.Registry
 	requests        *prometheus.CounterVec
@@ -20,22 +26,57 @@ type Metrics struct {
 	transformErrors prometheus.Counter
 	retries         *prometheus.CounterVec
 	duration        *prometheus.HistogramVec
+	header          *prometheus.HistogramVec
 	firstByte       *prometheus.HistogramVec
+	firstToken      *prometheus.HistogramVec
+	streamDuration  *prometheus.HistogramVec
 	inflight        prometheus.Gauge
 	refused         *prometheus.CounterVec
 	truncated       prometheus.Counter
 	truncatedBytes  prometheus.Counter
+	tunnels         *prometheus.CounterVec
+	tunnelsOpen     *prometheus.GaugeVec
+	tunnelBytes     *prometheus.CounterVec
+	tunnelDuration  *prometheus.HistogramVec
+	models          *labelSet
+	hosts           *labelSet
+	children        children // the vectors' children by label values (metriccache.go)
 }
+
+// The most distinct values the model and host labels take; later ones are
+// counted as "other".
+const (
+	maxModels  = 32
+	maxHosts   = 64
+	otherLabel = "other"
+)
+
+// durationBuckets are the buckets of every duration histogram: from 5 ms
+// to 30 minutes, since a reasoning stream can run that long.
+var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800}
 
 // NewMetrics returns a fresh set of metrics in its own registry.
 func NewMetrics() *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry()}
+	m := &Metrics{reg: prometheus.NewRegistry(), models: newLabelSet(maxModels), hosts: newLabelSet(maxHosts)}
+	m.newCallMetrics()
+	m.newTimingMetrics()
+	m.newTunnelMetrics()
+	m.reg.MustRegister(m.requests, m.streams, m.bytes, m.events, m.upstreamErrors,
+		m.transformErrors, m.retries, m.duration, m.header, m.firstByte, m.firstToken,
+		m.streamDuration, m.inflight, m.refused, m.truncated, m.truncatedBytes,
+		m.tunnels, m.tunnelsOpen, m.tunnelBytes, m.tunnelDuration,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// newCallMetrics makes the counters of calls and what they carried.
+func (m *Metrics) newCallMetrics() {
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "shaperproxy_requests_total", Help: "Requests proxied, by route, method (a standard method or \"other\"), status and outcome.",
-	}, []string{"route", "method", "status", "outcome"})
+		Name: "shaperproxy_requests_total", Help: "Requests proxied, by route, method (a standard method or \"other\"), status, outcome and model.",
+	}, []string{"route", "method", "status", "outcome", "model"})
 	m.streams = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "shaperproxy_streams_total", Help: "SSE responses proxied, by route.",
-	}, []string{"route"})
+		Name: "shaperproxy_streams_total", Help: "SSE responses proxied, by route and model.",
+	}, []string{"route", "model"})
 	m.bytes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shaperproxy_bytes_total", Help: "Body bytes proxied, by direction (upstream = request bodies sent, client = response bodies written).",
 	}, []string{"direction"})
@@ -51,14 +92,6 @@ func NewMetrics() *Metrics {
 	m.retries = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shaperproxy_retries_total", Help: "Requests sent a second time without a transform, after the upstream rejected the transformed one, by route.",
 	}, []string{"route"})
-	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "shaperproxy_request_duration_seconds", Help: "Time from request to the end of the response, by route.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
-	}, []string{"route"})
-	m.firstByte = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "shaperproxy_upstream_header_seconds", Help: "Time from request to the upstream response header, by route.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
-	}, []string{"route"})
 	m.inflight = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "shaperproxy_inflight_requests", Help: "Requests being proxied now.",
 	})
@@ -71,11 +104,48 @@ func NewMetrics() *Metrics {
 	m.truncatedBytes = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "shaperproxy_event_bytes_cut_total", Help: "Bytes of truncated SSE events the observers did not get.",
 	})
-	m.reg.MustRegister(m.requests, m.streams, m.bytes, m.events, m.upstreamErrors,
-		m.transformErrors, m.retries, m.duration, m.firstByte, m.inflight,
-		m.refused, m.truncated, m.truncatedBytes,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
+}
+
+// newTimingMetrics makes the latency histograms, by route and model.
+func (m *Metrics) newTimingMetrics() {
+	hist := func(name, help string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: durationBuckets}, []string{"route", "model"})
+	}
+	m.duration = hist("shaperproxy_request_duration_seconds", "Time from request to the end of the response, by route and model.")
+	m.header = hist("shaperproxy_upstream_header_seconds", "Time from request to the upstream response header, by route and model.")
+	m.firstByte = hist("shaperproxy_time_to_first_byte_seconds", "Time from request to the first byte of the upstream response body, by route and model.")
+	m.firstToken = hist("shaperproxy_time_to_first_token_seconds", "Time from request to the first chat stream event carrying content or reasoning text, by route and model.")
+	m.streamDuration = hist("shaperproxy_stream_duration_seconds", "Time from the response header of an SSE response to its end, by route and model.")
+}
+
+// newTunnelMetrics makes the metrics of CONNECT and proxy-form traffic.
+func (m *Metrics) newTunnelMetrics() {
+	m.tunnels = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shaperproxy_tunnels_total", Help: "CONNECT tunnels and proxy-form requests, counted when they open, by mode (intercepted, tunnelled, refused), via (connect, proxy-form) and host.",
+	}, []string{"mode", "via", "host"})
+	m.tunnelsOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "shaperproxy_tunnels_open", Help: "CONNECT tunnels and proxy-form requests open now, by mode.",
+	}, []string{"mode"})
+	m.tunnelBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shaperproxy_tunnel_bytes_total", Help: "Bytes relayed by tunnels and proxy-form requests, counted when they close, by mode and direction (upstream = from the client, client = to the client).",
+	}, []string{"mode", "direction"})
+	m.tunnelDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "shaperproxy_tunnel_duration_seconds", Help: "How long tunnels and proxy-form requests stayed open, by mode.", Buckets: durationBuckets,
+	}, []string{"mode"})
+	for _, mode := range []string{tunnelIntercepted, tunnelTunnelled} {
+		m.tunnelsOpen.WithLabelValues(mode)
+		for _, dir := range []string{"upstream", "client"} {
+			m.tunnelBytes.WithLabelValues(mode, dir)
+		}
+	}
+}
+
+// initRoute makes the series of a route that alerts compute rates of, so
+// they exist (at zero) before the first error.
+func (m *Metrics) initRoute(route string) {
+	m.upstreamErrors.WithLabelValues(route, string(OutcomeUpstreamError))
+	m.upstreamErrors.WithLabelValues(route, string(OutcomeTimeout))
+	m.retries.WithLabelValues(route)
 }
 
 // Register adds collectors to the registry.
@@ -92,3 +162,36 @@ func (m *Metrics) Register(cs ...prometheus.Collector) error {
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
+
+// labelSet bounds the values of a label taken from requests: the first
+// max distinct values keep their name, any later one is "other", so a
+// client cannot make a series per made-up name. It is safe for concurrent
+// use.
+type labelSet struct {
+	max  int
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func newLabelSet(max int) *labelSet { return &labelSet{max: max, seen: map[string]bool{}} }
+
+// value returns the label value for v ("" stays "").
+func (s *labelSet) value(v string) string {
+	if v == "" {
+		return ""
+	}
+	v = clip(v, maxLabelBytes) // valid UTF-8, which the client library requires
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seen[v] {
+		return v
+	}
+	if len(s.seen) >= s.max {
+		return otherLabel
+	}
+	s.seen[v] = true
+	return v
+}
+
+// maxLabelBytes bounds a label value taken from a request.
+const maxLabelBytes = 100

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"cmp"
-	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -37,9 +36,7 @@ func (p *Proxy) setIntercept(hosts []string, ca *tls.Certificate) error {
 	}
 	dial := p.dialer(connect)
 	gp.Tr = &http.Transport{DisableCompression: true, DialContext: dial, TLSHandshakeTimeout: connect}
-	gp.ConnectDialWithReq = func(req *http.Request, network, addr string) (net.Conn, error) {
-		return dial(req.Context(), network, addr)
-	}
+	gp.ConnectDialWithReq = p.dialTunnel(dial)
 	gp.ConnectionErrHandler = relayConnectError
 	gp.OnResponse().DoFunc(relayResponseError)
 	gp.CertStore = &certStore{}
@@ -66,26 +63,42 @@ func (p *Proxy) intercepts(hostport string) bool {
 // serveProxyForm handles a CONNECT or absolute-URI request (HTTPS_PROXY /
 // HTTP_PROXY mode) from a client with a valid proxy key: to an intercepted
 // host it goes through the pipeline (CONNECT: decrypted), to a host of the
-// tunnel list through goproxy untouched; anything else is refused.
+// tunnel list through goproxy untouched; anything else is refused. Each is
+// a tunnel: counted, and logged when it ends.
 func (p *Proxy) serveProxyForm(w http.ResponseWriter, r *http.Request) {
+	hostport := relayHostPort(r)
 	if !p.access.proxyKeyOK(r) {
-		p.refuse(w, r, refuseProxyKey)
+		p.refuseRelay(w, r, hostport, refuseProxyKey)
 		return
 	}
-	pol, why := p.relayTarget(relayHostPort(r))
+	pol, why := p.relayTarget(hostport)
 	if why != "" {
-		p.refuse(w, r, why)
+		p.refuseRelay(w, r, hostport, why)
 		return
 	}
-	if r.Method != http.MethodConnect && r.URL.Scheme == "http" && p.intercepts(r.URL.Host) {
+	connect := r.Method == http.MethodConnect
+	mode := tunnelTunnelled
+	if connect && p.intercepts(hostport) || !connect && r.URL.Scheme == "http" && p.intercepts(r.URL.Host) {
+		mode = tunnelIntercepted
+	}
+	t := p.openTunnel(r, hostport, mode)
+	defer t.closeUnlessOwned()
+	r = withTunnel(r, t, pol)
+	if connect {
+		p.gp.ServeHTTP(w, r) // goproxy hijacks the connection: counted on it
+		return
+	}
+	w, r = t.counted(w, r)
+	if mode == tunnelIntercepted {
 		if !p.access.browserAllowed(r) {
+			t.reason = refuseOrigin
 			p.refuse(w, r, refuseOrigin)
 			return
 		}
 		p.forward(w, r, p.routeForHost("http", r.URL.Host), r.URL.Path)
 		return
 	}
-	p.gp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), dialPolicyKey{}, pol)))
+	p.gp.ServeHTTP(w, r)
 }
 
 // relayHostPort is the host:port a CONNECT or proxy-form request asks
@@ -108,7 +121,7 @@ func relayHostPort(r *http.Request) string {
 // a 403 when the dialer refused the address (the proxy's own listener, a
 // private address behind a wildcard entry), a 502 otherwise.
 func relayFailure(err error) (int, string, string) {
-	if errors.Is(err, errOwnListener) || errors.Is(err, errNotPublic) {
+	if isRelayRefusal(err) {
 		return http.StatusForbidden, string(refuseTarget), "shaperproxy: the relay refused that address (" + describeErr(err) + ")"
 	}
 	return http.StatusBadGateway, "relay_failed", "shaperproxy: the relay could not reach that host (" + describeErr(err) + ")"
@@ -116,8 +129,9 @@ func relayFailure(err error) (int, string, string) {
 
 // relayConnectError answers a CONNECT whose dial failed, on the hijacked
 // connection.
-func relayConnectError(w io.Writer, _ *goproxy.ProxyCtx, err error) {
-	resp := errorResponse(relayFailure(err))
+func relayConnectError(w io.Writer, ctx *goproxy.ProxyCtx, err error) {
+	status, code, msg := relayFailure(err)
+	resp := errorResponse(relayID(ctx), status, code, msg)
 	resp.Close = true
 	_ = resp.Write(w)
 }
@@ -129,7 +143,16 @@ func relayResponseError(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Respon
 	if resp != nil || ctx.Error == nil {
 		return resp
 	}
-	return errorResponse(relayFailure(ctx.Error))
+	status, code, msg := relayFailure(ctx.Error)
+	return errorResponse(relayID(ctx), status, code, msg)
+}
+
+// relayID is the id of the tunnel a relayed request belongs to.
+func relayID(ctx *goproxy.ProxyCtx) string {
+	if t := tunnelOf(ctx.Req); t != nil {
+		return t.id
+	}
+	return newCallID()
 }
 
 // serveIntercepted answers the CONNECT, terminates TLS with a certificate
@@ -137,6 +160,11 @@ func relayResponseError(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Respon
 // with the pipeline until the client closes the connection.
 func (p *Proxy) serveIntercepted(req *http.Request, client net.Conn, ctx *goproxy.ProxyCtx) {
 	hostport := req.URL.Host
+	t := tunnelOf(req)
+	if t != nil {
+		client = newCountedConn(client, &t.up, &t.down, nil)
+		t.setCloser(client.Close)
+	}
 	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		_ = client.Close()
 		return
@@ -144,6 +172,9 @@ func (p *Proxy) serveIntercepted(req *http.Request, client net.Conn, ctx *goprox
 	cfg, err := goproxy.TLSConfigFromCA(p.opts.CA)(hostport, ctx)
 	if err != nil {
 		p.log.Warn("cannot sign a certificate for an intercepted host", "host", hostport, "err", err)
+		if t != nil {
+			t.err = "cannot sign a certificate"
+		}
 		_ = client.Close()
 		return
 	}
@@ -153,6 +184,9 @@ func (p *Proxy) serveIntercepted(req *http.Request, client net.Conn, ctx *goprox
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+			if t != nil {
+				t.requests.Add(1)
+			}
 			if !p.access.browserAllowed(r) {
 				p.refuse(w, r, refuseOrigin)
 				return
@@ -165,6 +199,11 @@ func (p *Proxy) serveIntercepted(req *http.Request, client net.Conn, ctx *goprox
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       5 * time.Minute, // an idle tunnel is closed, not kept forever
 	}
+	if !p.flight.addServer(srv) {
+		_ = client.Close() // stopping: no new work
+		return
+	}
+	defer p.flight.removeServer(srv)
 	_ = srv.Serve(newOneConnListener(tls.Server(client, cfg)))
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/elazarl/goproxy"
+	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/sse"
 )
 
@@ -132,13 +133,16 @@ type Proxy struct {
 	tunnel    []hostPattern
 	access    access
 	gp        *goproxy.ProxyHttpServer
+	flight    flight   // calls, intercepting servers and tunnels in flight
 	ownPorts  sync.Map // ports of the proxy's listeners
 	selfConns sync.Map // local addresses of the proxy's own connections to loopback
+	keys      *conv.KeyCache
+	reparse   *conv.Reparser
 }
 
 // New returns a Proxy for opts.
 func New(opts Options) (*Proxy, error) {
-	p := &Proxy{opts: opts, log: opts.Logger, metrics: opts.Metrics}
+	p := &Proxy{opts: opts, log: opts.Logger, metrics: opts.Metrics, keys: conv.NewKeyCache(4096), reparse: conv.NewReparser(reparseBytes)}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
@@ -149,6 +153,7 @@ func New(opts Options) (*Proxy, error) {
 		p.opts.MaxBodyBytes = 64 << 20
 	}
 	p.setDefaults()
+	p.flight.init()
 	p.access = newAccess(opts)
 	var err error
 	if p.tunnel, err = parsePatterns(opts.Tunnel); err != nil {
@@ -196,6 +201,7 @@ func (p *Proxy) setRoutes(routes []Route, def string) error {
 			r.rt = p.routeTransport(r.RootCAs)
 		}
 		p.routes = append(p.routes, r)
+		p.metrics.initRoute(r.Name)
 	}
 	for i := range p.routes {
 		r := &p.routes[i]

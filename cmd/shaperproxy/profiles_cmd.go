@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -20,18 +19,22 @@ type profilesFlags struct {
 	json                    bool
 }
 
+const profilesUsage = `usage: shaperproxy profiles [flags]
+
+Lists the rendering profiles, in the order they are tried, and the one each
+configured route resolves to (for --model, or by the upstream alone).`
+
 // runProfiles lists the rendering profiles, in the order they are tried,
 // and which one each configured route resolves to (for --model, or by the
 // upstream alone).
 func runProfiles(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	var f profilesFlags
-	fs := flag.NewFlagSet("profiles", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("profiles", profilesUsage, stdout)
 	fs.StringVar(&f.config, "config", "", "TOML configuration `file` (its routes and [[profile]] entries)")
 	fs.StringVar(&f.upstream, "upstream", "", "upstream `URL` of the default route (default "+config.DefaultUpstream+")")
 	fs.StringVar(&f.model, "model", "", "resolve the routes for this `model` name")
 	fs.BoolVar(&f.json, "json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	c := config.Default()

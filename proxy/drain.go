@@ -1,0 +1,153 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// errShutdown is the cause of a call cut because the program is stopping.
+var errShutdown = errors.New("shaperproxy is stopping")
+
+// flight is what the proxy has in flight: the calls (with the cancel func
+// of each one's context), the servers of intercepted tunnels and the open
+// tunnels, so that a stop can wait for the calls and cut what is left.
+type flight struct {
+	mu       sync.Mutex
+	calls    map[*Call]context.CancelCauseFunc
+	servers  map[*http.Server]bool
+	tunnels  map[*tunnel]bool
+	draining bool
+	changed  chan struct{} // closed (and replaced) when a call ends
+}
+
+func (f *flight) init() {
+	f.calls = map[*Call]context.CancelCauseFunc{}
+	f.servers = map[*http.Server]bool{}
+	f.tunnels = map[*tunnel]bool{}
+	f.changed = make(chan struct{})
+}
+
+// begin registers a call the proxy serves: the response carries its id,
+// and the returned request's context is the call's, which Cut cancels.
+func (p *Proxy) begin(w http.ResponseWriter, r *http.Request, call *Call) *http.Request {
+	w.Header().Set(CallIDHeader, call.ID)
+	ctx, cancel := context.WithCancelCause(r.Context())
+	p.flight.mu.Lock()
+	p.flight.calls[call] = cancel
+	p.flight.mu.Unlock()
+	return r.WithContext(ctx)
+}
+
+// end forgets a call registered by begin.
+func (p *Proxy) end(call *Call) {
+	f := &p.flight
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if cancel, ok := f.calls[call]; ok {
+		cancel(nil)
+		delete(f.calls, call)
+		close(f.changed)
+		f.changed = make(chan struct{})
+	}
+}
+
+// addServer registers the server of an intercepted tunnel; false when
+// the proxy is stopping and the tunnel must not start.
+func (f *flight) addServer(s *http.Server) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.draining {
+		return false
+	}
+	f.servers[s] = true
+	return true
+}
+
+func (f *flight) removeServer(s *http.Server) {
+	f.mu.Lock()
+	delete(f.servers, s)
+	f.mu.Unlock()
+}
+
+func (f *flight) addTunnel(t *tunnel) {
+	f.mu.Lock()
+	f.tunnels[t] = true
+	f.mu.Unlock()
+}
+
+func (f *flight) removeTunnel(t *tunnel) {
+	f.mu.Lock()
+	delete(f.tunnels, t)
+	f.mu.Unlock()
+}
+
+// InFlight returns the number of calls in flight.
+func (p *Proxy) InFlight() int {
+	p.flight.mu.Lock()
+	defer p.flight.mu.Unlock()
+	return len(p.flight.calls)
+}
+
+// Drain lets the calls in flight finish: the servers of intercepted
+// tunnels stop taking requests (idle ones close, keep-alives end), no new
+// intercepted tunnel starts, and Drain returns nil once no call is in
+// flight, or ctx's error when it ends first (the calls then go on: Cut
+// ends them). The caller stops the listeners first
+// (http.Server.Shutdown). Drain is safe to call more than once.
+func (p *Proxy) Drain(ctx context.Context) error {
+	f := &p.flight
+	f.mu.Lock()
+	f.draining = true
+	for s := range f.servers {
+		go func() { _ = s.Shutdown(ctx) }()
+	}
+	f.mu.Unlock()
+	for {
+		f.mu.Lock()
+		n, changed := len(f.calls), f.changed
+		f.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+// Cut ends every call in flight, each logged (its call line follows, with
+// the model): its context is cancelled, its outcome is "shutdown" and a
+// client in the middle of a response sees it cut. It returns how many calls were cut; wait for their ends with
+// Drain.
+func (p *Proxy) Cut() int {
+	f := &p.flight
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for call, cancel := range f.calls {
+		// Only what was set before begin: the request path writes the rest.
+		p.log.Warn("call cut: the proxy is stopping", "call", call.ID, "route", call.Route,
+			"method", call.Method, "path", logPath(call), durationMS(time.Since(call.Start)))
+		cancel(errShutdown)
+	}
+	return len(f.calls)
+}
+
+// CloseTunnels closes every tunnel still open: tunnelled CONNECTs, whose
+// traffic the proxy cannot see, and intercepted ones. Each is logged.
+func (p *Proxy) CloseTunnels() {
+	f := &p.flight
+	f.mu.Lock()
+	open := make([]*tunnel, 0, len(f.tunnels))
+	for t := range f.tunnels {
+		open = append(open, t)
+	}
+	f.mu.Unlock()
+	for _, t := range open {
+		t.shut()
+	}
+}
