@@ -79,6 +79,15 @@ type Record struct {
 	Stream   bool
 	Data     []byte // request body, event raw bytes, body bytes, note JSON
 
+	// Purpose is what an internal call was for ("review-child",
+	// "review-continuation", "deliberate-branch", …; "" for the client's
+	// own calls and in logs written before it was recorded), Conversation
+	// the call's conversation key (conv.ConversationKey; "" for calls that
+	// are not chat requests and in older logs). Both are set on the
+	// request and end records.
+	Purpose      string
+	Conversation string
+
 	// ReasoningShaped and ReasoningRaw count the outgoing reasoning blocks
 	// of a request that were shaped and left raw.
 	ReasoningShaped int
@@ -125,6 +134,8 @@ const (
 	fDropped  = 21<<3 | wtVarint
 	fSkeleton = 22<<3 | wtBytes // request body as a skeleton, instead of fData
 	fHash     = 23<<3 | wtBytes // blob SHA-256
+	fPurpose  = 24<<3 | wtBytes
+	fConv     = 25<<3 | wtBytes
 )
 
 // Flags byte.
@@ -172,6 +183,8 @@ func appendRecordBody(b []byte, r *Record) []byte {
 	b = append(b, byte(r.Kind), flags)
 	b = appendStringField(b, fCall, r.Call)
 	b = appendStringField(b, fParent, r.Parent)
+	b = appendStringField(b, fPurpose, r.Purpose)
+	b = appendStringField(b, fConv, r.Conversation)
 	b = appendVarintField(b, fSeq, int64(r.Seq))
 	if !r.Time.IsZero() {
 		b = appendVarintField(b, fTime, r.Time.UnixNano())
@@ -303,6 +316,10 @@ func (d *decoded) setBytes(tag uint64, v []byte) error {
 		d.Call = string(v)
 	case fParent:
 		d.Parent = string(v)
+	case fPurpose:
+		d.Purpose = string(v)
+	case fConv:
+		d.Conversation = string(v)
 	case fWhere:
 		d.Where = string(v)
 	case fRoute:

@@ -9,20 +9,30 @@ import (
 	"unicode/utf8"
 
 	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/internal/accounting"
 	"github.com/shaperproxy/shaperproxy/sse"
 )
 
 // CallView is a call as ShowCmd presents it: the request summary and the
 // response reassembled field by field.
 type CallView struct {
-	Call     string    `json:"call"`
-	Parent   string    `json:"parent,omitempty"`
-	Internal bool      `json:"internal,omitempty"`
-	Request  *ReqView  `json:"request,omitempty"`
-	Status   int       `json:"status,omitempty"`
-	Response *RespView `json:"response,omitempty"`
-	End      *EndView  `json:"end,omitempty"`
-	Notes    []string  `json:"notes,omitempty"`
+	Call     string `json:"call"`
+	Parent   string `json:"parent,omitempty"`
+	Internal bool   `json:"internal,omitempty"`
+	Purpose  string `json:"purpose,omitempty"` // an internal call's purpose
+	Kind     string `json:"kind"`              // accounting.Kind: "primary", "review-child", …
+	// Conversation is the call's conversation key ("" in older logs).
+	Conversation string    `json:"conversation,omitempty"`
+	Request      *ReqView  `json:"request,omitempty"`
+	Status       int       `json:"status,omitempty"`
+	Response     *RespView `json:"response,omitempty"`
+	End          *EndView  `json:"end,omitempty"`
+	Notes        []string  `json:"notes,omitempty"`
+	// Usage is the usage the upstream reported, normalised (nil when it
+	// reported none): from the end record, else (older logs) from the
+	// response rebuilt. UsageShape is the shape it came in.
+	Usage      *accounting.Usage `json:"usage_tokens,omitempty"`
+	UsageShape accounting.Shape  `json:"usage_shape,omitempty"`
 }
 
 // ReqView summarises the request as sent upstream.
@@ -107,50 +117,85 @@ func Show(r *Reader, call string) (*CallView, error) {
 // buildCallView assembles the view of a call from its records.
 func buildCallView(call string, recs []Located) *CallView {
 	v := &CallView{Call: call}
-	var events, clientEvents []Located
-	var body []byte
-	var start time.Time
+	var p callParts
 	for _, l := range recs {
-		r := &l.Record
-		switch r.Kind {
-		case KindRequest:
-			v.Parent, v.Internal = r.Parent, r.Internal
-			v.Request = requestView(l)
-			start = r.Time
-		case KindResponse:
-			v.Status = r.Status
-		case KindEvent:
-			if r.Where == DefaultWhere {
-				events = append(events, l)
-			} else {
-				clientEvents = append(clientEvents, l)
-			}
-		case KindBody:
-			if r.Where == DefaultWhere || body == nil {
-				body = r.Data
-			}
-		case KindEnd:
-			v.End = &EndView{r.Outcome, r.Events, r.Bytes, r.Err}
-		case KindNote:
-			v.Notes = append(v.Notes, string(r.Data))
-		}
+		p.add(v, l)
 	}
 	switch {
-	case len(events) > 0:
-		v.Response = streamView(events, start)
-	case len(clientEvents) > 0:
-		v.Response = streamView(clientEvents, start)
+	case len(p.events) > 0:
+		v.Response = streamView(p.events, p.start)
+	case len(p.clientEvents) > 0:
+		v.Response = streamView(p.clientEvents, p.start)
 		v.Response.FromClientWire = true
-	case body != nil:
-		a := conv.NewAssembler()
-		rv := &RespView{}
-		if a.AddBody(body) != nil {
-			rv.BadChunks = 1
-		}
-		rv.fill(a.Response())
-		v.Response = rv
+	case p.body != nil:
+		v.Response = bodyView(p.body)
+	case p.clientBody != nil:
+		v.Response = bodyView(p.clientBody)
 	}
+	v.Kind = accounting.Kind(v.Internal, v.Purpose)
+	v.setUsage(p.endUsage)
 	return v
+}
+
+// callParts gathers the records of a call that make its response.
+type callParts struct {
+	events, clientEvents []Located
+	body, clientBody     []byte // the body's pieces, joined
+	endUsage             []byte
+	start                time.Time
+}
+
+// add takes one record of the call.
+func (p *callParts) add(v *CallView, l Located) {
+	r := &l.Record
+	upstream := r.Where == DefaultWhere || r.Where == whereDecoded
+	switch r.Kind {
+	case KindRequest:
+		v.Parent, v.Internal, v.Purpose, v.Conversation = r.Parent, r.Internal, r.Purpose, r.Conversation
+		v.Request = requestView(l)
+		p.start, p.body = r.Time, nil // a retry's answer replaces the first attempt's
+	case KindResponse:
+		v.Status = r.Status
+	case KindEvent:
+		if r.Where == DefaultWhere {
+			p.events = append(p.events, l)
+		} else {
+			p.clientEvents = append(p.clientEvents, l)
+		}
+	case KindBody:
+		if upstream {
+			p.body = append(p.body, r.Data...)
+		} else {
+			p.clientBody = append(p.clientBody, r.Data...)
+		}
+	case KindEnd:
+		v.End = &EndView{r.Outcome, r.Events, r.Bytes, r.Err}
+		p.endUsage = r.Usage
+	case KindNote:
+		v.Notes = append(v.Notes, string(r.Data))
+	}
+}
+
+// bodyView rebuilds a non-stream response body.
+func bodyView(body []byte) *RespView {
+	a := conv.NewAssembler()
+	rv := &RespView{}
+	if a.AddBody(body) != nil {
+		rv.BadChunks = 1
+	}
+	rv.fill(a.Response())
+	return rv
+}
+
+// setUsage normalises the usage of the end record, or else the one the
+// rebuilt response holds.
+func (v *CallView) setUsage(raw []byte) {
+	if raw == nil && v.Response != nil {
+		raw = []byte(v.Response.Usage)
+	}
+	if u, shape, ok := accounting.Parse(raw); ok {
+		v.Usage, v.UsageShape = &u, shape
+	}
 }
 
 func requestView(l Located) *ReqView {

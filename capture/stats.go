@@ -1,9 +1,10 @@
 package capture
 
 import (
-	"cmp"
 	"slices"
 	"time"
+
+	"github.com/shaperproxy/shaperproxy/internal/accounting"
 )
 
 // Stats summarises a capture log.
@@ -21,10 +22,19 @@ type Stats struct {
 	Outcomes    map[string]int64 `json:"outcomes"`
 	Dropped     int64            `json:"dropped"`
 	ReadErrors  int64            `json:"read_errors"`
+	// Usage sums what the upstreams reported per route, model and kind of
+	// call, sorted by route, model and kind (primary first).
+	Usage []UsageRow `json:"usage"`
+	// Conversations sums the usage per conversation, route and model,
+	// sorted by conversation.
+	Conversations []ConversationUsage `json:"conversations"`
+	// Markers counts the shaping markers in the reasoning the requests
+	// carried upstream (pollution).
+	Markers MarkerCount `json:"markers"`
 }
 
 // RouteReasoning counts the outgoing reasoning blocks of the requests of
-// one route and model.
+// one route and model, and the shaping markers in them.
 type RouteReasoning struct {
 	Route    string `json:"route"`
 	Model    string `json:"model"`
@@ -32,6 +42,38 @@ type RouteReasoning struct {
 	Internal int64  `json:"internal"`
 	Shaped   int64  `json:"shaped"`
 	Raw      int64  `json:"raw"`
+	Markers  int64  `json:"markers_found"` // in distinct blocks first seen here
+}
+
+// UsageRow sums the usage the upstream reported for the calls of one
+// route, model and kind (accounting.Kind: "primary", "review-child", …).
+type UsageRow struct {
+	Route    string `json:"route"`
+	Model    string `json:"model"`
+	Kind     string `json:"kind"`
+	Calls    int64  `json:"calls"`    // calls that ended (chat calls, or any call with a usage)
+	Reported int64  `json:"reported"` // of them, with a usage
+	accounting.Usage
+}
+
+// ConversationUsage sums the usage of one conversation's calls on one
+// route and model, every kind together.
+type ConversationUsage struct {
+	Conversation string `json:"conversation"` // "" for calls without a key (older logs)
+	Route        string `json:"route"`
+	Model        string `json:"model"`
+	Calls        int64  `json:"calls"`
+	Internal     int64  `json:"internal_calls"`
+	Reported     int64  `json:"reported"`
+	accounting.Usage
+}
+
+// MarkerCount counts shaping markers ("[reasoning extract: N chars
+// omitted]" and its family, shaping.CountMarkers) in the reasoning blocks
+// of the requests sent upstream, each distinct block once.
+type MarkerCount struct {
+	Blocks int64 `json:"blocks"`        // distinct reasoning blocks holding a marker
+	Found  int64 `json:"markers_found"` // markers in them
 }
 
 // ChunkStats describes the number of upstream SSE events per streamed call.
@@ -58,31 +100,24 @@ func ComputeStats(r *Reader, since time.Time, progress func(done, total int64)) 
 		st.Segments++
 		st.BytesOnDisk += s.Size
 	}
-	routes := map[[2]string]*RouteReasoning{}
-	chunks := map[string]int{}
-	opts := readOpts{filter: Filter{Since: since}}
+	acc := newStatsAcc()
+	opts := readOpts{filter: Filter{Since: since}, resolve: true}
 	if progress != nil {
 		total := st.BytesOnDisk
 		opts.progress = func(done int64) { progress(done, total) }
 	}
 	_, err = r.forward(Pos{}, opts, func(l Located) error {
-		st.add(&l, routes, chunks)
+		st.add(&l, acc)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	for _, rr := range routes {
-		st.Reasoning = append(st.Reasoning, *rr)
-	}
-	slices.SortFunc(st.Reasoning, func(a, b RouteReasoning) int {
-		return cmp.Or(cmp.Compare(a.Route, b.Route), cmp.Compare(a.Model, b.Model))
-	})
-	st.Chunks = chunkStats(chunks)
+	acc.fill(st)
 	return st, nil
 }
 
-func (st *Stats) add(l *Located, routes map[[2]string]*RouteReasoning, chunks map[string]int) {
+func (st *Stats) add(l *Located, acc *statsAcc) {
 	r := &l.Record
 	st.Records++
 	st.ByKind[r.Kind.String()]++
@@ -98,24 +133,24 @@ func (st *Stats) add(l *Located, routes map[[2]string]*RouteReasoning, chunks ma
 	}
 	switch r.Kind {
 	case KindRequest:
-		k := [2]string{r.Route, r.Model}
-		rr := routes[k]
-		if rr == nil {
-			rr = &RouteReasoning{Route: r.Route, Model: r.Model}
-			routes[k] = rr
-		}
+		rr := acc.route(r.Route, r.Model)
 		rr.Requests++
 		if r.Internal {
 			rr.Internal++
 		}
 		rr.Shaped += int64(r.ReasoningShaped)
 		rr.Raw += int64(r.ReasoningRaw)
+		blocks, found := acc.markers.request(r.Data)
+		rr.Markers += found
+		st.Markers.Blocks += blocks
+		st.Markers.Found += found
 	case KindEvent:
 		if r.Where == DefaultWhere {
-			chunks[r.Call]++
+			acc.chunks[r.Call]++
 		}
 	case KindEnd:
 		st.Outcomes[r.Outcome]++
+		acc.end(r)
 	case KindDrops:
 		st.Dropped += r.DroppedCount
 	}

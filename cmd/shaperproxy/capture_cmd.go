@@ -36,7 +36,13 @@ commands:
                    the calls that match, oldest first
   stats [--since TIME]
                    reasoning blocks shaped vs raw per route and model,
-                   chunks per call, outcomes, drops, bytes on disk vs wire
+                   markers found, tokens and cost per route, model, kind
+                   of call and conversation, chunks per call, outcomes,
+                   drops, bytes on disk vs wire
+  cost [--policy P] [--conversation KEY] [--since TIME]
+                   replays the captured requests under another shaping
+                   policy (default none) and prints actual vs what-if:
+                   bytes, cache hits and misses, cost
 
 flags of every command:
   --json           one JSON object per line (shapes in the README)
@@ -70,8 +76,10 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return captureFind(args[1:], stdout, stderr)
 	case "stats":
 		return captureStats(args[1:], stdout, stderr)
+	case "cost":
+		return captureCost(ctx, args[1:], stdout, stderr)
 	}
-	return usagef("capture", "unknown command %q (tail, read, show, find, stats)", args[0])
+	return usagef("capture", "unknown command %q (tail, read, show, find, stats, cost)", args[0])
 }
 
 // captureFlags are the flags every capture command takes.
@@ -86,7 +94,11 @@ func (f *captureFlags) options(stderr io.Writer) (captureOptions, error) {
 	if err != nil {
 		return captureOptions{}, err
 	}
-	o := captureOptions{Dir: filepath.Join(dir, capture.Dir), JSON: f.json}
+	c, err := f.forensicConfig()
+	if err != nil {
+		return captureOptions{}, err
+	}
+	o := captureOptions{Dir: filepath.Join(dir, capture.Dir), JSON: f.json, Profiles: profileTable(c)}
 	if _, err := os.Stat(o.Dir); err != nil {
 		return o, fmt.Errorf("no capture log in %s: %w", o.Dir, err)
 	}
@@ -244,8 +256,13 @@ func captureStats(args []string, stdout, stderr io.Writer) error {
 	f := newCaptureFlags("stats", `stats [--since TIME] [flags]
 
 Statistics of the log: records by kind, bytes on disk vs on the wire,
-outgoing reasoning blocks shaped vs raw per route and model, chunks per
-streamed call, calls by outcome, dropped records.
+outgoing reasoning blocks shaped vs raw per route and model and the
+shaping markers found in them, the tokens the upstream reported (prompt,
+cache hits and misses, output, reasoning) and their cost at the route's
+profile prices per route, model and kind of call (primary, review-child,
+review-continuation, deliberate-branch, deliberate-continuation) and per
+conversation, chunks per streamed call, calls by outcome, dropped records.
+--config gives the routes whose profiles price the tokens.
 
 TIME is `+timeHelp+`.
 `, stdout)

@@ -74,15 +74,21 @@ func toRecordJSON(l capture.Located) recordJSON {
 
 // callJSON is one call (capture show).
 type callJSON struct {
-	Call     string            `json:"call"`
-	Parent   string            `json:"parent"`
-	Internal bool              `json:"internal"`
-	Status   int               `json:"status"`
-	Request  *requestJSON      `json:"request"`
-	Response *responseJSON     `json:"response"`
-	End      *endJSON          `json:"end"`
-	Notes    []json.RawMessage `json:"notes"`
-	Chunks   []chunkJSON       `json:"chunks"` // with --chunks; null without
+	Call         string            `json:"call"`
+	Parent       string            `json:"parent"`
+	Internal     bool              `json:"internal"`
+	Kind         string            `json:"kind"`         // primary, review-child, …
+	Purpose      string            `json:"purpose"`      // an internal call's purpose
+	Conversation string            `json:"conversation"` // "" in older logs
+	Status       int               `json:"status"`
+	Request      *requestJSON      `json:"request"`
+	Response     *responseJSON     `json:"response"`
+	End          *endJSON          `json:"end"`
+	Notes        []json.RawMessage `json:"notes"`
+	Chunks       []chunkJSON       `json:"chunks"` // with --chunks; null without
+	// Cost is the usage the upstream reported, normalised and priced
+	// (null when it reported none).
+	Cost *callCostJSON `json:"cost"`
 }
 
 type requestJSON struct {
@@ -173,7 +179,8 @@ type chunkChoiceJSON struct {
 }
 
 func toCallJSON(v *capture.CallView, chunks []capture.Chunk, withChunks bool) callJSON {
-	j := callJSON{Call: v.Call, Parent: v.Parent, Internal: v.Internal, Status: v.Status, Notes: []json.RawMessage{}}
+	j := callJSON{Call: v.Call, Parent: v.Parent, Internal: v.Internal, Kind: v.Kind, Purpose: v.Purpose,
+		Conversation: v.Conversation, Status: v.Status, Notes: []json.RawMessage{}}
 	if q := v.Request; q != nil {
 		j.Request = toRequestJSON(q)
 	}
@@ -269,13 +276,20 @@ type statsJSON struct {
 	Outcomes    map[string]int64         `json:"outcomes"`
 	Dropped     int64                    `json:"dropped"`
 	ReadErrors  int64                    `json:"read_errors"`
+	Markers     capture.MarkerCount      `json:"markers"`
+	// Cost is the usage per route, model and kind of call, CostByKind per
+	// kind, Conversations per conversation, route and model.
+	Cost          []usageRowJSON     `json:"cost"`
+	CostByKind    []kindRowJSON      `json:"cost_by_kind"`
+	Conversations []conversationJSON `json:"conversations"`
 }
 
-func toStatsJSON(st *capture.Stats) statsJSON {
+func toStatsJSON(st *capture.Stats, ps *pricedStats) statsJSON {
 	j := statsJSON{
 		Segments: st.Segments, BytesOnDisk: st.BytesOnDisk, BytesWire: st.BytesWire, Records: st.Records,
 		ByKind: st.ByKind, First: jsonTime(st.First), Last: jsonTime(st.Last), Since: jsonTime(st.Since),
 		Reasoning: st.Reasoning, Chunks: st.Chunks, Outcomes: st.Outcomes, Dropped: st.Dropped, ReadErrors: st.ReadErrors,
+		Markers: st.Markers, Cost: ps.rows, CostByKind: ps.kinds, Conversations: ps.convs,
 	}
 	if j.Reasoning == nil {
 		j.Reasoning = []capture.RouteReasoning{}

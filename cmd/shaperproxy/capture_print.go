@@ -14,6 +14,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/shaperproxy/shaperproxy/capture"
+	"github.com/shaperproxy/shaperproxy/internal/profile"
 	"github.com/tidwall/gjson"
 )
 
@@ -21,6 +22,9 @@ import (
 type captureOptions struct {
 	Dir  string // the capture directory
 	JSON bool   // one JSON object per line instead of text
+	// Profiles prices the usage (the --config routes' profiles; nil: the
+	// built-ins).
+	Profiles *profile.Table
 	// Progress receives a progress bar during long scans; nil: none. The
 	// command line passes stderr when it is a terminal.
 	Progress io.Writer
@@ -235,10 +239,13 @@ func showCmd(w io.Writer, o showOptions) error {
 		}
 		chunks = capture.Chunks(recs)
 	}
+	tab := o.profiles()
 	if o.JSON {
-		return newJSONLines(w).write(toCallJSON(v, chunks, o.Chunks))
+		j := toCallJSON(v, chunks, o.Chunks)
+		j.Cost, _, _ = callCost(v, tab)
+		return newJSONLines(w).write(j)
 	}
-	if err := printCallView(w, v, o.Full); err != nil {
+	if err := printCallView(w, v, o.Full, tab); err != nil {
 		return err
 	}
 	if !o.Chunks {
@@ -247,15 +254,18 @@ func showCmd(w io.Writer, o showOptions) error {
 	return printChunks(w, chunks, o.Full)
 }
 
-func printCallView(w io.Writer, v *capture.CallView, full bool) error {
+func printCallView(w io.Writer, v *capture.CallView, full bool, tab *profile.Table) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "call %s", v.Call)
 	if v.Internal {
-		fmt.Fprintf(&b, " (internal, parent %s)", v.Parent)
+		fmt.Fprintf(&b, " (internal: %s, parent %s)", v.Kind, v.Parent)
 	} else if v.Parent != "" {
 		fmt.Fprintf(&b, " (parent %s)", v.Parent)
 	}
 	b.WriteString("\n")
+	if v.Conversation != "" {
+		fmt.Fprintf(&b, "conversation %s\n", v.Conversation)
+	}
 	if q := v.Request; q != nil {
 		printReqView(&b, q)
 	} else {
@@ -267,6 +277,7 @@ func printCallView(w io.Writer, v *capture.CallView, full bool) error {
 	if rv := v.Response; rv != nil {
 		printRespView(&b, rv, full)
 	}
+	printCallUsage(&b, v, tab)
 	for _, n := range v.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)
 	}
@@ -396,13 +407,22 @@ func statsCmd(w io.Writer, o statsOptions) error {
 	if err != nil {
 		return err
 	}
+	ps := priceStats(st, o.profiles())
 	if o.JSON {
-		return newJSONLines(w).write(toStatsJSON(st))
+		return newJSONLines(w).write(toStatsJSON(st, ps))
 	}
-	return printStats(w, st)
+	return printStats(w, st, ps)
 }
 
-func printStats(w io.Writer, st *capture.Stats) error {
+// profiles is the table that prices the usage.
+func (o captureOptions) profiles() *profile.Table {
+	if o.Profiles == nil {
+		return profile.NewTable(nil, nil)
+	}
+	return o.Profiles
+}
+
+func printStats(w io.Writer, st *capture.Stats, ps *pricedStats) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "records\t%d", st.Records)
 	if st.Records > 0 {
@@ -427,14 +447,18 @@ func printStats(w io.Writer, st *capture.Stats) error {
 	if st.ReadErrors > 0 {
 		fmt.Fprintf(tw, "unreadable requests\t%d\n", st.ReadErrors)
 	}
-	fmt.Fprintf(tw, "\noutgoing reasoning blocks\n  route\tmodel\trequests\tinternal\tshaped\traw\tshaped %%\n")
+	fmt.Fprintf(tw, "\noutgoing reasoning blocks\n  route\tmodel\trequests\tinternal\tshaped\traw\tshaped %%\tmarkers found\n")
 	for _, rr := range st.Reasoning {
 		pct := "-"
 		if t := rr.Shaped + rr.Raw; t > 0 {
 			pct = fmt.Sprintf("%.1f", 100*float64(rr.Shaped)/float64(t))
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%d\t%s\n", rr.Route, rr.Model, rr.Requests, rr.Internal, rr.Shaped, rr.Raw, pct)
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\n", rr.Route, rr.Model, rr.Requests, rr.Internal, rr.Shaped, rr.Raw, pct, rr.Markers)
 	}
+	fmt.Fprintf(tw, "  shaping markers found (pollution: \"[reasoning extract: …]\" in reasoning sent upstream): %d in %d distinct blocks\n",
+		st.Markers.Found, st.Markers.Blocks)
+	printStatsCost(tw, st, ps)
+	printStatsConversations(tw, ps)
 	c := st.Chunks
 	fmt.Fprintf(tw, "\nchunks per streamed call\t%d calls: min %d, median %d, max %d\n", c.Calls, c.Min, c.Median, c.Max)
 	fmt.Fprintf(tw, "\ncalls by outcome\n")

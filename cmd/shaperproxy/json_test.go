@@ -52,6 +52,8 @@ func TestJSONShapes(t *testing.T) {
 		{"`capture show --chunks`", []string{"capture", "show", "call-b", "--chunks", "--data-dir", capDir}, 1, true},
 		{"`capture find`", []string{"capture", "find", "--text", "fixes", "--data-dir", capDir}, 2, true},
 		{"`capture stats`", []string{"capture", "stats", "--data-dir", capDir}, 1, true},
+		{"`capture cost`", []string{"capture", "cost", "--data-dir", capDir}, 1, true},
+		{"`capture cost`", []string{"capture", "cost", "--policy", "keep-recent", "--data-dir", capDir}, 1, true},
 		{"`originals stats`", []string{"originals", "stats", "--data-dir", origDir}, 1, false},
 		{"`originals list`", []string{"originals", "list", "--data-dir", origDir}, 3, true},
 		{"`originals lookup`", []string{"originals", "lookup", "decided: call tool", "--data-dir", origDir}, 1, true},

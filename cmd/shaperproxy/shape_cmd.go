@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"text/tabwriter"
 	"time"
 
 	"github.com/shaperproxy/shaperproxy/conv"
@@ -171,18 +172,70 @@ type shapeStatsJSON struct {
 	Collisions          int     `json:"collisions"`
 	MaxFanout           int     `json:"max_fan_out"`
 	PerBlockMS          float64 `json:"per_block_ms"`
+	// MarkersFound counts the shaping markers in the corpus (pollution
+	// extraction strips); Bands splits the run by the length of the
+	// blocks, Over1k merges the bands over 1,000 characters and All every
+	// band.
+	MarkersFound int             `json:"markers_found"`
+	Bands        []shapeBandJSON `json:"bands"`
+	Over1k       shapeBandJSON   `json:"over_1k"`
+	All          shapeBandJSON   `json:"all"`
+}
+
+// shapeBandJSON is one length band of shape --stats --json: the fault
+// counts are of changed blocks with the fault, the rates their share of
+// the changed blocks.
+type shapeBandJSON struct {
+	Band        string          `json:"band"`
+	Blocks      int             `json:"blocks"`
+	Changed     int             `json:"changed"`
+	CharsBefore int             `json:"chars_before"`
+	CharsAfter  int             `json:"chars_after"`
+	Compression float64         `json:"compression"`
+	Faults      shapeFaultsJSON `json:"faults"`
+	FaultRates  faultRatesJSON  `json:"fault_rates"`
+	Markers     int             `json:"markers_found"`
+}
+
+type shapeFaultsJSON struct {
+	DanglingColon    int `json:"dangling_colon"`
+	ShortLine        int `json:"short_line"`
+	BareFiller       int `json:"bare_filler"`
+	DanglingAnaphora int `json:"dangling_anaphora"`
+}
+
+type faultRatesJSON struct {
+	DanglingColon    float64 `json:"dangling_colon"`
+	ShortLine        float64 `json:"short_line"`
+	BareFiller       float64 `json:"bare_filler"`
+	DanglingAnaphora float64 `json:"dangling_anaphora"`
+}
+
+func toShapeBandJSON(b shaping.BandStats) shapeBandJSON {
+	f := b.Faults
+	return shapeBandJSON{
+		Band: b.Name, Blocks: b.Blocks, Changed: b.Changed, CharsBefore: b.CharsBefore, CharsAfter: b.CharsAfter,
+		Compression: b.Compression, Markers: b.MarkersFound,
+		Faults:     shapeFaultsJSON{f.DanglingColon, f.ShortLine, f.BareFiller, f.DanglingAnaphora},
+		FaultRates: faultRatesJSON{b.Rate(f.DanglingColon), b.Rate(f.ShortLine), b.Rate(f.BareFiller), b.Rate(f.DanglingAnaphora)},
+	}
 }
 
 func printShapeStats(w io.Writer, st shaping.Stats, opts shaping.Options, perBlock time.Duration, asJSON bool) error {
 	if asJSON {
 		o := opts.WithDefaults()
-		return newJSONLines(w).write(shapeStatsJSON{
+		j := shapeStatsJSON{
 			Op: string(o.Op), MaxChars: o.MaxChars, Blocks: st.Blocks, Changed: st.Changed,
 			CharsBefore: st.CharsBefore, CharsAfter: st.CharsAfter, Compression: st.Compression,
 			IdempotenceFailures: st.IdempotenceFailures, OverBudget: st.OverBudget, EmptyResults: st.EmptyResults,
 			DistinctInputs: st.DistinctInputs, DistinctOutputs: st.DistinctOutputs, Collisions: st.Collisions,
-			MaxFanout: st.MaxFanout, PerBlockMS: ms(perBlock),
-		})
+			MaxFanout: st.MaxFanout, PerBlockMS: ms(perBlock), MarkersFound: st.MarkersFound,
+			Bands: []shapeBandJSON{}, Over1k: toShapeBandJSON(st.Over(1000)), All: toShapeBandJSON(st.All()),
+		}
+		for _, b := range st.Bands {
+			j.Bands = append(j.Bands, toShapeBandJSON(b))
+		}
+		return newJSONLines(w).write(j)
 	}
 	o := opts.WithDefaults()
 	fmt.Fprintf(w, `
@@ -193,8 +246,30 @@ shaping %s, max_chars %d, marker %v
   collisions             %d (distinct inputs %d, distinct outputs %d, max fan-out %d)
   idempotence failures   %d
   over budget            %d
+  markers found          %d (stripped: pollution from an earlier shaper or a model that copied one)
   time per block         %s
 `, o.Op, o.MaxChars, o.Marker, st.Blocks, st.Changed, st.CharsBefore, st.CharsAfter, 100*st.Compression,
-		st.Collisions, st.DistinctInputs, st.DistinctOutputs, st.MaxFanout, st.IdempotenceFailures, st.OverBudget, perBlock)
-	return nil
+		st.Collisions, st.DistinctInputs, st.DistinctOutputs, st.MaxFanout, st.IdempotenceFailures, st.OverBudget,
+		st.MarkersFound, perBlock)
+	return printBands(w, st)
+}
+
+// printBands writes compression and the reading faults per length band
+// (characters of the original), over 1k and overall; fault rates are
+// shares of the blocks shaping changed (see shaping.Faults).
+func printBands(w io.Writer, st shaping.Stats) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "\nper length band (fault rates over the changed blocks):\n")
+	fmt.Fprintf(tw, "band\tblocks\tchanged\tcompression\tdangling ':'\tlines <= 3 chars\tbare filler\tdangling anaphora\tmarkers\t\n")
+	row := func(b shaping.BandStats) {
+		f := b.Faults
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f%%\t%.1f%%\t%.1f%%\t%.1f%%\t%.1f%%\t%d\t\n", b.Name, b.Blocks, b.Changed, 100*b.Compression,
+			100*b.Rate(f.DanglingColon), 100*b.Rate(f.ShortLine), 100*b.Rate(f.BareFiller), 100*b.Rate(f.DanglingAnaphora), b.MarkersFound)
+	}
+	for _, b := range st.Bands {
+		row(b)
+	}
+	row(st.Over(1000))
+	row(st.All())
+	return tw.Flush()
 }

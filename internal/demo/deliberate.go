@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shaperproxy/shaperproxy/conv"
@@ -28,8 +29,10 @@ const (
 	deliberatedAnswer = "I'll detect the format by its separator and log which layout matched."
 )
 
-// deliberateAnswers answers the deliberate tool's branches by role.
+// deliberateAnswers answers the deliberate tool's branches by role. The
+// branches arrive in parallel, on the upstream's handler goroutines.
 func deliberateAnswers(res *Result) func(fakeupstream.Recorded) (fakeupstream.Response, bool) {
+	var mu sync.Mutex
 	return func(r fakeupstream.Recorded) (fakeupstream.Response, bool) {
 		last := lastContent(r.Body)
 		packet := ""
@@ -41,7 +44,9 @@ func deliberateAnswers(res *Result) func(fakeupstream.Recorded) (fakeupstream.Re
 		default:
 			return fakeupstream.Response{}, false
 		}
+		mu.Lock()
 		res.Branches++
+		mu.Unlock()
 		body, _ := sjson.SetBytes([]byte(`{"id":"branch","object":"chat.completion","model":"deepseek-reasoner","choices":[{"index":0,"message":{"role":"assistant","content":""},"finish_reason":"stop"}]}`), "choices.0.message.content", packet)
 		return fakeupstream.Response{Status: 200, Body: body}, true
 	}

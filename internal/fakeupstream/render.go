@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/shaperproxy/shaperproxy/internal/promptcache"
 	"github.com/tidwall/gjson"
 )
 
@@ -107,10 +108,8 @@ func usageOf(req []byte, rp Reply) Usage {
 	return u
 }
 
-// tokens estimates the token count of s as a quarter of its bytes, rounded up.
-func tokens(s string) int {
-	return (len(s) + 3) / 4
-}
+// tokens estimates the token count of s as the prompt cache does.
+func tokens(s string) int { return promptcache.Tokens(s) }
 
 // streamEvents renders the SSE events of a streamed reply, [DONE] included.
 func streamEvents(req []byte, rp Reply, seq int64) [][]byte {

@@ -1,0 +1,169 @@
+package capture
+
+import (
+	"cmp"
+	"hash/maphash"
+	"slices"
+
+	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/internal/accounting"
+	"github.com/shaperproxy/shaperproxy/shaping"
+)
+
+// statsAcc holds what ComputeStats gathers before it sorts it into Stats.
+type statsAcc struct {
+	routes  map[[2]string]*RouteReasoning
+	chunks  map[string]int
+	usage   map[[3]string]*UsageRow
+	convs   map[[3]string]*ConversationUsage
+	markers markerSeen
+}
+
+func newStatsAcc() *statsAcc {
+	return &statsAcc{
+		routes: map[[2]string]*RouteReasoning{}, chunks: map[string]int{},
+		usage: map[[3]string]*UsageRow{}, convs: map[[3]string]*ConversationUsage{},
+		markers: markerSeen{seed: maphash.MakeSeed(), seen: map[uint64]bool{}},
+	}
+}
+
+func (a *statsAcc) route(route, model string) *RouteReasoning {
+	k := [2]string{route, model}
+	rr := a.routes[k]
+	if rr == nil {
+		rr = &RouteReasoning{Route: route, Model: model}
+		a.routes[k] = rr
+	}
+	return rr
+}
+
+// end adds the usage of an end record: a chat call's (its record names a
+// model), or any call's that reported a usage.
+func (a *statsAcc) end(r *Record) {
+	u, _, ok := accounting.Parse(r.Usage)
+	if !ok && r.Model == "" {
+		return
+	}
+	kind := accounting.Kind(r.Internal, r.Purpose)
+	row := a.usageRow(r.Route, r.Model, kind)
+	cv := a.conversation(r.Conversation, r.Route, r.Model)
+	row.Calls++
+	cv.Calls++
+	if r.Internal {
+		cv.Internal++
+	}
+	if ok {
+		row.Reported++
+		cv.Reported++
+		row.Add(u)
+		cv.Add(u)
+	}
+}
+
+func (a *statsAcc) usageRow(route, model, kind string) *UsageRow {
+	k := [3]string{route, model, kind}
+	row := a.usage[k]
+	if row == nil {
+		row = &UsageRow{Route: route, Model: model, Kind: kind}
+		a.usage[k] = row
+	}
+	return row
+}
+
+func (a *statsAcc) conversation(key, route, model string) *ConversationUsage {
+	k := [3]string{key, route, model}
+	cv := a.convs[k]
+	if cv == nil {
+		cv = &ConversationUsage{Conversation: key, Route: route, Model: model}
+		a.convs[k] = cv
+	}
+	return cv
+}
+
+// fill sorts what was gathered into st.
+func (a *statsAcc) fill(st *Stats) {
+	for _, rr := range a.routes {
+		st.Reasoning = append(st.Reasoning, *rr)
+	}
+	slices.SortFunc(st.Reasoning, func(a, b RouteReasoning) int {
+		return cmp.Or(cmp.Compare(a.Route, b.Route), cmp.Compare(a.Model, b.Model))
+	})
+	st.Chunks = chunkStats(a.chunks)
+	for _, row := range a.usage {
+		st.Usage = append(st.Usage, *row)
+	}
+	slices.SortFunc(st.Usage, func(a, b UsageRow) int {
+		return cmp.Or(cmp.Compare(a.Route, b.Route), cmp.Compare(a.Model, b.Model), compareKinds(a.Kind, b.Kind))
+	})
+	for _, cv := range a.convs {
+		st.Conversations = append(st.Conversations, *cv)
+	}
+	slices.SortFunc(st.Conversations, func(a, b ConversationUsage) int {
+		return cmp.Or(cmp.Compare(a.Conversation, b.Conversation), cmp.Compare(a.Route, b.Route), cmp.Compare(a.Model, b.Model))
+	})
+}
+
+// compareKinds orders kinds with the client's own calls first.
+func compareKinds(a, b string) int {
+	pa, pb := a == accounting.KindPrimary, b == accounting.KindPrimary
+	switch {
+	case pa && !pb:
+		return -1
+	case pb && !pa:
+		return 1
+	}
+	return cmp.Compare(a, b)
+}
+
+// UsageByKind sums the usage rows of s per kind, primary first.
+func (s *Stats) UsageByKind() []UsageRow {
+	m := map[string]*UsageRow{}
+	var out []UsageRow
+	for _, row := range s.Usage {
+		k := m[row.Kind]
+		if k == nil {
+			k = &UsageRow{Kind: row.Kind}
+			m[row.Kind] = k
+		}
+		k.Calls += row.Calls
+		k.Reported += row.Reported
+		k.Add(row.Usage)
+	}
+	for _, k := range m {
+		out = append(out, *k)
+	}
+	slices.SortFunc(out, func(a, b UsageRow) int { return compareKinds(a.Kind, b.Kind) })
+	return out
+}
+
+// markerSeen counts the shaping markers of each distinct reasoning block
+// once, however many requests re-send it.
+type markerSeen struct {
+	seed maphash.Seed
+	seen map[uint64]bool // blocks with markers, by hash
+}
+
+// request counts the markers of the blocks of a request body not seen
+// before: the blocks holding one, and the markers in them.
+func (m *markerSeen) request(body []byte) (blocks, found int64) {
+	if len(body) == 0 || shaping.CountMarkers(string(body)) == 0 {
+		return 0, 0
+	}
+	req, err := conv.ParseRequest(body)
+	if err != nil {
+		return 0, 0
+	}
+	for _, msg := range req.Messages {
+		n := shaping.CountMarkers(msg.Reasoning)
+		if n == 0 {
+			continue
+		}
+		h := maphash.String(m.seed, msg.Reasoning)
+		if !m.seen[h] {
+			m.seen[h] = true
+			blocks++
+			found += int64(n)
+		}
+	}
+	return blocks, found
+}

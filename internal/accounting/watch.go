@@ -1,0 +1,195 @@
+package accounting
+
+import (
+	"bytes"
+
+	"github.com/tidwall/gjson"
+)
+
+// tailBytes is how much of the end of a non-stream body a Watcher keeps:
+// the usage object comes last or nearly (after it only short keys such as
+// system_fingerprint or service_tier).
+const tailBytes = 32 << 10
+
+// Watcher finds the usage a response reports as it passes:
+//
+//   - in stream events: "usage" of a chat chunk, inline with the finish
+//     or in a chunk of its own with "choices": [] (OpenAI's
+//     stream_options.include_usage, OpenRouter's usage chunk), the last
+//     non-null one winning; Anthropic's "message.usage" of message_start
+//     completed by the "usage" of message_delta (keys of the latter win);
+//     "response.usage" of a Responses stream's response.completed;
+//   - at the end of a non-stream body: its top-level "usage".
+//
+// It keeps the usage objects it found and the last 32 KiB of a body, no
+// more. The zero Watcher is ready; it is not safe for concurrent use.
+type Watcher struct {
+	start []byte // Anthropic's message_start usage
+	last  []byte // the last top-level or response usage
+	model string // the model a usage-bearing payload named
+	tail  []byte // the end of a non-stream body
+	body  int64  // body bytes seen
+}
+
+var usageKey = []byte(`"usage"`)
+
+// Event looks at the data of one SSE event (whole, not truncated). Most
+// chunks carry no usage, or "usage": null: one key lookup.
+func (w *Watcher) Event(data []byte) {
+	if !bytes.Contains(data, usageKey) {
+		return
+	}
+	if u := gjson.GetBytes(data, "usage"); u.IsObject() {
+		w.last = []byte(u.Raw)
+		w.noteModel(data, "model")
+		return
+	}
+	switch {
+	case bytes.Contains(data, messageStart): // Anthropic: input and cache tokens come first
+		if u := gjson.GetBytes(data, "message.usage"); u.IsObject() {
+			w.start = []byte(u.Raw)
+			w.noteModel(data, "message.model")
+		}
+	case bytes.Contains(data, responseEvent): // Responses: response.completed
+		if u := gjson.GetBytes(data, "response.usage"); u.IsObject() {
+			w.last = []byte(u.Raw)
+			w.noteModel(data, "response.model")
+		}
+	}
+}
+
+var (
+	messageStart  = []byte(`"message_start"`)
+	responseEvent = []byte(`"response.`)
+)
+
+// noteModel keeps the first model named at path.
+func (w *Watcher) noteModel(data []byte, path string) {
+	if w.model == "" {
+		if m := gjson.GetBytes(data, path); m.Type == gjson.String {
+			w.model = m.String()
+		}
+	}
+}
+
+// Body looks at the next bytes of a non-stream body.
+func (w *Watcher) Body(p []byte) {
+	w.body += int64(len(p))
+	w.tail = append(w.tail, p...)
+	if len(w.tail) > 2*tailBytes {
+		w.tail = append(w.tail[:0], w.tail[len(w.tail)-tailBytes:]...)
+	}
+}
+
+// Raw returns the usage found, as the upstream wrote it (Anthropic's two
+// objects merged into one), or nil.
+func (w *Watcher) Raw() []byte {
+	if w.last == nil && w.start == nil && w.body > 0 {
+		w.fromBody()
+	}
+	return merge(w.start, w.last)
+}
+
+// Model returns the model named next to the usage, or "".
+func (w *Watcher) Model() string { return w.model }
+
+// fromBody reads the usage of a whole body, or finds it in the body's
+// tail when the body was longer.
+func (w *Watcher) fromBody() {
+	if int64(len(w.tail)) == w.body {
+		r := gjson.GetManyBytes(w.tail, "usage", "model")
+		if r[0].IsObject() {
+			w.last = []byte(r[0].Raw)
+		}
+		if r[1].Type == gjson.String {
+			w.model = r[1].String()
+		}
+		w.tail = nil
+		return
+	}
+	w.last = lastUsage(w.tail)
+	w.tail = nil
+}
+
+// lastUsage finds the last "usage" key of an object in the end of a JSON
+// document (a key: after "{" or ",", before ":") and returns its object.
+func lastUsage(b []byte) []byte {
+	for end := len(b); end > 0; {
+		i := bytes.LastIndex(b[:end], usageKey)
+		if i < 0 {
+			return nil
+		}
+		end = i
+		before := bytes.TrimRight(b[:i], " \t\r\n")
+		if len(before) == 0 || before[len(before)-1] != ',' && before[len(before)-1] != '{' {
+			continue
+		}
+		rest := bytes.TrimLeft(b[i+len(usageKey):], " \t\r\n")
+		if len(rest) == 0 || rest[0] != ':' {
+			continue
+		}
+		if obj := objectAt(bytes.TrimLeft(rest[1:], " \t\r\n")); obj != nil {
+			return obj
+		}
+	}
+	return nil
+}
+
+// objectAt returns the JSON object b starts with, or nil when b does not
+// start with a whole, valid object.
+func objectAt(b []byte) []byte {
+	if len(b) == 0 || b[0] != '{' {
+		return nil
+	}
+	depth, inString := 0, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			if depth--; depth == 0 {
+				if gjson.ValidBytes(b[:i+1]) {
+					return b[:i+1]
+				}
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// merge returns last with the keys of first it lacks added at its end
+// (Anthropic's message_start usage completed by message_delta's).
+func merge(first, last []byte) []byte {
+	if first == nil || last == nil {
+		if last != nil {
+			return last
+		}
+		return first
+	}
+	have := map[string]bool{}
+	gjson.ParseBytes(last).ForEach(func(k, _ gjson.Result) bool {
+		have[k.String()] = true
+		return true
+	})
+	trimmed := bytes.TrimSpace(last)
+	out := append([]byte(nil), trimmed[:len(trimmed)-1]...)
+	sep := len(have) > 0
+	gjson.ParseBytes(first).ForEach(func(k, v gjson.Result) bool {
+		if !have[k.String()] {
+			if sep {
+				out = append(out, ',')
+			}
+			out = append(append(append(out, k.Raw...), ':'), v.Raw...)
+			sep = true
+		}
+		return true
+	})
+	return append(out, '}')
+}
