@@ -1,14 +1,13 @@
 package capture
 
 import (
-	"bytes"
 	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shaperproxy/shaperproxy/internal/accounting"
 	"github.com/shaperproxy/shaperproxy/proxy"
 	"github.com/shaperproxy/shaperproxy/sse"
-	"github.com/tidwall/gjson"
 )
 
 // Where a record was taken: the outermost position of the pipeline.
@@ -76,17 +75,19 @@ func (o *Observer) Request(call *proxy.Call, up *proxy.Upstream) proxy.ResponseS
 	r.Kind, r.Where, r.Offset = KindRequest, whereWire, call.Since()
 	r.Method, r.URL, r.Header, r.Data = up.Method, up.URL, up.Header, up.Body
 	r.ReasoningShaped, r.ReasoningRaw = call.Reasoning.Shaped, call.Reasoning.Raw
-	o.w.Enqueue(r)
+	r.Purpose, r.Conversation = call.Purpose, call.Conversation
+	o.w.EnqueueRequest(r, call.View) // the proxy's view of the body, when it is one, saves reading it again
 	return &captureSink{w: o.w, base: base, call: call, where: whereWire}
 }
 
-// captureSink records one response as it passes.
+// captureSink records one response as it passes, and the usage it
+// reports on its end record.
 type captureSink struct {
 	w     *Writer
 	base  Record
 	call  *proxy.Call
 	where string
-	usage []byte
+	usage accounting.Watcher
 	seq   int
 }
 
@@ -110,18 +111,16 @@ func (s *captureSink) Response(info *proxy.ResponseInfo) {
 // record holds that beginning, its Bytes the event's whole size and its
 // Err says it was cut, so nothing reads it as the whole event.
 func (s *captureSink) Event(ev *sse.Event, seq int, at time.Duration) {
-	if ev.HasData && !ev.Truncated && bytes.Contains(ev.Data, []byte(`"usage"`)) {
-		if u := gjson.GetBytes(ev.Data, "usage"); u.IsObject() {
-			s.usage = []byte(u.Raw)
-		}
+	if ev.HasData && !ev.Truncated {
+		s.usage.Event(ev.Data)
 	}
 	r := s.record(KindEvent, at)
-	r.Seq, r.Data = seq, bytes.Clone(ev.Raw)
+	r.Seq = seq
 	if ev.Truncated {
 		r.Bytes = ev.Size
 		r.Err = fmt.Sprintf("%s: %d of %d bytes kept", TruncatedErr, len(ev.Raw), ev.Size)
 	}
-	s.w.Enqueue(r)
+	s.w.EnqueueCopy(r, ev.Raw) // a pooled copy: no allocation per event
 }
 
 // TruncatedErr starts the Err of an event record that holds only the
@@ -129,14 +128,16 @@ func (s *captureSink) Event(ev *sse.Event, seq int, at time.Duration) {
 const TruncatedErr = "truncated"
 
 func (s *captureSink) Body(p []byte) {
+	s.usage.Body(p)
 	r := s.record(KindBody, s.call.Since())
-	r.Seq, r.Data = s.seq, bytes.Clone(p)
+	r.Seq = s.seq
 	s.seq++
-	s.w.Enqueue(r)
+	s.w.EnqueueCopy(r, p)
 }
 
 func (s *captureSink) End(end proxy.End) {
 	r := s.record(KindEnd, end.Duration)
-	r.Status, r.Outcome, r.Bytes, r.Events, r.Err, r.Usage = end.Status, string(end.Outcome), end.Bytes, end.Events, end.Err, s.usage
+	r.Status, r.Outcome, r.Bytes, r.Events, r.Err, r.Usage = end.Status, string(end.Outcome), end.Bytes, end.Events, end.Err, s.usage.Raw()
+	r.Purpose, r.Conversation = s.call.Purpose, s.call.Conversation
 	s.w.Enqueue(r)
 }

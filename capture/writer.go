@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/shaperproxy/shaperproxy/conv"
 
 	"github.com/shaperproxy/shaperproxy/internal/redact"
 )
@@ -121,7 +124,7 @@ type WriterStats struct {
 // goroutine.
 type Writer struct {
 	opts     Options
-	q        chan Record
+	q        chan queued
 	flushReq chan flushReq
 	stop     chan struct{}
 	done     chan struct{}
@@ -155,6 +158,7 @@ type Writer struct {
 	maxBackoff  time.Duration
 	closeErr    error
 	report      lossReport
+	redact      redactMemo
 }
 
 // segState is the segment being written. Its file is created with the
@@ -209,7 +213,7 @@ func Open(opts Options) (*Writer, error) {
 	}
 	w := &Writer{
 		opts:       opts,
-		q:          make(chan Record, opts.QueueSize),
+		q:          make(chan queued, opts.QueueSize),
 		flushReq:   make(chan flushReq),
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
@@ -231,8 +235,52 @@ func Open(opts Options) (*Writer, error) {
 // Enqueue hands r to the writer goroutine and reports whether it was
 // accepted. It never blocks: when the queue is full (or r.Data is too
 // large, or the Writer is closed) it drops r, counts it and returns false.
-// The Writer takes ownership of r.Data; r.Header is copied (redacted).
-func (w *Writer) Enqueue(r Record) bool {
+// The Writer takes ownership of r.Data; r.Header is copied (and redacted
+// before anything is written).
+func (w *Writer) Enqueue(r Record) bool { return w.enqueue(r, nil) }
+
+// EnqueueCopy is Enqueue for a record whose Data the caller keeps (an SSE
+// event, a piece of a body): the Writer copies data into a buffer of its
+// own, from a pool it returns the buffer to once the record is encoded, so
+// that a stream's events cost no allocation. r.Data is ignored.
+func (w *Writer) EnqueueCopy(r Record, data []byte) bool {
+	if len(data) > maxPooled {
+		r.Data = bytes.Clone(data)
+		return w.enqueue(r, nil)
+	}
+	buf := getBuf(len(data))
+	*buf = append((*buf)[:0], data...)
+	r.Data = *buf
+	return w.enqueue(r, buf)
+}
+
+// EnqueueRequest is Enqueue for a request record whose Data the proxy
+// parsed: view, when it is the view of r.Data (the very slice), tells the
+// writer where the messages are, so that it does not read the body again
+// to store them as blobs. The view must not change afterwards (views do
+// not).
+func (w *Writer) EnqueueRequest(r Record, view *conv.Request) bool {
+	if view == nil || !sameBytes(view.Body, r.Data) {
+		return w.enqueue(r, nil)
+	}
+	return w.enqueueQ(queued{Record: r, view: view})
+}
+
+// queued is a record waiting for the writer goroutine; buf, when set, is
+// the pooled buffer holding its Data, and view the view of a request's
+// Data.
+type queued struct {
+	Record
+	buf  *[]byte
+	view *conv.Request
+}
+
+func (w *Writer) enqueue(r Record, buf *[]byte) bool {
+	return w.enqueueQ(queued{Record: r, buf: buf})
+}
+
+func (w *Writer) enqueueQ(q queued) bool {
+	r, buf := q.Record, q.buf
 	if r.Time.IsZero() {
 		r.Time = time.Now()
 	}
@@ -240,27 +288,34 @@ func (w *Writer) Enqueue(r Record) bool {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if w.closed || n > maxRecordData {
-		w.drop()
+		w.drop(buf)
 		return false
 	}
 	if q := w.queued.Add(n); q > w.opts.QueueBytes && q > n {
 		w.queued.Add(-n)
-		w.drop()
+		w.drop(buf)
 		return false
 	}
-	r.Header = redact.Header(r.Header)
+	// A copy is enough here (the caller may change its header, a
+	// response's Content-Length say, once Enqueue returns); redacting
+	// waits for the writer goroutine, off the request path.
+	if r.Header != nil {
+		r.Header = r.Header.Clone()
+	}
+	q.Record = r
 	select {
-	case w.q <- r:
+	case w.q <- q:
 		w.enqueued.Add(1)
 		return true
 	default:
 		w.queued.Add(-n)
-		w.drop()
+		w.drop(buf)
 		return false
 	}
 }
 
-func (w *Writer) drop() {
+func (w *Writer) drop(buf *[]byte) {
+	putBuf(buf)
 	w.dropped.Add(1)
 	w.pendingDrops.Add(1)
 }
@@ -387,7 +442,10 @@ func (w *Writer) drain(n int) {
 
 // take encodes one record, writing the frame before it when the record
 // would make it too large and after it when it is full.
-func (w *Writer) take(r Record) {
+func (w *Writer) take(q queued) {
+	r := q.Record
+	defer putBuf(q.buf) // encoded: the frame holds a copy
+	r.Header = w.redact.header(r.Header)
 	w.consumed++
 	w.queued.Add(-int64(len(r.Data)))
 	// A request is mostly stored as blobs the segment already holds: its
@@ -397,7 +455,7 @@ func (w *Writer) take(r Record) {
 		w.writeFrame()
 	}
 	r.URL = redact.URL(r.URL)
-	w.encode(&r)
+	w.encode(&r, q.view)
 	if len(w.fr.raw) >= w.opts.FrameBytes {
 		w.writeFrame()
 	}
@@ -420,11 +478,15 @@ func (w *Writer) addDrops() {
 
 // encode appends r, and for a request the blobs it introduces, to the
 // frame.
-func (w *Writer) encode(r *Record) {
+func (w *Writer) encode(r *Record, view *conv.Request) {
 	w.fr.user++
 	w.fr.rawBytes += int64(len(r.Data))
 	if r.Kind == KindRequest || r.Kind == KindClientRequest {
-		if spans := splitBody(r.Data); spans != nil {
+		spans := spansOf(view)
+		if spans == nil {
+			spans = splitBody(r.Data)
+		}
+		if spans != nil {
 			w.encodeRequest(r, spans)
 			return
 		}

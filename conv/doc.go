@@ -18,6 +18,12 @@
 //	}
 //	key := conv.ConversationKey(req, r.Header.Get("X-Shaper-Conversation"))
 //
+// The view's strings share the body's memory. A transform that edits the
+// body gets the new view from its edits (req.Apply(edits)), and a proxy
+// that sees a conversation's growing history parses it with a Reparser,
+// which takes the messages an earlier request already had from that
+// request's view; both return exactly what ParseRequest would.
+//
 // # Turns and steps
 //
 // Turns() splits the messages by these rules:

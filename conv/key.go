@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"hash"
+	"hash/maphash"
+	"sync"
 )
 
 // keyHexLen is the number of hex digits kept from a key's sha256.
@@ -21,26 +23,91 @@ const keyHexLen = 16
 // shaped, and a sub-agent (other system prompt or first task) gets its own
 // key. A request without a user message hashes its whole prelude.
 func ConversationKey(r *Request, explicit string) string {
+	var buf [512]byte
+	return keyOf(keyInput(buf[:0], r, explicit))
+}
+
+// keyInput appends what ConversationKey hashes: a prefix byte ('h' or 'c')
+// and the hash input.
+func keyInput(b []byte, r *Request, explicit string) []byte {
 	if explicit != "" {
-		h := sha256.New()
-		writeField(h, "shaperproxy/conv/header/v1")
-		writeField(h, explicit)
-		return "h:" + sum(h)
+		b = append(b, 'h')
+		b = appendField(b, "shaperproxy/conv/header/v1")
+		return appendField(b, explicit)
 	}
-	h := sha256.New()
-	writeField(h, "shaperproxy/conv/prelude/v1")
+	b = append(b, 'c')
+	b = appendField(b, "shaperproxy/conv/prelude/v1")
 	for _, m := range r.Messages {
 		if m.Role == RoleAssistant || m.Role == RoleTool {
 			continue
 		}
-		writeField(h, m.Role)
-		writeField(h, m.Content)
-		writeUint(h, uint64(m.Images))
+		b = appendField(b, m.Role)
+		b = appendField(b, m.Content)
+		b = binary.BigEndian.AppendUint64(b, uint64(m.Images))
 		if m.Role == RoleUser {
 			break
 		}
 	}
-	return "c:" + sum(h)
+	return b
+}
+
+// keyOf turns keyInput's bytes into the key: the prefix, ':' and the
+// first keyHexLen hex digits of the sha256 of the input.
+func keyOf(in []byte) string {
+	sum := sha256.Sum256(in[1:])
+	var out [2 + keyHexLen]byte
+	out[0], out[1] = in[0], ':'
+	hex.Encode(out[2:], sum[:keyHexLen/2])
+	return string(out[:])
+}
+
+// appendField appends s length-prefixed (8 bytes, big-endian), so field
+// boundaries are unambiguous.
+func appendField(b []byte, s string) []byte {
+	b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// KeyCache remembers the conversation keys of recent requests, so that a
+// conversation's later requests (which share its prelude: a system prompt
+// of many kilobytes, for an agent) pay a fast non-cryptographic hash of
+// the prelude instead of its sha256. The cache is keyed by two 64-bit
+// hashes with secret random seeds, so neither chance nor a client can make
+// two preludes share an entry. The zero value is not usable: use
+// NewKeyCache. It is safe for concurrent use.
+type KeyCache struct {
+	s1, s2 maphash.Seed
+	max    int
+
+	mu   sync.Mutex
+	keys map[[2]uint64]string
+}
+
+// NewKeyCache returns a cache of at most max keys (it is emptied when
+// full: forgetting a key costs one sha256).
+func NewKeyCache(max int) *KeyCache {
+	return &KeyCache{s1: maphash.MakeSeed(), s2: maphash.MakeSeed(), max: max, keys: make(map[[2]uint64]string)}
+}
+
+// Key returns ConversationKey(r, explicit).
+func (c *KeyCache) Key(r *Request, explicit string) string {
+	var buf [512]byte
+	in := keyInput(buf[:0], r, explicit)
+	id := [2]uint64{maphash.Bytes(c.s1, in), maphash.Bytes(c.s2, in)}
+	c.mu.Lock()
+	k, ok := c.keys[id]
+	c.mu.Unlock()
+	if ok {
+		return k
+	}
+	k = keyOf(in)
+	c.mu.Lock()
+	if len(c.keys) >= c.max {
+		clear(c.keys)
+	}
+	c.keys[id] = k
+	c.mu.Unlock()
+	return k
 }
 
 // TurnKey names the open turn of r within conversation (a

@@ -2,6 +2,7 @@ package conv
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"regexp"
 	"strings"
 	"testing"
@@ -125,6 +126,49 @@ func TestConversationKeyIgnoresLaterMessages(t *testing.T) {
 	for _, tt := range tests {
 		if got := ConversationKey(mustParse(t, tt.body), ""); got != base {
 			t.Errorf("%s: key %q, want %q", tt.name, got, base)
+		}
+	}
+}
+
+// oldConversationKey is ConversationKey as first written (sha256.New and
+// writeField): keys are stored on disk, so they must never change.
+func oldConversationKey(r *Request, explicit string) string {
+	if explicit != "" {
+		h := sha256.New()
+		writeField(h, "shaperproxy/conv/header/v1")
+		writeField(h, explicit)
+		return "h:" + sum(h)
+	}
+	h := sha256.New()
+	writeField(h, "shaperproxy/conv/prelude/v1")
+	for _, m := range r.Messages {
+		if m.Role == RoleAssistant || m.Role == RoleTool {
+			continue
+		}
+		writeField(h, m.Role)
+		writeField(h, m.Content)
+		writeUint(h, uint64(m.Images))
+		if m.Role == RoleUser {
+			break
+		}
+	}
+	return "c:" + sum(h)
+}
+
+func TestConversationKeyUnchanged(t *testing.T) {
+	cache := NewKeyCache(2)
+	for _, body := range applyBodies(t) {
+		r := parseBytes(t, body)
+		for _, explicit := range []string{"", "my-session", strings.Repeat("x", 600)} {
+			want := oldConversationKey(r, explicit)
+			if got := ConversationKey(r, explicit); got != want {
+				t.Errorf("ConversationKey = %q, want %q", got, want)
+			}
+			for range 2 { // a miss, then a hit
+				if got := cache.Key(r, explicit); got != want {
+					t.Errorf("KeyCache.Key = %q, want %q", got, want)
+				}
+			}
 		}
 	}
 }

@@ -59,6 +59,8 @@ type Message struct {
 	ToolCalls []ToolCall
 	// ToolCallID is the "tool_call_id" string (role "tool").
 	ToolCallID string
+
+	dup bool // the message object repeats a key
 }
 
 // ToolCall is one tool call of an assistant message or of a response.
@@ -89,7 +91,8 @@ func parseMessage(i int, v gjson.Result, dup *bool) Message {
 	if !v.IsObject() {
 		return m
 	}
-	k := lastKeys(v, dup, messageKeys...)
+	k := lastKeys(v, &m.dup, messageKeys...)
+	*dup = *dup || m.dup
 	m.Role = str(k.get("role"))
 	m.Name = str(k.get("name"))
 	m.ToolCallID = str(k.get("tool_call_id"))

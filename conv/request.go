@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -17,9 +18,12 @@ var ErrNotChat = errors.New("conv: not a chat completions request")
 
 // Request is a read-only view of a chat completions request body.
 //
-// Every field is derived from Body, which is not copied: the caller must not
-// change Body while the view is in use. Its only other state is a cache of
-// Turns filled once; its methods are safe for concurrent use.
+// Every field is derived from Body, which is not copied: its strings share
+// Body's memory, so the caller must not change Body while the view, or a
+// string taken from it, is in use (a string kept long after the request,
+// in a cache, should be cloned so that it does not hold the whole body).
+// Its only other state is a cache of Turns filled once; its methods are
+// safe for concurrent use.
 type Request struct {
 	// Body is the raw body the view was built over. All byte ranges
 	// (Message.Start, Message.ReasoningStart, ...) are offsets into it.
@@ -41,6 +45,34 @@ type Request struct {
 	// encoding/json and Python's json do), while a gjson path lookup finds
 	// the first: callers that edit by path should leave such bodies alone.
 	DuplicateKeys bool
+
+	// fields are the members of the top-level object, in body order.
+	fields []Field
+	// msgDup is true when a message object repeats a key (DuplicateKeys
+	// less the top level's).
+	msgDup bool
+}
+
+// Field is one member of a request's top-level object: its key and the
+// byte range of its value within Body.
+type Field struct {
+	Key        string
+	Start, End int
+}
+
+// Fields returns the members of the top-level object in body order (a
+// repeated key once per occurrence). Callers must not modify the result.
+func (r *Request) Fields() []Field { return r.fields }
+
+// Field returns the value range of the first member named key (the one a
+// gjson path lookup finds), and whether there is one.
+func (r *Request) Field(key string) (f Field, ok bool) {
+	for _, f := range r.fields {
+		if f.Key == key {
+			return f, true
+		}
+	}
+	return Field{}, false
 }
 
 // ParseRequest builds a read-only view of a chat completions request body.
@@ -56,12 +88,15 @@ func ParseRequest(body []byte) (*Request, error) {
 	if !ValidJSON(body) {
 		return nil, fmt.Errorf("%w: invalid json", ErrNotChat)
 	}
-	root := gjson.ParseBytes(body)
+	// The view's strings share body's memory (see Request): copying a
+	// body of a megabyte for every request was a fifth of the proxy's
+	// garbage.
+	root := gjson.Parse(bodyString(body))
 	if !root.IsObject() {
 		return nil, fmt.Errorf("%w: not an object", ErrNotChat)
 	}
 	r := &Request{Body: body}
-	top := lastKeys(root, &r.DuplicateKeys, "messages", "model", "stream")
+	top := r.topLevel(root)
 	if !top.get("messages").IsArray() {
 		return nil, fmt.Errorf("%w: no messages array", ErrNotChat)
 	}
@@ -69,13 +104,49 @@ func ParseRequest(body []byte) (*Request, error) {
 		r.Model = m.Str
 	}
 	r.Stream = top.get("stream").Type == gjson.True
-	r.Messages = parseMessages(top.get("messages"), &r.DuplicateKeys)
+	r.Messages = parseMessages(top.get("messages"), &r.msgDup)
+	r.DuplicateKeys = r.DuplicateKeys || r.msgDup
 	return r, nil
+}
+
+// topKeys are the top-level keys the view reads.
+var topKeys = []string{"messages", "model", "stream"}
+
+// bodyString returns body as a string sharing its memory.
+func bodyString(body []byte) string {
+	if len(body) == 0 {
+		return ""
+	}
+	return unsafe.String(&body[0], len(body))
+}
+
+// topLevel reads the top-level object: it records every member in
+// r.fields, sets r.DuplicateKeys when a key repeats, and returns the last
+// value of the keys the view reads.
+func (r *Request) topLevel(root gjson.Result) keyVals {
+	out := keyVals{names: topKeys}
+	var seenBuf [16]string
+	seen := seenBuf[:0]
+	r.fields = make([]Field, 0, 8)
+	root.ForEach(func(k, v gjson.Result) bool {
+		if slices.Contains(seen, k.Str) {
+			r.DuplicateKeys = true
+		}
+		seen = append(seen, k.Str)
+		r.fields = append(r.fields, Field{Key: k.Str, Start: v.Index, End: v.Index + len(v.Raw)})
+		for i, w := range out.names {
+			if k.Str == w {
+				out.vals[i] = v
+			}
+		}
+		return true
+	})
+	return out
 }
 
 // parseMessages builds one Message per element of the messages array.
 func parseMessages(arr gjson.Result, dup *bool) []Message {
-	var msgs []Message
+	msgs := make([]Message, 0, min(len(arr.Raw)/256+2, 256))
 	arr.ForEach(func(_, v gjson.Result) bool {
 		msgs = append(msgs, parseMessage(len(msgs), v, dup))
 		return true

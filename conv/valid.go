@@ -14,29 +14,36 @@ const MaxDepth = 10000
 // million '[' kills the process). It remembers one byte per open array or
 // object, nothing else, and reads data once. Use it, not gjson.Valid, on
 // bytes a client or an upstream sent.
-func ValidJSON(data []byte) bool { return valid(data) }
+func ValidJSON(data []byte) bool { return valid(data, MaxDepth) }
 
 // ValidJSONString is ValidJSON for a string.
-func ValidJSONString(s string) bool { return valid(s) }
+func ValidJSONString(s string) bool { return valid(s, MaxDepth) }
 
 // text is what the validator reads.
 type text interface{ ~string | ~[]byte }
 
 // valid walks the value iteratively: open holds the containers that are
-// open ('{' or '['), innermost last.
-func valid[T text](d T) bool {
+// open ('{' or '['), innermost last; at most maxDepth may be (a value
+// nested inside others is checked alone with what is left of MaxDepth).
+func valid[T text](d T, maxDepth int) bool {
+	end, ok := validValue(d, skipSpace(d, 0), maxDepth)
+	return ok && end == len(d)
+}
+
+// validValue checks the one value that starts at d[i] and returns where
+// it ends (white space after it skipped).
+func validValue[T text](d T, i, maxDepth int) (int, bool) {
 	var buf [64]byte
 	open := buf[:0]
-	i := skipSpace(d, 0)
 	for {
 		if i >= len(d) {
-			return false
+			return i, false
 		}
 		var ok bool
 		switch c := d[i]; c {
 		case '{', '[':
-			if len(open) == MaxDepth {
-				return false
+			if len(open) == maxDepth {
+				return i, false
 			}
 			open = append(open, c)
 			i = skipSpace(d, i+1)
@@ -45,18 +52,18 @@ func valid[T text](d T) bool {
 			}
 			if c == '{' {
 				if i, ok = member(d, i); !ok {
-					return false
+					return i, false
 				}
 			}
 			continue
 		default:
 			if i, ok = scalar(d, i); !ok {
-				return false
+				return i, false
 			}
 		}
 		var more bool
 		if i, open, more, ok = after(d, i, open); !more {
-			return ok
+			return i, ok
 		}
 	}
 }
@@ -64,12 +71,12 @@ func valid[T text](d T) bool {
 // after moves past the end of a value: it closes the containers that end
 // there and stops at the next value (after its comma, and its key in an
 // object). more is false when no value follows; ok then tells whether the
-// document ended correctly.
+// outermost value ended well (at i, white space skipped).
 func after[T text](d T, i int, open []byte) (next int, stack []byte, more, ok bool) {
 	for {
 		i = skipSpace(d, i)
 		if len(open) == 0 {
-			return i, open, false, i == len(d)
+			return i, open, false, true
 		}
 		if i >= len(d) {
 			return i, open, false, false

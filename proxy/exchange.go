@@ -23,6 +23,7 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 	defer cancel(nil)
 	out = out.WithContext(ctx)
 	sinks := p.observe(call, out, body)
+	p.debugRequest(call, body)
 	resp, err := p.transportFor(call.route).RoundTrip(out)
 	if err != nil {
 		end := p.upstreamFailure(w, call, clientCtx, err)
@@ -32,19 +33,21 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 		return false
 	}
 	defer resp.Body.Close()
-	p.metrics.firstByte.WithLabelValues(call.Route).Observe(call.Since().Seconds())
-	p.metrics.bytes.WithLabelValues("upstream").Add(float64(len(body)))
+	call.times = callTimes{header: call.Since()}
+	p.metrics.counter(p.metrics.bytes, "upstream").Add(float64(len(body)))
 	info := &ResponseInfo{
 		Status: resp.StatusCode, Header: resp.Header,
 		Stream:  isEventStream(resp.Header),
 		Encoded: contentEncoding(resp.Header) != "",
 	}
 	sinks.Response(info)
+	p.debugResponse(call, info)
 	// The idle limit covers every read of the body, the few the retry
 	// question makes included.
 	idle := time.AfterFunc(p.opts.StreamIdleTimeout, func() { cancel(errIdle) })
 	defer idle.Stop()
-	resp.Body = readCloser{&idleReader{r: resp.Body, t: idle, d: p.opts.StreamIdleTimeout}, resp.Body}
+	ir := &idleReader{r: resp.Body, t: idle, d: p.opts.StreamIdleTimeout, start: call.Start}
+	resp.Body = readCloser{ir, resp.Body}
 	if p.askRetry(call, resp) {
 		sinks.End(End{Outcome: OutcomeRetried, Status: resp.StatusCode, Duration: call.Since()})
 		return true
@@ -69,9 +72,17 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 	end.Status = resp.StatusCode
 	end = classifyEnd(end, ctx, clientCtx)
 	end.Duration = call.Since()
+	call.times.firstByte = ir.first
+	if end.Outcome == OutcomeComplete {
+		// The answer is whole: it goes to the client now, not when the
+		// handler returns, so the observers' end of the call and the
+		// metrics are no longer part of its latency. (A body of known
+		// length is still sent in one write.)
+		_ = http.NewResponseController(w).Flush()
+	}
 	sinks.End(end)
 	p.finish(call, info, end)
-	if end.Outcome == OutcomeUpstreamError || end.Outcome == OutcomeTimeout {
+	if end.Outcome == OutcomeUpstreamError || end.Outcome == OutcomeTimeout || end.Outcome == OutcomeShutdown {
 		// Pass the truncation on as a truncation: closing the response
 		// normally would end the chunked body cleanly and the client
 		// would take a cut stream for a whole one.
@@ -129,6 +140,8 @@ func classifyEnd(end End, ctx, clientCtx context.Context) End {
 	switch {
 	case end.Err == "":
 		end.Outcome = OutcomeComplete
+	case errors.Is(context.Cause(clientCtx), errShutdown):
+		end.Outcome, end.Err = OutcomeShutdown, "cut: "+errShutdown.Error()
 	case end.Outcome == OutcomeClientCancelled || clientCtx.Err() != nil:
 		end.Outcome = OutcomeClientCancelled
 	case errors.Is(context.Cause(ctx), errIdle):
@@ -139,12 +152,19 @@ func classifyEnd(end End, ctx, clientCtx context.Context) End {
 	return end
 }
 
+// writeHeader writes the upstream's response header to the client,
+// without hop-by-hop headers, and with the proxy's own call id (an
+// upstream's, from a proxy behind this one, is replaced).
 func (p *Proxy) writeHeader(w http.ResponseWriter, resp *http.Response) {
 	h := w.Header()
+	id := h.Get(CallIDHeader)
 	for k, vv := range resp.Header {
 		h[k] = vv
 	}
 	removeHopHeaders(h)
+	if id != "" {
+		h.Set(CallIDHeader, id)
+	}
 	w.WriteHeader(resp.StatusCode)
 }
 
@@ -162,11 +182,17 @@ func (p *Proxy) copyEvents(w http.ResponseWriter, src io.Reader, call *Call, sin
 	out := newEventWriter(w)
 	c := &eventCopy{p: p, out: out, fin: fin}
 	rd := sse.NewReaderOptions(src, sse.Options{MaxEvent: p.opts.MaxEventBytes, Spill: c.spill})
+	tok := tokenWatch{done: !call.Chat}
+	defer func() { call.times.firstToken = tok.at }()
 	var end End
+	var ev sse.Event // one for the stream: the sinks get its address, so a new one per event was an allocation
 	for seq := 0; ; seq++ {
-		ev, err := rd.Next()
+		var err error
+		ev, err = rd.Next()
 		if len(ev.Raw) > 0 {
-			sinks.Event(&ev, seq, call.Since())
+			at := call.Since()
+			tok.see(&ev, at)
+			sinks.Event(&ev, seq, at)
 			if c.pass(&ev) != nil {
 				return clientGone(end)
 			}
@@ -364,7 +390,12 @@ func safeEndBody(ctx context.Context, fin FinishSession, body []byte, keepAlive 
 func (p *Proxy) copyRaw(w http.ResponseWriter, src io.Reader, length int64, call *Call, info *ResponseInfo, sinks sinkList) End {
 	rc := http.NewResponseController(w)
 	tee := p.newTee(sinks, call, info)
-	defer tee.Close()
+	defer func() {
+		tee.Close()
+		if tee.tok.at > 0 {
+			call.times.firstToken = tee.tok.at
+		}
+	}()
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp
@@ -400,16 +431,22 @@ func clientGone(end End) End {
 	return end
 }
 
-// idleReader resets the idle timer after every read.
+// idleReader resets the idle timer after every read, and notes when the
+// first byte came (since start).
 type idleReader struct {
-	r io.Reader
-	t *time.Timer
-	d time.Duration
+	r     io.Reader
+	t     *time.Timer
+	d     time.Duration
+	start time.Time
+	first time.Duration
 }
 
 func (i *idleReader) Read(p []byte) (int, error) {
 	n, err := i.r.Read(p)
 	i.t.Reset(i.d)
+	if n > 0 && i.first == 0 {
+		i.first = max(time.Since(i.start), 1)
+	}
 	return n, err
 }
 
@@ -434,6 +471,10 @@ func (p *Proxy) upstreamFailure(w http.ResponseWriter, call *Call, clientCtx con
 	end := End{Err: describeErr(err)}
 	which := "the upstream for route " + quote(call.Route)
 	switch {
+	case errors.Is(context.Cause(clientCtx), errShutdown):
+		end.Outcome, end.Status, end.Err = OutcomeShutdown, http.StatusServiceUnavailable, "cut: "+errShutdown.Error()
+		writeError(w, end.Status, "shutting_down", "shaperproxy: the proxy is stopping; the call was cut before the upstream answered")
+		return end
 	case clientCtx.Err() != nil:
 		end.Outcome = OutcomeClientCancelled
 		return end

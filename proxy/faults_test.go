@@ -397,7 +397,7 @@ func TestHealthzAndMetrics(t *testing.T) {
 	}
 	// The call is counted when the handler returns, which may be just
 	// after the client read the last byte: wait for it.
-	wants := []string{`shaperproxy_requests_total{method="POST",outcome="complete",route="default",status="200"} 1`, "shaperproxy_stream_events_total 2", "shaperproxy_request_duration_seconds_bucket"}
+	wants := []string{`shaperproxy_requests_total{method="POST",model="deepseek-reasoner",outcome="complete",route="default",status="200"} 1`, "shaperproxy_stream_events_total 2", "shaperproxy_request_duration_seconds_bucket"}
 	var body []byte
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if _, body = do(t, rawClient(), "GET", px.URL+"/metrics", nil, nil); containsAll(string(body), wants) {

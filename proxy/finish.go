@@ -1,37 +1,90 @@
 package proxy
 
 import (
-	"context"
-	"log/slog"
+	"bytes"
 	"strconv"
 	"time"
+
+	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/sse"
+	"github.com/tidwall/gjson"
 )
 
 // finish records a finished call in the metrics and the log. The log line
-// holds no body, header or query value.
+// holds no body, header or key.
 func (p *Proxy) finish(call *Call, info *ResponseInfo, end End) {
 	end.Duration = time.Since(call.Start)
+	model := p.metrics.models.value(call.Model)
 	status := strconv.Itoa(end.Status)
-	p.metrics.requests.WithLabelValues(call.Route, methodLabel(call.Method), status, string(end.Outcome)).Inc()
-	p.metrics.duration.WithLabelValues(call.Route).Observe(end.Duration.Seconds())
-	p.metrics.bytes.WithLabelValues("client").Add(float64(end.Bytes))
-	if info != nil && info.Stream {
-		p.metrics.streams.WithLabelValues(call.Route).Inc()
-	}
+	m := p.metrics
+	m.counter(m.requests, call.Route, methodLabel(call.Method), status, string(end.Outcome), model).Inc()
+	m.observer(m.duration, call.Route, model).Observe(end.Duration.Seconds())
+	m.counter(m.bytes, "client").Add(float64(end.Bytes))
+	p.observeTimes(call, info, end, model)
 	if end.Outcome == OutcomeUpstreamError || end.Outcome == OutcomeTimeout {
 		if end.Status != 0 && info != nil {
-			p.metrics.upstreamErrors.WithLabelValues(call.Route, string(end.Outcome)).Inc()
+			m.counter(m.upstreamErrors, call.Route, string(end.Outcome)).Inc()
 		}
 	}
-	level := slog.LevelInfo
-	if end.Outcome != OutcomeComplete {
-		level = slog.LevelWarn
+	p.logCall(call, end)
+}
+
+// observeTimes records when the upstream answered: its response header,
+// the first byte of its body, the first token of a chat stream, and how
+// long a stream ran after its header.
+func (p *Proxy) observeTimes(call *Call, info *ResponseInfo, end End, model string) {
+	m := p.metrics
+	t := call.times
+	if t.header > 0 {
+		m.observer(m.header, call.Route, model).Observe(t.header.Seconds())
 	}
-	p.log.LogAttrs(context.Background(), level, "call",
-		slog.String("call", call.ID), slog.String("route", call.Route),
-		slog.String("method", call.Method), slog.String("path", call.Path),
-		slog.String("model", call.Model), slog.Bool("stream", call.Stream),
-		slog.Int("status", end.Status), slog.String("outcome", string(end.Outcome)),
-		slog.Int64("bytes", end.Bytes), slog.Int("events", end.Events),
-		slog.Duration("duration", end.Duration), slog.String("err", end.Err))
+	if t.firstByte > 0 {
+		m.observer(m.firstByte, call.Route, model).Observe(t.firstByte.Seconds())
+	}
+	if t.firstToken > 0 {
+		m.observer(m.firstToken, call.Route, model).Observe(t.firstToken.Seconds())
+	}
+	if info != nil && info.Stream {
+		m.counter(m.streams, call.Route, model).Inc()
+		if t.header > 0 && end.Duration > t.header {
+			m.observer(m.streamDuration, call.Route, model).Observe((end.Duration - t.header).Seconds())
+		}
+	}
+}
+
+// callTimes are the moments of a call's answer, as durations since it
+// started (0: not seen).
+type callTimes struct {
+	header     time.Duration // the upstream's response header
+	firstByte  time.Duration // the first byte of its body
+	firstToken time.Duration // the first content or reasoning text of a chat stream
+}
+
+// tokenWatch notes when the first token of a chat stream came: the first
+// event whose choices carry content or reasoning text. Once seen (or when
+// done starts true, for other responses), events are no longer looked at.
+type tokenWatch struct {
+	done bool
+	at   time.Duration
+}
+
+func (w *tokenWatch) see(ev *sse.Event, at time.Duration) {
+	if w.done || !carriesToken(ev.Data) {
+		return
+	}
+	w.done, w.at = true, max(at, 1)
+}
+
+// carriesToken reports whether a chat stream chunk's data carries content
+// or reasoning text in a choice's delta.
+func carriesToken(data []byte) bool {
+	if !bytes.Contains(data, []byte(`"delta"`)) {
+		return false
+	}
+	found := false
+	gjson.GetBytes(data, "choices").ForEach(func(_, choice gjson.Result) bool {
+		found = conv.DeltaHasText(choice.Get("delta"))
+		return !found
+	})
+	return found
 }

@@ -23,6 +23,8 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, route *Route, pa
 		ID: newCallID(), Route: route.Name, Method: r.Method, Path: path,
 		RawQuery: r.URL.RawQuery, Header: r.Header, Start: time.Now(), route: route, p: p,
 	}
+	r = p.begin(w, r, call) // the response carries the call id; a stop can cut the call
+	defer p.end(call)
 	p.metrics.inflight.Inc()
 	defer p.metrics.inflight.Dec()
 	cw := newClientWriter(w, p.opts.ClientIdleTimeout)
@@ -65,15 +67,29 @@ func isChatPath(method, path string) bool {
 
 // parse fills the call's chat fields from the body. A body that is not a
 // chat request leaves them empty; it is forwarded untouched.
+//
+// A conversation's request repeats the history of its previous one: the
+// Reparser takes the messages it repeats from that one's view instead of
+// validating and parsing them again.
 func (p *Proxy) parse(call *Call, body []byte) {
-	view, err := conv.ParseRequest(body)
+	view, err := p.reparse.Parse(body)
 	if err != nil {
 		return
 	}
 	call.Chat, call.View, call.clientView = true, view, view
 	call.Model, call.Stream = view.Model, view.Stream
-	call.Conversation = conv.ConversationKey(view, call.Header.Get("X-Shaper-Conversation"))
+	call.Conversation = p.keys.Key(view, call.Header.Get("X-Shaper-Conversation"))
 }
+
+// reparseBytes bounds the earlier requests the proxy keeps to parse the
+// next ones faster (their bodies: the views are small beside them).
+const reparseBytes = 32 << 20
+
+// SetView gives the proxy the view of the body a transform is about to
+// return (v.Body must be that very slice, as conv.Request.Apply makes
+// it): the proxy then hands it to the later transforms and the finishers
+// instead of parsing the body again. A view of another body is ignored.
+func (c *Call) SetView(v *conv.Request) { c.nextView = v }
 
 // transform runs the request transforms in order. A transform that fails
 // or panics is skipped; the body it was given goes on.
@@ -82,7 +98,9 @@ func (p *Proxy) transform(ctx context.Context, call *Call, body []byte) []byte {
 		return body
 	}
 	call.View, call.changedBy = call.clientView, nil
+	defer func() { call.nextView = nil }()
 	for i, t := range p.opts.Transforms {
+		call.nextView = nil
 		out, err := safeTransform(ctx, t, call, body)
 		if err != nil {
 			p.metrics.transformErrors.Inc()
@@ -92,16 +110,26 @@ func (p *Proxy) transform(ctx context.Context, call *Call, body []byte) []byte {
 		if !bytes.Equal(out, body) {
 			body = out
 			call.changedBy = append(call.changedBy, t)
-			// A view of the new body is needed by the next transform and
-			// by finishers; parsing a long history costs milliseconds.
-			if i < len(p.opts.Transforms)-1 || len(p.opts.Finishers) > 0 {
-				if v, err := conv.ParseRequest(body); err == nil {
-					call.View = v
-				}
-			}
+			call.View = p.viewOf(call, body, i)
 		}
 	}
 	return body
+}
+
+// viewOf returns the view of body, the output of transform i: the one the
+// transform gave (SetView), else a parse when a later transform or a
+// finisher needs it (a long history costs milliseconds to parse), else the
+// view as it was. A body that does not parse keeps the view as it was.
+func (p *Proxy) viewOf(call *Call, body []byte, i int) *conv.Request {
+	if v := call.nextView; v != nil && len(v.Body) == len(body) && (len(body) == 0 || &v.Body[0] == &body[0]) {
+		return v
+	}
+	if i < len(p.opts.Transforms)-1 || len(p.opts.Finishers) > 0 {
+		if v, err := conv.ParseRequest(body); err == nil {
+			return v
+		}
+	}
+	return call.View
 }
 
 func safeTransform(ctx context.Context, t RequestTransform, call *Call, body []byte) (out []byte, err error) {

@@ -66,9 +66,12 @@ type Call struct {
 	// upstream; the shaping transform sets it, the capture records it.
 	Reasoning ReasoningCount
 
+	times callTimes // when the upstream answered (metrics and the log line)
+
 	values     map[any]any // typed per-call values (Key)
 	p          *Proxy
 	clientView *conv.Request
+	nextView   *conv.Request // the view a transform gave of its output (SetView)
 	changedBy  []RequestTransform
 	route      *Route
 }
@@ -218,6 +221,9 @@ const (
 	// OutcomeBadRequest ends a call whose request body could not be read
 	// whole (cut short, malformed chunking): the client got a 400.
 	OutcomeBadRequest Outcome = "bad_request"
+	// OutcomeShutdown ends a call cut because the program was stopping
+	// and the call outlasted the grace period (or a second signal came).
+	OutcomeShutdown Outcome = "shutdown"
 )
 
 // End summarises a finished call.

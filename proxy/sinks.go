@@ -65,10 +65,11 @@ type tee struct {
 	events   int
 	maxEvent int // what the decoder keeps of one event
 	metrics  *Metrics
+	tok      tokenWatch // the first token of a decoded chat stream
 }
 
 func (p *Proxy) newTee(sinks sinkList, call *Call, info *ResponseInfo) *tee {
-	t := &tee{sinks: sinks, maxEvent: p.opts.MaxEventBytes, metrics: p.metrics}
+	t := &tee{sinks: sinks, maxEvent: p.opts.MaxEventBytes, metrics: p.metrics, tok: tokenWatch{done: !call.Chat || !info.Stream}}
 	if len(sinks) == 0 {
 		return t
 	}
@@ -91,8 +92,8 @@ func (t *tee) Write(p []byte) {
 	}
 }
 
-// Close ends the tee and returns the number of events decoded. It is safe
-// to call more than once.
+// Close ends the tee and returns the number of events decoded; the tee's
+// tokenWatch may be read after it. It is safe to call more than once.
 func (t *tee) Close() int {
 	if t.pw != nil {
 		_ = t.pw.Close()
@@ -126,14 +127,18 @@ func (t *tee) decode(pr *io.PipeReader, call *Call, info *ResponseInfo) {
 	// The decoded side copy keeps at most maxEvent bytes of an event,
 	// whatever the compressed body expands to.
 	rd := sse.NewReaderOptions(r, sse.Options{MaxEvent: t.maxEvent})
+	var ev sse.Event // one for the stream, as in copyEvents
 	for ; ; n++ {
-		ev, err := rd.Next()
+		var err error
+		ev, err = rd.Next()
 		if len(ev.Raw) > 0 {
 			if ev.Truncated {
 				t.metrics.truncated.Inc()
 				t.metrics.truncatedBytes.Add(float64(ev.Size - int64(len(ev.Raw))))
 			}
-			t.sinks.Event(&ev, n, call.Since())
+			at := call.Since()
+			t.tok.see(&ev, at)
+			t.sinks.Event(&ev, n, at)
 		}
 		if err != nil {
 			return

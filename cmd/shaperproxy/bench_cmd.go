@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"io"
 	"log/slog"
 	"os"
@@ -11,21 +10,28 @@ import (
 	"github.com/shaperproxy/shaperproxy/internal/config"
 )
 
+const benchUsage = `usage: shaperproxy bench [flags]
+
+Measures the proxy against a baseline in the same run: the README's table.`
+
 // runBench is the command "bench": the README's benchmark table, every
 // figure against a baseline measured in the same run.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("bench", benchUsage, stdout)
 	o := bench.Options{Build: benchBuild}
 	fs.BoolVar(&o.Quick, "quick", false, "small sizes, for a smoke run")
-	fs.StringVar(&o.Only, "only", "", "run only these `sections` (comma-separated: nonstream,stream,rss,shaping,review)")
+	fs.StringVar(&o.Only, "only", "", "run only these `sections` (comma-separated: nonstream,stream,rss,shaping,review,abuse,cost; cost:latency, cost:saturation, cost:stream for a part of cost)")
+	fs.StringVar(&o.Profile, "profile", "", "write the CPU and allocation profiles of the cost section's children (each proxy, the reverse proxy, the upstream) into `dir`")
 	fs.BoolVar(&o.Subprocess, "subprocess", false, "run each proxy in a child process of its own (RSS is then the proxy's alone)")
-	child := fs.Bool("child", false, "internal: serve one proxy variant until stdin closes (args: variant fake-url stream-url dir)")
-	if err := fs.Parse(args); err != nil {
+	child := fs.Bool("child", false, "internal: serve one proxy variant until stdin closes (args: variant fake-url stream-url dir; or upstream; or reverseproxy upstream-url)")
+	pos, err := fs.parseInterspersed(args)
+	switch {
+	case err != nil:
 		return err
-	}
-	if *child {
-		return bench.ServeChild(benchBuild, fs.Args())
+	case *child:
+		return bench.ServeChild(benchBuild, pos)
+	case len(pos) > 0:
+		return fs.usageErr("unexpected argument %q", pos[0])
 	}
 	exe, err := os.Executable()
 	if err != nil {

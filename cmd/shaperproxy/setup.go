@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shaperproxy/shaperproxy/capture"
+	"github.com/shaperproxy/shaperproxy/internal/accounting"
 	"github.com/shaperproxy/shaperproxy/internal/config"
 	"github.com/shaperproxy/shaperproxy/internal/deliberate"
 	"github.com/shaperproxy/shaperproxy/internal/guard"
@@ -78,6 +79,7 @@ func build(c config.Config, logger *slog.Logger) (st *stack, err error) {
 		collectors = append(collectors, cs...)
 	}
 
+	collectors = append(collectors, ledger.Collectors(led)...)
 	restorer := review.NewRestorer(led)
 	st.closers = append(st.closers, restorer.Close)
 	add(restorer, restorer.Collectors())
@@ -101,6 +103,9 @@ func build(c config.Config, logger *slog.Logger) (st *stack, err error) {
 	st.closers = append(st.closers, shaper.Close)
 	add(shaper, shaper.Collectors())
 	collectors = append(collectors, originals.Collectors(st.originals)...)
+	meter := accounting.NewMeter(profiles, 0) // tokens and cost the upstreams report, in /metrics
+	opts.Observers = append(opts.Observers, meter)
+	collectors = append(collectors, meter.Collectors()...)
 
 	if c.Capture.Enabled {
 		copts := c.Capture.Options(filepath.Join(c.DataDir, capture.Dir))

@@ -12,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 )
@@ -32,21 +31,31 @@ type sizes struct {
 	// body's size, concurrent streams and their events
 	bomb, flat            int64
 	abuseStreams, abuseEv int
+	cost                  costSizes
 }
 
 // Options configure a run.
 type Options struct {
 	Quick      bool   // small sizes, for a smoke run
-	Only       string // run only these sections (comma-separated: nonstream,stream,rss,shaping,review,abuse)
+	Only       string // run only these sections (comma-separated: nonstream,stream,rss,shaping,review,abuse,cost; cost:latency, cost:saturation, cost:stream for parts of cost)
 	Subprocess bool   // each proxy in a child process of its own
 	// Build builds a proxy variant in this process.
 	Build Build
 	// Child is the command line that runs ServeChild in a new process
 	// (with Subprocess); the variant's arguments are appended.
 	Child []string
+	// Profile, when set, is a directory where the cost section's proxy
+	// children write their CPU and allocation profiles (ProfileEnv).
+	Profile string
 }
 
 func pick(quick bool) sizes {
+	s := pickSizes(quick)
+	s.cost = pickCost(quick)
+	return s
+}
+
+func pickSizes(quick bool) sizes {
 	if quick {
 		return sizes{rate: 500, nonStream: 200, streams: 2, events: 200, eventGap: 500 * time.Microsecond, bigStream: 32 << 20, warmup: 50, shapeRequests: 5, originalsPuts: 50, reviewRequests: 5,
 			bomb: 16 << 20, flat: 8 << 20, abuseStreams: 20, abuseEv: 20}
@@ -70,10 +79,10 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 		fn   func(context.Context, *env, sizes, *table) error
 	}{
 		{"nonstream", benchNonStream}, {"stream", benchStream}, {"rss", benchRSS},
-		{"shaping", benchShaping}, {"review", benchReview}, {"abuse", benchAbuse},
+		{"shaping", benchShaping}, {"review", benchReview}, {"abuse", benchAbuse}, {"cost", benchCost},
 	}
 	for _, sec := range sections {
-		if only != "" && !slices.Contains(strings.Split(only, ","), sec.name) {
+		if only != "" && !selected(only, sec.name, &sz) {
 			continue
 		}
 		if err := sec.fn(ctx, e, sz, t); err != nil {
@@ -87,6 +96,23 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 	fmt.Fprintf(out, "shaperproxy bench (%s, GOMAXPROCS=%d, %s; direct = straight to the fake upstream, proxy = through shaperproxy)\n\n", mode(quick), gomaxprocs(), where)
 	t.print(out)
 	return nil
+}
+
+// selected reports whether the -only list names section name, and takes
+// what it names of the section's parts ("cost:stream,cost:latency").
+func selected(only, name string, sz *sizes) bool {
+	found := false
+	for _, s := range strings.Split(only, ",") {
+		sec, part, _ := strings.Cut(s, ":")
+		if sec != name {
+			continue
+		}
+		found = true
+		if part != "" && name == "cost" {
+			sz.cost.parts = append(sz.cost.parts, part)
+		}
+	}
+	return found
 }
 
 func mode(quick bool) string {

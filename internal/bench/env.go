@@ -35,6 +35,7 @@ type env struct {
 	proxies  []Proxy
 	closers  []func()
 	dir      string
+	profile  string // ProfileEnv for the children of the cost section
 }
 
 // The proxy variants measured against the direct baseline.
@@ -51,7 +52,7 @@ const (
 // garbage collector and scheduler apart from the client's and the
 // upstream's), in this process otherwise (the tests).
 func newEnv(o Options) (*env, error) {
-	e := &env{fake: fakeupstream.New(), build: o.Build, child: o.Child}
+	e := &env{fake: fakeupstream.New(), build: o.Build, child: o.Child, profile: o.Profile}
 	subprocess := o.Subprocess
 	var err error
 	if e.fakeURL, err = startServer(e.fake, &e.closers); err != nil {
@@ -142,7 +143,14 @@ func (e *env) startChild(variant string) error {
 // ServeChild is the child side of Options.Subprocess: it serves one
 // variant (args: variant, fake upstream URL, stream upstream URL, data
 // directory), prints its URL, and returns when stdin closes.
+//
+// The cost section's children are served here too: "upstream" (no
+// arguments) and "reverseproxy" (the upstream URL). With ProfileEnv set, a
+// proxy variant writes its CPU and allocation profiles there.
 func ServeChild(build Build, args []string) error {
+	if len(args) > 0 && (args[0] == roleUpstream || args[0] == roleReverseProxy) {
+		return serveRole(args[0], args[1:])
+	}
 	if len(args) != 4 {
 		return fmt.Errorf("bench child: want variant, fake URL, stream URL and directory, got %q", args)
 	}
@@ -151,6 +159,7 @@ func ServeChild(build Build, args []string) error {
 		return err
 	}
 	defer px.Close()
+	defer startProfile(args[0])()
 	var closers []func()
 	url, err := startServer(px, &closers)
 	if err != nil {

@@ -4,11 +4,40 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 )
 
-// table collects the rows of the report.
-type table struct{ rows [][5]string }
+// table collects the rows of the report, and the tables of sections
+// that need more columns.
+type table struct {
+	rows  [][5]string
+	wides []*wideTable
+}
+
+// wideTable is a table with its own columns.
+type wideTable struct {
+	title  string
+	header []string
+	rows   [][]string
+}
+
+func (w *wideTable) add(cells ...string) { w.rows = append(w.rows, cells) }
+
+func (w *wideTable) print(out io.Writer) {
+	fmt.Fprintf(out, "%s\n\n| %s |\n|", w.title, strings.Join(w.header, " | "))
+	for i := range w.header {
+		if i < 2 {
+			fmt.Fprint(out, "---|")
+		} else {
+			fmt.Fprint(out, "---:|")
+		}
+	}
+	fmt.Fprintln(out)
+	for _, r := range w.rows {
+		fmt.Fprintf(out, "| %s |\n", strings.Join(r, " | "))
+	}
+}
 
 func (t *table) add(section, metric string, direct, proxied time.Duration, target string) {
 	t.rows = append(t.rows, [5]string{section, metric, fmtDur(direct), fmtDur(proxied), fmtDur(proxied-direct) + targetNote(target)})
@@ -40,6 +69,18 @@ func targetNote(target string) string {
 }
 
 func (t *table) print(w io.Writer) {
+	if len(t.rows) > 0 {
+		t.printMain(w)
+	}
+	for _, wt := range t.wides {
+		if len(t.rows) > 0 {
+			fmt.Fprintln(w)
+		}
+		wt.print(w)
+	}
+}
+
+func (t *table) printMain(w io.Writer) {
 	fmt.Fprintln(w, "| workload | metric | direct | via proxy | difference |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---|")
 	for _, r := range t.rows {

@@ -65,6 +65,11 @@ type Config struct {
 	AllowUnauthenticated bool `toml:"allow_unauthenticated"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `toml:"log_level"`
+	// LogFormat is text (key=value) or json (one object per line).
+	LogFormat string `toml:"log_format"`
+	// ShutdownGrace is how long a stop (SIGTERM, SIGINT) lets the calls in
+	// flight finish before it cuts them.
+	ShutdownGrace time.Duration `toml:"shutdown_grace"`
 
 	Timeouts Timeouts `toml:"timeouts"`
 	Routes   []Route  `toml:"route"`
@@ -121,6 +126,9 @@ func Default() Config {
 		Listen:       "127.0.0.1:8787",
 		MaxBodyBytes: 64 << 20,
 		LogLevel:     "info",
+		LogFormat:    "text",
+		// Long enough for a reasoning stream to end.
+		ShutdownGrace: 2 * time.Minute,
 		Timeouts: Timeouts{
 			Connect:        10 * time.Second,
 			ResponseHeader: 10 * time.Minute,
@@ -185,6 +193,12 @@ func (c *Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		errs = append(errs, fmt.Errorf("log_level: %q is not debug, info, warn or error", c.LogLevel))
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("log_format: %q is not text or json", c.LogFormat))
+	}
+	if c.ShutdownGrace < 0 {
+		errs = append(errs, errors.New("shutdown_grace: must not be negative"))
 	}
 	for _, d := range []struct {
 		key string

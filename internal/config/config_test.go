@@ -45,6 +45,8 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{`listen = "nonsense"`, "listen"},
 		{`max_body_bytes = 0`, "max_body_bytes"},
 		{`log_level = "loud"`, "log_level"},
+		{`log_format = "xml"`, "log_format"},
+		{`shutdown_grace = "-1s"`, "shutdown_grace"},
 		{"[timeouts]\nconnect = \"-1s\"", "timeouts.connect"},
 		{"[timeouts]\nstream_idle = \"soon\"", "stream_idle"},
 		{`lisen = "127.0.0.1:1"`, "lisen"},

@@ -1,6 +1,7 @@
 package deliberate
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/ledger"
 	"github.com/shaperproxy/shaperproxy/proxy"
+	"github.com/tidwall/gjson"
 )
 
 // Deliberator serves the deliberate tool: a request transform that puts
@@ -19,11 +21,12 @@ import (
 // that takes a deliberate call out of the response, runs its branches and
 // lets the model go on (see the package doc).
 type Deliberator struct {
-	cfg   Config
-	tool  []byte
-	store store
-	log   *slog.Logger
-	m     *metrics
+	cfg     Config
+	tool    []byte
+	sepTool []byte // "," and tool: what addTool inserts
+	store   store
+	log     *slog.Logger
+	m       *metrics
 
 	bg      context.Context // background deliberations (beside the client's calls)
 	stop    context.CancelFunc
@@ -47,8 +50,9 @@ const maxChildAnswer = 4 << 20
 // hid. Close stops the deliberations still running in the background.
 func New(c Config, st *ledger.Store, log *slog.Logger) *Deliberator {
 	ctx, cancel := context.WithCancel(context.Background())
+	tool := toolJSON(c.StrongModel != "")
 	return &Deliberator{
-		cfg: c, tool: toolJSON(c.StrongModel != ""), store: store{st}, log: log, m: newMetrics(),
+		cfg: c, tool: tool, sepTool: append([]byte{','}, tool...), store: store{st}, log: log, m: newMetrics(),
 		bg: ctx, stop: cancel, pending: map[string]*pending{},
 	}
 }
@@ -81,12 +85,37 @@ func (d *Deliberator) TransformRequest(ctx context.Context, call *proxy.Call, bo
 			return body, fmt.Errorf("deliberate: restored request: %w", err)
 		}
 	}
-	out, ok := injectTool(view, d.tool)
+	out, ok := d.addTool(view)
 	injectedKey.Set(call, ok)
 	if ok {
 		call.ReadsResponse = true // a compressed answer would skip the finisher and show the call
 	}
-	return out, nil
+	if out != call.View {
+		call.SetView(out) // the next transforms read it without parsing the body again
+	}
+	return out.Body, nil
+}
+
+// addTool is injectTool made as an edit of the view: the same bytes, and
+// the view of the result derived from req's (a history of a megabyte is
+// not parsed again because a tool was added to it). It returns req itself
+// when the tool is not added.
+func (d *Deliberator) addTool(req *conv.Request) (*conv.Request, bool) {
+	f, ok := req.Field("tools")
+	if !ok {
+		return req, false
+	}
+	raw := req.Body[f.Start:f.End]
+	tools := gjson.ParseBytes(raw)
+	if !tools.IsArray() || len(tools.Array()) == 0 || declares(tools) {
+		return req, false
+	}
+	end := f.Start + bytes.LastIndexByte(raw, ']')
+	v, err := req.Apply([]conv.Edit{{Start: end, End: end, Repl: d.sepTool}})
+	if err != nil {
+		return req, false
+	}
+	return v, true
 }
 
 // Start follows the responses of requests that got the tool.

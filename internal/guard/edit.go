@@ -36,10 +36,21 @@ func applyPlacements(req *conv.Request, ps []placement) ([]byte, error) {
 	if len(ps) == 0 {
 		return req.Body, nil
 	}
+	edits, err := placementEdits(req, ps)
+	if err != nil {
+		return req.Body, err
+	}
+	return conv.ApplyEdits(req.Body, edits), nil
+}
+
+// placementEdits returns applyPlacements' changes as edits of req.Body,
+// one per message, each inside its message (so conv.Request.Apply derives
+// the new view without parsing the body again).
+func placementEdits(req *conv.Request, ps []placement) ([]conv.Edit, error) {
 	texts := map[int][]string{}
 	for _, p := range ps {
 		if !placeable(req, p.Message) {
-			return req.Body, fmt.Errorf("%w: message %d", errNotPlaceable, p.Message)
+			return nil, fmt.Errorf("%w: message %d", errNotPlaceable, p.Message)
 		}
 		texts[p.Message] = append(texts[p.Message], p.Text)
 	}
@@ -47,20 +58,21 @@ func applyPlacements(req *conv.Request, ps []placement) ([]byte, error) {
 	for i := range texts {
 		idx = append(idx, i)
 	}
-	sort.Sort(sort.Reverse(sort.IntSlice(idx)))
-	out := append([]byte(nil), req.Body...)
-	for _, i := range idx { // from the end, so earlier offsets hold
-		var err error
-		if out, err = appendToContent(out, req.Messages[i], strings.Join(texts[i], noticeSep)); err != nil {
-			return req.Body, err
+	sort.Ints(idx)
+	edits := make([]conv.Edit, 0, len(idx))
+	for _, i := range idx {
+		e, err := appendToContent(req.Body, req.Messages[i], strings.Join(texts[i], noticeSep))
+		if err != nil {
+			return nil, err
 		}
+		edits = append(edits, e)
 	}
-	return out, nil
+	return edits, nil
 }
 
-// appendToContent edits message m of body (offsets from the parsed view,
-// still valid because only later bytes changed).
-func appendToContent(body []byte, m conv.Message, text string) ([]byte, error) {
+// appendToContent returns the edit of body that appends text to the
+// content of message m; it lies inside the message's braces.
+func appendToContent(body []byte, m conv.Message, text string) (conv.Edit, error) {
 	raw := body[m.Start:m.End]
 	c := gjson.GetBytes(raw, "content")
 	var at int     // where to splice, relative to the message
@@ -86,21 +98,27 @@ func appendToContent(body []byte, m conv.Message, text string) ([]byte, error) {
 	case !c.Exists():
 		edited, err := sjson.SetBytes(append([]byte(nil), raw...), "content", text)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", errNotPlaceable, err)
+			return conv.Edit{}, fmt.Errorf("%w: %w", errNotPlaceable, err)
 		}
-		return splice(body, m.Start, len(raw), edited), nil
+		// The same bytes as replacing the message, as an edit inside it.
+		pre, suf := commonEnds(raw, edited)
+		return conv.Edit{Start: m.Start + pre, End: m.End - suf, Repl: edited[pre : len(edited)-suf]}, nil
 	default:
-		return nil, fmt.Errorf("%w: message %d content", errNotPlaceable, m.Index)
+		return conv.Edit{}, fmt.Errorf("%w: message %d content", errNotPlaceable, m.Index)
 	}
-	return splice(body, m.Start+at, cut, ins), nil
+	return conv.Edit{Start: m.Start + at, End: m.Start + at + cut, Repl: ins}, nil
 }
 
-// splice returns body with n bytes at off replaced by ins.
-func splice(body []byte, off, n int, ins []byte) []byte {
-	out := make([]byte, 0, len(body)-n+len(ins))
-	out = append(out, body[:off]...)
-	out = append(out, ins...)
-	return append(out, body[off+n:]...)
+// commonEnds returns the length of the prefix a and b share and of the
+// suffix they share after it.
+func commonEnds(a, b []byte) (pre, suf int) {
+	for pre < len(a) && pre < len(b) && a[pre] == b[pre] {
+		pre++
+	}
+	for suf < len(a)-pre && suf < len(b)-pre && a[len(a)-1-suf] == b[len(b)-1-suf] {
+		suf++
+	}
+	return pre, suf
 }
 
 // stepDown lowers the reasoning effort of a request body by one step of

@@ -94,7 +94,10 @@ func (f *fold) addStep(m *conv.Message) {
 // earlier call with it got its result names a new call.
 func (f *fold) addCalls(m *conv.Message) {
 	for _, tc := range m.ToolCalls {
-		rec := callRec{id: tc.ID, name: tc.Name, result: -1}
+		// The fold outlives the request: its strings must not share the
+		// memory of the request's body (a view's strings do), or every
+		// body a call came in would stay alive with the conversation.
+		rec := callRec{id: strings.Clone(tc.ID), name: strings.Clone(tc.Name), result: -1}
 		rec.sig, rec.known = signature(tc.Name, tc.Arguments)
 		if !rec.known {
 			rec.sig = rawSig(tc.Name, tc.Arguments)
@@ -122,7 +125,7 @@ func (f *fold) addCalls(m *conv.Message) {
 			}
 			rec.repeat = same // the id reused after its result: a new call
 		}
-		f.byID[tc.ID] = int32(len(f.calls))
+		f.byID[rec.id] = int32(len(f.calls))
 		f.calls = append(f.calls, rec)
 	}
 }

@@ -7,14 +7,12 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/ledger"
 	"github.com/shaperproxy/shaperproxy/proxy"
 	"github.com/shaperproxy/shaperproxy/sse"
-	"github.com/tidwall/gjson"
 )
 
 // guardBucket holds each conversation's guard State in the ledger.
@@ -24,17 +22,22 @@ const guardBucket = "guard"
 // a conversation past it is folded again from the start (same result).
 const maxProjections = 1024
 
-// signalsKey carries a request's signals to its response; decisionKey
-// its decision to a retry of the same request.
-var (
-	signalsKey  = proxy.NewKey[signals]()
-	decisionKey = proxy.NewKey[decision]()
-)
+// verdictKey carries a request's signals to its response and its
+// decision to a retry of the same request.
+var verdictKey = proxy.NewKey[*verdict]()
+
+// verdict is what the guard found and decided for one request.
+type verdict struct {
+	sig signals
+	dec decision
+}
 
 // Hook is the ECHO/STALL guard on the wire: a request transform that
 // places notices and lowers the effort, and an observer that measures
 // STALL on responses. State lives in the ledger, so acknowledgements
-// survive restarts; events go to the capture log through
+// survive restarts: read once per conversation (then kept with its fold),
+// written in the background when it changes (ledger.Store.PutLater), so
+// no request waits for the disk; events go to the capture log through
 // proxy.Call.Annotate.
 type Hook struct {
 	g         *Guard
@@ -48,8 +51,10 @@ type Hook struct {
 }
 
 type convProjection struct {
-	mu sync.Mutex
-	p  *projection
+	mu     sync.Mutex
+	p      *projection
+	st     state // the conversation's state, once loaded
+	loaded bool
 }
 
 var (
@@ -89,7 +94,12 @@ func (h *Hook) projection(conversation string) *convProjection {
 	return p
 }
 
-func (h *Hook) state(conversation string) state {
+// state returns the conversation's state: from memory after the first
+// time, read from the ledger then. cp.mu is held.
+func (h *Hook) state(cp *convProjection, conversation string) state {
+	if cp.loaded {
+		return cp.st
+	}
 	var st state
 	if b, ok, err := h.ledger.Get(guardBucket, conversation, "state"); err == nil && ok {
 		if err := st.UnmarshalBinary(b); err != nil {
@@ -97,15 +107,22 @@ func (h *Hook) state(conversation string) state {
 			st = state{}
 		}
 	}
+	cp.st, cp.loaded = st, true
 	return st
 }
 
-func (h *Hook) save(conversation string, before, after state) {
-	a, _ := after.MarshalBinary()
-	if b, _ := before.MarshalBinary(); bytes.Equal(a, b) {
+// save keeps the conversation's next state and, when it changed, queues
+// it for the ledger. cp.mu is held.
+func (h *Hook) save(cp *convProjection, conversation string, before, after state) {
+	cp.st, cp.loaded = after, true
+	if after.equal(before) {
 		return
 	}
-	if err := h.ledger.Put(guardBucket, conversation, "state", a); err != nil {
+	a, err := after.MarshalBinary()
+	if err == nil {
+		err = h.ledger.PutLater(guardBucket, conversation, "state", a)
+	}
+	if err != nil {
 		h.log.Warn("guard state not saved", "err", err)
 	}
 }
@@ -117,8 +134,8 @@ func (h *Hook) TransformRequest(_ context.Context, call *proxy.Call, body []byte
 		return body, nil
 	}
 	if call.Retry { // the same request again: the same decision, not a second one
-		if dec, ok := decisionKey.Get(call); ok {
-			return h.apply(call, body, dec), nil
+		if v, ok := verdictKey.Get(call); ok {
+			return h.apply(call, body, v.dec), nil
 		}
 		return body, nil
 	}
@@ -128,28 +145,44 @@ func (h *Hook) TransformRequest(_ context.Context, call *proxy.Call, body []byte
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	sig, _ := cp.p.Update(call.View)
-	signalsKey.Set(call, sig)
-	st := h.state(call.Conversation)
+	st := h.state(cp, call.Conversation)
 	dec, next := h.g.Decide(st, call.View, sig)
-	decisionKey.Set(call, dec)
+	verdictKey.Set(call, &verdict{sig: sig, dec: dec})
 	out := h.apply(call, body, dec)
-	h.save(call.Conversation, st, next)
+	h.save(cp, call.Conversation, st, next)
 	h.record(call, dec.Events)
 	return out, nil
 }
 
-// apply places the decision's notices and lowers the effort.
+// apply places the decision's notices and lowers the effort. The view of
+// the result is derived from the call's (proxy.Call.SetView): a notice
+// placed again in every request of a long conversation does not make the
+// proxy parse each of them twice.
 func (h *Hook) apply(call *proxy.Call, body []byte, dec decision) []byte {
-	out := body
+	out, view := body, (*conv.Request)(nil) // view: of out, when derived
 	if len(dec.Placements) > 0 {
-		if b, err := applyPlacements(call.View, dec.Placements); err == nil {
-			out = b
-		} else {
+		edits, err := placementEdits(call.View, dec.Placements)
+		if err == nil {
+			view, err = call.View.Apply(edits)
+		}
+		if err != nil {
 			h.log.Warn("guard notice not placed", "call", call.ID, "err", err)
+			view = nil
+		} else {
+			out = view.Body
 		}
 	}
 	if dec.StepDown {
-		out, _ = stepDown(out, h.g.Lowering(call.Route, h.upstreams[call.Route]), true)
+		stepped, changed := stepDown(out, h.g.Lowering(call.Route, h.upstreams[call.Route]), true)
+		if changed && view != nil {
+			pre, suf := commonEnds(out, stepped)
+			view, _ = view.Apply([]conv.Edit{{Start: pre, End: len(out) - suf, Repl: stepped[pre : len(stepped)-suf]}})
+		}
+		out = stepped
+	}
+	if view != nil && len(view.Body) == len(out) && bytes.Equal(view.Body, out) {
+		out = view.Body
+		call.SetView(view)
 	}
 	return out
 }
@@ -173,11 +206,11 @@ func (h *Hook) record(call *proxy.Call, events []event) {
 // Request returns a sink that measures STALL on the response of a chat
 // request the client made.
 func (h *Hook) Request(call *proxy.Call, _ *proxy.Upstream) proxy.ResponseSink {
-	sig, ok := signalsKey.Get(call)
+	v, ok := verdictKey.Get(call)
 	if !ok || call.Internal || call.Retry {
 		return nil
 	}
-	return &guardSink{h: h, call: call, sig: sig, view: call.View}
+	return &guardSink{h: h, call: call, sig: v.sig, view: call.View}
 }
 
 // guardSink counts the reasoning characters of a response as it passes;
@@ -189,6 +222,7 @@ type guardSink struct {
 	sig   signals
 	chars int
 	body  []byte // a non-stream body, whole at End
+	buf   []byte // scratch for reasoningRunes
 }
 
 func (s *guardSink) Response(*proxy.ResponseInfo) {}
@@ -197,7 +231,8 @@ func (s *guardSink) Event(ev *sse.Event, _ int, _ time.Duration) {
 	if !ev.HasData || !conv.MentionsReasoning(ev.Data) {
 		return
 	}
-	s.chars += utf8.RuneCountInString(conv.DeltaReasoning(gjson.GetBytes(ev.Data, "choices.0.delta")))
+	n, buf := reasoningRunes(ev.Data, s.buf)
+	s.chars, s.buf = s.chars+n, buf
 }
 
 func (s *guardSink) Body(p []byte) {
@@ -215,16 +250,20 @@ func (s *guardSink) End(end proxy.End) {
 	}
 	if s.body != nil {
 		asm := conv.NewAssembler()
-		if asm.AddBody(s.body) != nil || len(asm.Response().Choices) == 0 {
+		if asm.AddBody(s.body) != nil {
 			return
 		}
-		s.chars = stepChars(asm.Response().Choices[0])
+		choices := asm.Response().Choices
+		if len(choices) == 0 {
+			return
+		}
+		s.chars = stepChars(choices[0])
 	}
 	cp := s.h.projection(s.call.Conversation)
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
-	st := s.h.state(s.call.Conversation)
+	st := s.h.state(cp, s.call.Conversation)
 	events, next := s.h.g.ObserveStep(st, s.view, s.sig, s.chars)
-	s.h.save(s.call.Conversation, st, next)
+	s.h.save(cp, s.call.Conversation, st, next)
 	s.h.record(s.call, events)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // stateVersion is the first byte of a marshalled State. Version 2 added
@@ -21,6 +22,13 @@ const (
 
 // errBadState is wrapped by UnmarshalBinary for data it cannot read.
 var errBadState = errors.New("guard: bad state encoding")
+
+// equal reports whether s and t are the same state.
+func (s state) equal(t state) bool {
+	return s.AckCallID == t.AckCallID && s.AckSeq == t.AckSeq && s.StallReported == t.StallReported &&
+		s.StallPending == t.StallPending && s.Pending == t.Pending && s.StepDownLeft == t.StepDownLeft &&
+		slices.Equal(s.Notices, t.Notices)
+}
 
 // MarshalBinary encodes s in a small versioned binary form. It fails
 // only for a State that Decide does not make: more than MaxNotices

@@ -30,6 +30,12 @@
 //
 // Every write commits and fsyncs before it returns (a few milliseconds):
 // call writes where a request can afford it (MarkReviewed before a review
-// that takes seconds anyway) or from a goroutine. Reads are cheap. A Store
-// is safe for concurrent use; one process at a time may open the file.
+// that takes seconds anyway) or from a goroutine. The one exception is
+// PutLater, for state that changes on the request path (the guard's): it
+// returns at once, the value is read back from memory, and a background
+// writer commits the values queued meanwhile in one transaction, within
+// milliseconds; Close (and Flush) write what is queued, and a crash loses
+// only the values of its last moments. Named values are served from memory
+// after their first read (a bounded cache). A Store is safe for concurrent
+// use; one process at a time may open the file.
 package ledger

@@ -82,11 +82,13 @@ type Insertion struct {
 // Store is the ledger: one bbolt file holding, per conversation, the
 // proxy's insertions, the turns already reviewed (checkpoints), small
 // named values, and the conversation's last-seen time. It is safe for
-// concurrent use. Every write commits (and fsyncs) before it returns.
-// Close releases the file.
+// concurrent use. Every write commits (and fsyncs) before it returns,
+// but PutLater's, which a background writer commits (see PutLater). Close
+// writes what PutLater queued and releases the file.
 type Store struct {
 	opts Options
 	db   *boltdb.DB
+	kv   kvState
 }
 
 // Bucket and key names of the file layout:
@@ -124,14 +126,28 @@ func Open(path string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	s.kv.init()
+	go s.writer()
 	return s, nil
 }
 
 // Path returns the file the Store was opened on.
 func (s *Store) Path() string { return s.db.Path() }
 
-// Close releases the file. Methods called after Close return ErrClosed.
-func (s *Store) Close() error { return ownErr(s.db.Close()) }
+// Close writes the values PutLater queued, stops its writer and releases
+// the file. Methods called after Close return ErrClosed.
+func (s *Store) Close() error {
+	k := &s.kv
+	k.mu.Lock()
+	if !k.closed {
+		k.closed = true
+		close(k.wake)
+	}
+	k.cond.Broadcast()
+	k.mu.Unlock()
+	<-k.done
+	return ownErr(s.db.Close())
+}
 
 func (s *Store) view(fn func(*bolt.Tx) error) error { return ownErr(s.db.View(fn)) }
 
@@ -274,7 +290,13 @@ func (s *Store) Put(bucket, conversation, key string, value []byte) error {
 	if err := checkKV(bucket, key); err != nil {
 		return err
 	}
-	return s.updateConv(conversation, func(cb *bolt.Bucket) error {
+	id, k := kvID{bucket, conversation, key}, &s.kv
+	k.writeMu.Lock() // after any batch holding an older value of the key
+	defer k.writeMu.Unlock()
+	k.mu.Lock()
+	delete(k.pending, id) // this value replaces it
+	k.mu.Unlock()
+	err := s.updateConv(conversation, func(cb *bolt.Bucket) error {
 		kv, err := sub(cb, bucketKV, true)
 		if err == nil {
 			kv, err = sub(kv, []byte(bucket), true)
@@ -287,12 +309,28 @@ func (s *Store) Put(bucket, conversation, key string, value []byte) error {
 		}
 		return kv.Put([]byte(key), value)
 	})
+	k.mu.Lock()
+	if err == nil {
+		k.remember(id, kvEntry{value: cloneValue(value), ok: true})
+	} else {
+		k.forget(id)
+	}
+	k.mu.Unlock()
+	return err
 }
 
-// Get returns a copy of the value Put stored, and whether there is one.
+// Get returns a copy of the value Put or PutLater stored, and whether
+// there is one. After the first read of a value it comes from memory.
 func (s *Store) Get(bucket, conversation, key string) (value []byte, ok bool, err error) {
 	if err := checkKV(bucket, key); err != nil {
 		return nil, false, err
+	}
+	id := kvID{bucket, conversation, key}
+	if e, hit := s.kv.cached(id); hit {
+		if !e.ok {
+			return nil, false, nil
+		}
+		return cloneValue(e.value), true, nil
 	}
 	err = s.viewConv(conversation, func(cb *bolt.Bucket) error {
 		kv, _ := sub(cb, bucketKV, false)
@@ -301,13 +339,13 @@ func (s *Store) Get(bucket, conversation, key string) (value []byte, ok bool, er
 			return nil
 		}
 		if v := kv.Get([]byte(key)); v != nil {
-			value, ok = bytes.Clone(v), true
-			if value == nil {
-				value = []byte{}
-			}
+			value, ok = cloneValue(v), true
 		}
 		return nil
 	})
+	if err == nil {
+		s.kv.learn(id, kvEntry{value: cloneValue(value), ok: ok})
+	}
 	return value, ok, err
 }
 
@@ -317,7 +355,13 @@ func (s *Store) Delete(bucket, conversation, key string) error {
 	if err := checkKV(bucket, key); err != nil {
 		return err
 	}
-	return s.updateConv(conversation, func(cb *bolt.Bucket) error {
+	id, k := kvID{bucket, conversation, key}, &s.kv
+	k.writeMu.Lock()
+	defer k.writeMu.Unlock()
+	k.mu.Lock()
+	k.forget(id) // a queued value of the key is deleted too
+	k.mu.Unlock()
+	err := s.updateConv(conversation, func(cb *bolt.Bucket) error {
 		kv, _ := sub(cb, bucketKV, false)
 		kv, _ = sub(kv, []byte(bucket), false)
 		if kv == nil {
@@ -325,6 +369,12 @@ func (s *Store) Delete(bucket, conversation, key string) error {
 		}
 		return kv.Delete([]byte(key))
 	})
+	if err == nil {
+		k.mu.Lock()
+		k.remember(id, kvEntry{})
+		k.mu.Unlock()
+	}
+	return err
 }
 
 func checkKV(bucket, key string) error {
@@ -370,6 +420,12 @@ func (s *Store) ClearConversation(conversation string) error {
 	if err := checkName("conversation", conversation, maxConversationLen); err != nil {
 		return err
 	}
+	k := &s.kv
+	k.writeMu.Lock()
+	defer k.writeMu.Unlock()
+	k.mu.Lock()
+	k.forgetConversation(conversation, false)
+	k.mu.Unlock()
 	return s.update(func(tx *bolt.Tx) error {
 		root := tx.Bucket(bucketConv)
 		if root.Bucket([]byte(conversation)) == nil {
@@ -384,10 +440,14 @@ func (s *Store) ClearConversation(conversation string) error {
 // few minutes); bbolt reuses the freed pages.
 func (s *Store) Purge(now time.Time) (int, error) {
 	n := 0
+	k := &s.kv
+	k.writeMu.Lock()
+	defer k.writeMu.Unlock()
+	var idle [][]byte
 	err := s.update(func(tx *bolt.Tx) error {
 		n = 0
 		root := tx.Bucket(bucketConv)
-		var idle [][]byte
+		idle = idle[:0]
 		err := root.ForEachBucket(func(name []byte) error {
 			if now.Sub(decodeTime(root.Bucket(name).Get(keySeen))) > s.opts.TTL {
 				idle = append(idle, bytes.Clone(name))
@@ -402,6 +462,13 @@ func (s *Store) Purge(now time.Time) (int, error) {
 		}
 		return err
 	})
+	if err == nil {
+		k.mu.Lock()
+		for _, name := range idle {
+			k.forgetConversation(string(name), true)
+		}
+		k.mu.Unlock()
+	}
 	return n, err
 }
 

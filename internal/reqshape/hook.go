@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,6 +31,11 @@ type Shaper struct {
 	blocks    *prometheus.CounterVec
 	decisions *prometheus.CounterVec
 	trips     *prometheus.CounterVec
+
+	cmu      sync.RWMutex
+	counters map[counterKey]prometheus.Counter
+	pmu      sync.RWMutex
+	profs    map[[2]string]*profile.Profile // by route and model
 }
 
 // memoEntries bounds the shaped texts remembered across requests: enough
@@ -69,7 +75,7 @@ func NewShaper(c Config, o Options) *Shaper {
 	return &Shaper{
 		enabled: c.Enabled, rules: c.RuleSet(), store: o.Originals, profiles: o.Profiles, log: o.Log,
 		history: newTracker(o.State, historyConversations),
-		breaker: newBreaker(c.Breaker), memo: newMemo(memoEntries),
+		breaker: newBreaker(c.Breaker), memo: newMemo(memoEntries), counters: map[counterKey]prometheus.Counter{},
 		blocks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shaperproxy_reasoning_blocks_total", Help: "Reasoning blocks in outgoing requests, by route and state (shaped or raw).",
 		}, []string{"route", "state"}),
@@ -116,6 +122,9 @@ func (s *Shaper) TransformRequest(_ context.Context, call *proxy.Call, body []by
 			s.store.Put(es)
 		}
 	}
+	if res.View != nil && res.View != view {
+		call.SetView(res.View)
+	}
 	return res.Body, nil
 }
 
@@ -125,8 +134,7 @@ func (s *Shaper) inputs(call *proxy.Call, rule shapeRule) inputs {
 	if rule.Policy == PolicyKeepRecent {
 		return inputs{}
 	}
-	p := s.profiles.ForRoute(call.Route, call.Model)
-	in := inputs{prof: &p}
+	in := inputs{prof: s.profile(call.Route, call.Model)}
 	if rule.Policy == PolicyCacheAware && call.Conversation != "" {
 		in.prev, in.batched = s.history.state(call.Conversation)
 		in.track = true
@@ -134,14 +142,79 @@ func (s *Shaper) inputs(call *proxy.Call, rule shapeRule) inputs {
 	return in
 }
 
-// count records the request's blocks in the call and the metrics.
+// profile returns the profile of a route and model, resolved once (the
+// table matches glob patterns and parses the upstream's URL each time).
+// The profile is shared: it is only read.
+func (s *Shaper) profile(route, model string) *profile.Profile {
+	k := [2]string{route, model}
+	s.pmu.RLock()
+	p, ok := s.profs[k]
+	s.pmu.RUnlock()
+	if ok {
+		return p
+	}
+	v := s.profiles.ForRoute(route, model)
+	p = &v
+	s.pmu.Lock()
+	if s.profs == nil || len(s.profs) >= maxCounters { // models come from clients: bounded
+		s.profs = map[[2]string]*profile.Profile{}
+	}
+	s.profs[k] = p
+	s.pmu.Unlock()
+	return p
+}
+
+// count records the request's blocks in the metrics: one addition per
+// reason, not per block (a long history has hundreds).
 func (s *Shaper) count(route string, res result) {
-	s.blocks.WithLabelValues(route, "shaped").Add(float64(res.Shaped))
-	s.blocks.WithLabelValues(route, "raw").Add(float64(res.Raw))
+	s.counter(s.blocks, route, "shaped").Add(float64(res.Shaped))
+	s.counter(s.blocks, route, "raw").Add(float64(res.Raw))
+	var n [len(blockReasons)]int
 	for _, b := range res.Blocks {
-		s.decisions.WithLabelValues(route, b.Reason).Inc()
+		if i := slices.Index(blockReasons[:], b.Reason); i >= 0 {
+			n[i]++
+		} else {
+			s.counter(s.decisions, route, b.Reason).Inc()
+		}
+	}
+	for i, k := range n {
+		if k > 0 {
+			s.counter(s.decisions, route, blockReasons[i]).Add(float64(k))
+		}
 	}
 }
+
+// blockReasons are the values of block.Reason.
+var blockReasons = [...]string{reasonKept, reasonSame, reasonFrozen, reasonOld, reasonFree, reasonPays, reasonBreak, reasonBatched}
+
+// counter returns the counter of vec for two label values, kept after its
+// first use: a lookup in the vector hashes the labels under its lock.
+func (s *Shaper) counter(vec *prometheus.CounterVec, a, b string) prometheus.Counter {
+	k := counterKey{vec, a, b}
+	s.cmu.RLock()
+	c, ok := s.counters[k]
+	s.cmu.RUnlock()
+	if ok {
+		return c
+	}
+	c = vec.WithLabelValues(a, b)
+	s.cmu.Lock()
+	if len(s.counters) >= maxCounters {
+		clear(s.counters)
+	}
+	s.counters[k] = c
+	s.cmu.Unlock()
+	return c
+}
+
+// counterKey names a counter of Shaper.counter; maxCounters bounds how
+// many are kept (routes are few; a forgotten one is looked up again).
+type counterKey struct {
+	vec  *prometheus.CounterVec
+	a, b string
+}
+
+const maxCounters = 1024
 
 // entries are the originals to keep: the blocks shaped in the open turn.
 // Blocks of earlier turns were recorded in their own turn and cleared

@@ -3,6 +3,7 @@ package reqshape
 import (
 	"container/list"
 	"hash/maphash"
+	"strings"
 	"sync"
 
 	"github.com/shaperproxy/shaperproxy/shaping"
@@ -59,7 +60,14 @@ func (m *memo) Shape(text string, o shaping.Options) (string, bool) {
 	m.miss++
 	m.mu.Unlock()
 	out, changed := shaping.Shape(text, o)
-	m.put(&memoEntry{key: k, text: text, out: out, changed: changed})
+	// The memo outlives the request: its strings must not share the
+	// memory of the request's body (a view's strings do), or each entry
+	// would keep a whole history alive.
+	e := &memoEntry{key: k, text: strings.Clone(text), changed: changed}
+	if e.out = e.text; out != text {
+		e.out = strings.Clone(out)
+	}
+	m.put(e)
 	return out, changed
 }
 

@@ -123,6 +123,10 @@ type result struct {
 	// Body is the request to send; it is the input slice itself when
 	// nothing changed.
 	Body []byte
+	// View is the view of Body (the request's own when nothing changed),
+	// derived from it without parsing the body again; nil when the edited
+	// body does not parse (never, for edits shaping makes).
+	View *conv.Request
 	// Blocks lists every non-empty reasoning block of assistant messages,
 	// changed or not, in message order.
 	Blocks []block
@@ -173,7 +177,7 @@ func applyMemo(req *conv.Request, rule shapeRule, memo *memo) result {
 // shape decides every block of req and edits the body.
 func shape(req *conv.Request, rule shapeRule, memo *memo, in inputs) result {
 	cands := candidates(req, rule, memo)
-	res := result{Body: req.Body, Break: -1}
+	res := result{Body: req.Body, View: req, Break: -1}
 	var rd profile.Rendering
 	if in.prof == nil || rule.Policy == PolicyKeepRecent {
 		keepRecent(req, rule, cands)
@@ -201,7 +205,14 @@ func shape(req *conv.Request, rule shapeRule, memo *memo, in inputs) result {
 		res.Blocks = append(res.Blocks, c.block)
 	}
 	if len(edits) > 0 {
-		res.Body = conv.ApplyEdits(req.Body, edits)
+		// The view of the shaped body comes from the edits: the proxy
+		// hands it to the finishers instead of parsing the body again.
+		v, err := req.Apply(edits)
+		if err != nil {
+			res.Body, res.View = conv.ApplyEdits(req.Body, edits), nil
+		} else {
+			res.Body, res.View = v.Body, v
+		}
 	}
 	return res
 }
@@ -263,7 +274,7 @@ func atBreak(p int, cands []cand) []blockKey {
 
 // fingerprint returns the prints of req as it will be sent.
 func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering) prints {
-	p := prints{head: headPrint(req.Body), msgs: make([]uint64, len(req.Messages))}
+	p := prints{head: headPrint(req), msgs: make([]uint64, len(req.Messages))}
 	j := 0
 	for i := range req.Messages {
 		m := &req.Messages[i]
@@ -288,7 +299,7 @@ func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering) prints {
 // it would go out with.
 func candidates(req *conv.Request, rule shapeRule, memo *memo) []cand {
 	floor := lastSigned(req)
-	noTools := !hasTools(req.Body)
+	noTools := rule.Shaping.Op == shaping.OpDrop && !hasTools(req.Body) // only dropping asks
 	var out []cand
 	for i := range req.Messages {
 		m := &req.Messages[i]

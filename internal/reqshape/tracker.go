@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/shaperproxy/shaperproxy/conv"
-	"github.com/tidwall/gjson"
 )
 
 // KV stores small values per conversation across restarts;
@@ -64,12 +63,18 @@ var printSeed = maphash.MakeSeed()
 // headKeys are the top-level keys whose change changes the whole prompt.
 var headKeys = []string{"model", "tools", "reasoning_effort", "thinking", "reasoning", "chat_template_kwargs", "response_format"}
 
-func headPrint(body []byte) uint64 {
+// headPrint fingerprints the head keys of req. Each key's first value
+// counts, as a gjson lookup finds it; the values come from the view's
+// top-level members, so the body is not scanned again (seven lookups used
+// to scan a history of a megabyte seven times).
+func headPrint(req *conv.Request) uint64 {
 	var h maphash.Hash
 	h.SetSeed(printSeed)
-	for i, v := range gjson.GetManyBytes(body, headKeys...) {
-		h.WriteString(headKeys[i])
-		h.WriteString(v.Raw)
+	for _, k := range headKeys {
+		h.WriteString(k)
+		if f, ok := req.Field(k); ok {
+			h.Write(req.Body[f.Start:f.End])
+		}
 		h.WriteByte(0)
 	}
 	return h.Sum64()
@@ -136,30 +141,47 @@ func newTracker(kv KV, max int) *tracker {
 	return h
 }
 
-// state returns a copy of the conversation's previous prints and batch
-// set, loading the set from kv the first time the conversation is seen.
+// state returns the conversation's previous prints and batch set,
+// loading the set from kv the first time the conversation is seen. The set
+// is never changed once returned (record replaces it), so the caller reads
+// it without a lock and without a copy.
 func (h *tracker) state(conversation string) (prints, map[blockKey]bool) {
 	h.mu.Lock()
 	if el, ok := h.convs[conversation]; ok {
 		h.order.MoveToFront(el)
 		st := el.Value.(*convState)
 		defer h.mu.Unlock()
-		return st.prev, clone(st.batched)
+		return st.prev, st.batched
 	}
 	h.mu.Unlock()
 	batched := h.load(conversation)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if _, ok := h.convs[conversation]; !ok {
-		h.put(&convState{key: conversation, batched: batched})
+	if el, ok := h.convs[conversation]; ok { // loaded meanwhile by another request
+		st := el.Value.(*convState)
+		return st.prev, st.batched
 	}
-	return prints{}, clone(batched)
+	h.put(&convState{key: conversation, batched: batched})
+	return prints{}, batched
 }
 
-func clone(m map[blockKey]bool) map[blockKey]bool {
-	out := make(map[blockKey]bool, len(m))
-	for k := range m {
+// with returns a copy of m with keys added (m itself when none is new).
+func with(m map[blockKey]bool, keys []blockKey) map[blockKey]bool {
+	var out map[blockKey]bool
+	for _, k := range keys {
+		if m[k] || out[k] {
+			continue
+		}
+		if out == nil {
+			out = make(map[blockKey]bool, len(m)+len(keys))
+			for k := range m {
+				out[k] = true
+			}
+		}
 		out[k] = true
+	}
+	if out == nil {
+		return m
 	}
 	return out
 }
@@ -203,9 +225,7 @@ func (h *tracker) record(conversation string, p prints, added []blockKey) {
 	}
 	st := el.Value.(*convState)
 	st.prev = p
-	for _, k := range added {
-		st.batched[k] = true
-	}
+	st.batched = with(st.batched, added) // a new map: readers may hold the old one
 	defer h.mu.Unlock()
 	if len(added) == 0 || h.kv == nil || h.closed {
 		return

@@ -1,0 +1,36 @@
+package capture
+
+import "github.com/shaperproxy/shaperproxy/conv"
+
+// spansOf returns splitBody(view.Body) from the view the proxy made of
+// the body (its messages' and top-level values' byte ranges), without
+// reading the body again; nil when the view cannot tell (a repeated key,
+// an "input" array, which splitBody also splits), and splitBody must.
+func spansOf(view *conv.Request) []span {
+	if view == nil || view.DuplicateKeys {
+		return nil
+	}
+	fields := view.Fields()
+	spans := make([]span, 0, len(view.Messages)+len(fields))
+	for _, f := range fields {
+		switch {
+		case f.Key == "input":
+			return nil
+		case f.Key == "messages":
+			for _, m := range view.Messages {
+				spans = append(spans, span{m.Start, m.End})
+			}
+		case f.End-f.Start >= minWholeValue:
+			spans = append(spans, span{f.Start, f.End})
+		}
+	}
+	if !spansValid(view.Body, spans) {
+		return nil
+	}
+	return spans
+}
+
+// sameBytes reports whether a and b are the same slice of memory.
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}

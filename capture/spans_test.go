@@ -1,0 +1,38 @@
+package capture
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/fixtures"
+)
+
+// TestSpansOf: the spans read from the proxy's view are splitBody's.
+func TestSpansOf(t *testing.T) {
+	big := `"` + strings.Repeat("x", minWholeValue) + `"`
+	bodies := []string{
+		string(fixtures.SeedHistory()),
+		`{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"ok"}]}`,
+		`{"tools":[` + big + `],"messages":[{"role":"user","content":"hi"}],"small":[1],"system":` + big + `}`,
+		`{"messages":[]}`,
+		`{"messages":[],"tools":` + big + `}`,
+		`{"messages":[{"role":"user","content":"hi"}],"input":[{"a":1}]}`,
+		`{"messages":[{"role":"user"}],"messages":[{"role":"tool"}]}`,
+		` { "messages" : [ {"role":"user"} , 1 , "s" ] , "x" : ` + big + ` } `,
+	}
+	for i, b := range bodies {
+		view, err := conv.ParseRequest([]byte(b))
+		if err != nil {
+			t.Fatalf("body %d: %v", i, err)
+		}
+		got, want := spansOf(view), splitBody(view.Body)
+		if got == nil {
+			continue // left to splitBody
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("body %d: spansOf %v, splitBody %v", i, got, want)
+		}
+	}
+}

@@ -1,0 +1,171 @@
+package conv
+
+import (
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+)
+
+// Apply returns the view of r's body with edits applied (ApplyEdits: the
+// view's Body is a new slice; r is not changed). It is what ParseRequest of
+// the new body returns, built from r where the edits allow it rather than
+// by parsing the whole body again, so that a transform that edits a long
+// history hands the next one its view for the cost of the edits:
+//
+//   - an edit that replaces a message's reasoning string token (exactly
+//     Body[ReasoningStart:ReasoningEnd]) with another JSON string;
+//   - edits inside one message, its braces kept: that message is read
+//     again;
+//   - edits inside an object or array that is the value of a top-level
+//     key other than "messages", "model" and "stream" (the "tools" array,
+//     say): that value is checked again.
+//
+// Any other edit parses the new body whole. The strings of the view share
+// the memory of r's body where they were not edited. Edits must not
+// overlap; Apply sorts them.
+func (r *Request) Apply(edits []Edit) (*Request, error) {
+	body := ApplyEdits(r.Body, edits)
+	if v, ok := r.derive(body, edits); ok {
+		return v, nil
+	}
+	return ParseRequest(body)
+}
+
+// editPlan says what each edit of Apply does to the view.
+type editPlan struct {
+	msg       []int8 // per message: 0 unchanged, 1 its reasoning replaced, 2 read again
+	reasoning []int  // per message: the edit that replaces its reasoning
+	field     []bool // per top-level member: its value is checked again
+}
+
+// derive builds the view of body (r.Body with the sorted edits applied)
+// from r; ok is false when an edit is not one derive handles, or the
+// edited parts are not valid.
+func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
+	plan, ok := r.plan(edits)
+	if !ok {
+		return nil, false
+	}
+	sh := shifter{edits: edits}
+	n := &Request{Body: body, Model: r.Model, Stream: r.Stream, msgDup: r.msgDup}
+	n.fields = make([]Field, len(r.fields))
+	for i, f := range r.fields {
+		// The member ranges come in body order, as the shifter needs.
+		n.fields[i] = Field{Key: f.Key, Start: sh.at(f.Start), End: sh.at(f.End)}
+	}
+	sh = shifter{edits: edits}
+	s := bodyString(body)
+	n.Messages = make([]Message, len(r.Messages))
+	for i := range r.Messages {
+		m := r.Messages[i]
+		start, end := sh.at(m.Start), sh.at(m.End)
+		switch plan.msg[i] {
+		case 1:
+			e := edits[plan.reasoning[i]]
+			if !validString(e.Repl) {
+				return nil, false
+			}
+			rs := start + (m.ReasoningStart - m.Start) // the message's one edit starts there
+			m.ReasoningStart, m.ReasoningEnd = rs, rs+len(e.Repl)
+			m.Reasoning = gjson.Parse(s[rs:m.ReasoningEnd]).Str
+			m.Start, m.End = start, end
+		case 2:
+			elem := body[start:end]
+			if r.msgDup || !utf8.Valid(elem) || !valid(elem, MaxDepth-2) {
+				return nil, false
+			}
+			v := gjson.Parse(s[start:end])
+			v.Index = start
+			m = parseMessage(i, v, &n.msgDup)
+		default:
+			m.shift(start - m.Start)
+		}
+		n.Messages[i] = m
+	}
+	for i, f := range n.fields {
+		if plan.field[i] && !(utf8.Valid(body[f.Start:f.End]) && valid(body[f.Start:f.End], MaxDepth-1)) {
+			return nil, false
+		}
+	}
+	n.DuplicateKeys = r.DuplicateKeys && !r.msgDup || n.msgDup
+	return n, true
+}
+
+// plan classifies the edits (sorted) by what they touch.
+func (r *Request) plan(edits []Edit) (editPlan, bool) {
+	p := editPlan{msg: make([]int8, len(r.Messages)), reasoning: make([]int, len(r.Messages)), field: make([]bool, len(r.fields))}
+	mi := 0
+	for k, e := range edits {
+		for mi < len(r.Messages) && r.Messages[mi].End <= e.Start {
+			mi++
+		}
+		if mi < len(r.Messages) && r.Messages[mi].Start < e.Start && e.End < r.Messages[mi].End {
+			m := &r.Messages[mi]
+			switch {
+			case p.msg[mi] == 0 && m.ReasoningStart >= 0 && e.Start == m.ReasoningStart && e.End == m.ReasoningEnd:
+				p.msg[mi], p.reasoning[mi] = 1, k
+			default:
+				p.msg[mi] = 2
+			}
+			continue
+		}
+		f := r.fieldAround(e)
+		if f < 0 {
+			return p, false
+		}
+		p.field[f] = true
+	}
+	return p, true
+}
+
+// fieldAround returns the top-level member whose value, an object or an
+// array that the view does not read, holds e strictly inside; -1 when
+// there is none.
+func (r *Request) fieldAround(e Edit) int {
+	for i, f := range r.fields {
+		if f.Start < e.Start && e.End < f.End {
+			switch f.Key {
+			case "messages", "model", "stream":
+				return -1
+			}
+			if c := r.Body[f.Start]; c != '{' && c != '[' {
+				return -1
+			}
+			return i
+		}
+	}
+	return -1
+}
+
+// validString reports whether b is exactly one JSON string token.
+func validString(b []byte) bool {
+	return len(b) >= 2 && b[0] == '"' && b[len(b)-1] == '"' && utf8.Valid(b) && valid(b, MaxDepth)
+}
+
+// shifter maps offsets of the old body to the new one, for offsets
+// asked in increasing order that no edit spans.
+type shifter struct {
+	edits []Edit
+	k     int // edits ending at or before the last offset asked
+	delta int // their size change
+}
+
+// at returns where old offset x is in the new body.
+func (s *shifter) at(x int) int {
+	for s.k < len(s.edits) && s.edits[s.k].End <= x {
+		e := s.edits[s.k]
+		s.delta += len(e.Repl) - (e.End - e.Start)
+		s.k++
+	}
+	return x + s.delta
+}
+
+// shift moves every byte range of m by d.
+func (m *Message) shift(d int) {
+	m.Start += d
+	m.End += d
+	if m.ReasoningStart >= 0 {
+		m.ReasoningStart += d
+		m.ReasoningEnd += d
+	}
+}

@@ -1,0 +1,175 @@
+package conv
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/shaperproxy/shaperproxy/fixtures"
+)
+
+// sameView fails unless got and want are the same view: every field
+// ParseRequest fills, byte ranges included.
+func sameView(t *testing.T, got, want *Request) {
+	t.Helper()
+	if string(got.Body) != string(want.Body) {
+		t.Fatal("bodies differ")
+	}
+	if got.Model != want.Model || got.Stream != want.Stream || got.DuplicateKeys != want.DuplicateKeys || got.msgDup != want.msgDup {
+		t.Fatalf("top level: got %q %v %v %v, want %q %v %v %v", got.Model, got.Stream, got.DuplicateKeys, got.msgDup,
+			want.Model, want.Stream, want.DuplicateKeys, want.msgDup)
+	}
+	if !reflect.DeepEqual(got.fields, want.fields) {
+		t.Fatalf("fields: got %v, want %v", got.fields, want.fields)
+	}
+	if len(got.Messages) != len(want.Messages) {
+		t.Fatalf("%d messages, want %d", len(got.Messages), len(want.Messages))
+	}
+	for i := range got.Messages {
+		if !reflect.DeepEqual(got.Messages[i], want.Messages[i]) {
+			t.Fatalf("message %d:\n got %+v\nwant %+v", i, got.Messages[i], want.Messages[i])
+		}
+	}
+}
+
+// checkApply compares Apply with ParseRequest of the edited body: the
+// same view, or the same failure.
+func checkApply(t *testing.T, r *Request, edits []Edit) {
+	t.Helper()
+	body := ApplyEdits(r.Body, append([]Edit(nil), edits...))
+	want, werr := ParseRequest(body)
+	got, gerr := r.Apply(edits)
+	if (gerr != nil) != (werr != nil) {
+		t.Fatalf("Apply error %v, ParseRequest error %v", gerr, werr)
+	}
+	if werr == nil {
+		sameView(t, got, want)
+	}
+}
+
+func quote(s string) []byte {
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// applyBodies are the requests the Apply tests edit.
+func applyBodies(t *testing.T) [][]byte {
+	bodies := [][]byte{fixtures.SeedHistory()}
+	for _, name := range append(multiturn, "anthropic_tool-use-with-thinking.request2.json") {
+		bodies = append(bodies, readTestdata(t, name))
+	}
+	for _, s := range requestSeeds {
+		bodies = append(bodies, []byte(s))
+	}
+	bodies = append(bodies, []byte(`{"tools":[{"type":"function","function":{"name":"f"}}],"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","reasoning_content":"think","content":"ok"}],"stream":true}`))
+	return bodies
+}
+
+// TestApplyDerived edits the reasoning of every block (the shaper's
+// edit), content strings inside messages (the guard's notices) and the
+// tools array (the deliberate tool), and checks Apply against a fresh
+// parse each time.
+func TestApplyDerived(t *testing.T) {
+	for n, body := range applyBodies(t) {
+		r, err := ParseRequest(body)
+		if err != nil {
+			t.Fatalf("body %d: %v", n, err)
+		}
+		var shape []Edit
+		for _, m := range r.Messages {
+			if m.ReasoningStart >= 0 {
+				shape = append(shape, Edit{Start: m.ReasoningStart, End: m.ReasoningEnd, Repl: quote("shaped: " + strings.ToUpper(m.Reasoning[:min(len(m.Reasoning), 20)]) + "\u00e9\n\"")})
+			}
+		}
+		checkApply(t, r, shape)
+		shaped, err := r.Apply(shape)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A second transform on the derived view: a notice in the last
+		// user or tool message, and the tool added.
+		var more []Edit
+		for i := len(shaped.Messages) - 1; i >= 0; i-- {
+			m := shaped.Messages[i]
+			raw := shaped.Body[m.Start:m.End]
+			if j := strings.Index(string(raw), `"content":"`); j >= 0 && (m.Role == RoleUser || m.Role == RoleTool) {
+				at := m.Start + j + len(`"content":"`)
+				more = append(more, Edit{Start: at, End: at, Repl: []byte(`Note: \"again\" `)})
+				break
+			}
+		}
+		if f, ok := shaped.Field("tools"); ok && shaped.Body[f.Start] == '[' && f.End-f.Start > 2 {
+			more = append(more, Edit{Start: f.End - 1, End: f.End - 1, Repl: []byte(`,{"type":"function","function":{"name":"deliberate"}}`)})
+		}
+		checkApply(t, shaped, more)
+	}
+}
+
+// TestApplyFallback covers edits Apply cannot derive (a message added, a
+// top-level key changed, a message replaced whole) and edits that break
+// the body: the result is still what ParseRequest says.
+func TestApplyFallback(t *testing.T) {
+	body := []byte(`{"model":"m","tools":[{"a":1}],"messages":[{"role":"user","content":"hi"},{"role":"assistant","reasoning_content":"r","content":"c"}],"stream":false}`)
+	r, err := ParseRequest(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m0, m1 := r.Messages[0], r.Messages[1]
+	f, _ := r.Field("model")
+	tools, _ := r.Field("tools")
+	cases := map[string][]Edit{
+		"message added":        {{Start: m1.End, End: m1.End, Repl: []byte(`,{"role":"tool","content":"x"}`)}},
+		"message replaced":     {{Start: m0.Start, End: m0.End, Repl: []byte(`{"role":"system","content":"s"}`)}},
+		"model changed":        {{Start: f.Start, End: f.End, Repl: []byte(`"other"`)}},
+		"key added at the top": {{Start: tools.End, End: tools.End, Repl: []byte(`,"stream":true`)}},
+		"reasoning not string": {{Start: m1.ReasoningStart, End: m1.ReasoningEnd, Repl: []byte(`null`)}},
+		"reasoning two tokens": {{Start: m1.ReasoningStart, End: m1.ReasoningEnd, Repl: []byte(`"a","content":"b"`)}},
+		"content broken":       {{Start: m0.Start + 1, End: m0.Start + 1, Repl: []byte(`"x":`)}},
+		"duplicate key added":  {{Start: m0.Start + 1, End: m0.Start + 1, Repl: []byte(`"role":"tool",`)}},
+		"tools broken":         {{Start: tools.Start + 1, End: tools.Start + 1, Repl: []byte(`}`)}},
+		"tools deeper":         {{Start: tools.Start + 1, End: tools.Start + 1, Repl: []byte(strings.Repeat("[", MaxDepth-1) + strings.Repeat("]", MaxDepth-1) + ",")}},
+		"message deeper":       {{Start: m0.End - 1, End: m0.End - 1, Repl: []byte(`,"x":` + strings.Repeat("[", MaxDepth-2) + strings.Repeat("]", MaxDepth-2))}},
+		"message at the limit": {{Start: m0.End - 1, End: m0.End - 1, Repl: []byte(`,"x":` + strings.Repeat("[", MaxDepth-3) + strings.Repeat("]", MaxDepth-3))}},
+		"invalid utf-8":        {{Start: m1.ReasoningStart, End: m1.ReasoningEnd, Repl: []byte("\"\xff\"")}},
+		"no edit":              nil,
+	}
+	for name, edits := range cases {
+		t.Run(name, func(t *testing.T) { checkApply(t, r, edits) })
+	}
+}
+
+// TestApplyRandom applies random byte edits inside messages and values:
+// whatever they break, Apply agrees with ParseRequest.
+func TestApplyRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	pieces := []string{`"`, `\`, `\"`, `{`, `}`, `[`, `]`, `,`, `:`, `"x":1,`, `null`, "\u00e9", "\xff", ` `, `a`, `"role":"user",`}
+	for n, body := range applyBodies(t) {
+		if len(body) > 64<<10 {
+			continue // the seed's megabyte: TestApplyDerived covers it
+		}
+		r, err := ParseRequest(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := 0; k < 200; k++ {
+			var edits []Edit
+			at := 0
+			for e := 0; e < 1+rng.IntN(3) && at < len(body); e++ {
+				start := at + rng.IntN(len(body)-at)
+				end := min(start+rng.IntN(4), len(body))
+				edits = append(edits, Edit{Start: start, End: end, Repl: []byte(pieces[rng.IntN(len(pieces))])})
+				at = end + 1
+			}
+			t.Run("", func(t *testing.T) {
+				defer func() {
+					if t.Failed() {
+						t.Logf("body %d, edits %+v", n, edits)
+					}
+				}()
+				checkApply(t, r, edits)
+			})
+		}
+	}
+}

@@ -1,0 +1,251 @@
+package conv
+
+import (
+	"bytes"
+	"fmt"
+	"hash/maphash"
+	"sync"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+)
+
+// Reparser parses requests as ParseRequest does, reusing what it parsed
+// of a recent request that the new one repeats. An agent sends its whole
+// history with every request; a history of 600 messages and a megabyte
+// takes milliseconds to validate and parse, and all but its last few
+// messages are the previous request's, byte for byte. A message found
+// again at the same place, with the same bytes, is neither validated nor
+// parsed again: its view is the earlier one's, moved to its new place.
+//
+// The result is exactly ParseRequest's (the same view, the same error):
+// the earlier request is only a guess, checked byte for byte. It is found
+// by a hash of the body's first bytes (the model and the system prompt,
+// for most clients), so a conversation's requests find each other without
+// the conversation key, which needs the parse. A Reparser keeps the last
+// request of each such beginning, within a memory bound. It is safe for
+// concurrent use.
+type Reparser struct {
+	seed     maphash.Seed
+	maxBytes int
+
+	mu     sync.Mutex
+	recent map[uint64]*Request
+	bytes  int
+}
+
+// reparseKeyBytes is how much of the body's beginning finds the earlier
+// request.
+const reparseKeyBytes = 2048
+
+// NewReparser returns a Reparser keeping at most maxBytes of bodies.
+func NewReparser(maxBytes int) *Reparser {
+	return &Reparser{seed: maphash.MakeSeed(), maxBytes: maxBytes, recent: make(map[uint64]*Request)}
+}
+
+// Parse returns ParseRequest(body).
+func (p *Reparser) Parse(body []byte) (*Request, error) {
+	k := maphash.Bytes(p.seed, body[:min(len(body), reparseKeyBytes)])
+	p.mu.Lock()
+	prev := p.recent[k]
+	p.mu.Unlock()
+	r, err := parseReusing(body, prev)
+	if err != nil || len(body) > p.maxBytes/4 {
+		return r, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if old, ok := p.recent[k]; ok {
+		p.bytes -= len(old.Body)
+	}
+	for k2, old := range p.recent { // over the bound: any goes (it is only a guess)
+		if p.bytes+len(body) <= p.maxBytes {
+			break
+		}
+		p.bytes -= len(old.Body)
+		delete(p.recent, k2)
+	}
+	p.recent[k] = r
+	p.bytes += len(body)
+	return r, nil
+}
+
+// parseReusing is ParseRequest(body), reusing the messages of prev (nil:
+// none) that body repeats at their place. Anything it does not read the
+// simple way (a repeated or escaped top-level key, anything invalid) is
+// left to ParseRequest, which also words the errors.
+func parseReusing(body []byte, prev *Request) (*Request, error) {
+	if prev == nil || !utf8.Valid(body) {
+		return ParseRequest(body)
+	}
+	r, ok := walkTop(body, prev)
+	if !ok {
+		return ParseRequest(body)
+	}
+	return r, nil
+}
+
+// walkTop reads the top-level object of body, validating each value as
+// ValidJSON would (the messages prev repeats excepted: they were), and
+// builds the view; ok is false when ParseRequest must say.
+func walkTop(body []byte, prev *Request) (*Request, bool) {
+	s := bodyString(body)
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return nil, false
+	}
+	r := &Request{Body: body, fields: make([]Field, 0, 8)}
+	var msgs gjson.Result
+	found := false
+	for i = skipSpace(body, i+1); i < len(body) && body[i] == '"'; {
+		end, ok := endString(body, i+1)
+		if !ok || bytes.IndexByte(body[i+1:end-1], '\\') >= 0 {
+			return nil, false // an escaped key: gjson unescapes it
+		}
+		key := s[i+1 : end-1]
+		if i = skipSpace(body, end); i >= len(body) || body[i] != ':' {
+			return nil, false
+		}
+		v := skipSpace(body, i+1)
+		var vend int
+		if key == "messages" && v < len(body) && body[v] == '[' {
+			if vend, ok = r.walkMessages(body, v, prev); !ok {
+				return nil, false
+			}
+			msgs = gjson.Result{Type: gjson.JSON, Raw: s[v:vend], Index: v}
+			found = true
+		} else if vend, ok = validValue(body, v, MaxDepth-1); !ok {
+			return nil, false
+		}
+		vend = trimSpaceEnd(body, v, vend)
+		for _, f := range r.fields {
+			if f.Key == key {
+				return nil, false // a repeated key: the view takes the last
+			}
+		}
+		r.fields = append(r.fields, Field{Key: key, Start: v, End: vend})
+		r.readTop(key, s[v:vend])
+		switch i = skipSpace(body, vend); {
+		case i < len(body) && body[i] == ',':
+			i = skipSpace(body, i+1)
+		case i < len(body) && body[i] == '}':
+			if skipSpace(body, i+1) != len(body) || !found || !msgs.IsArray() {
+				return nil, false
+			}
+			r.DuplicateKeys = r.msgDup
+			return r, true
+		default:
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// readTop reads a top-level value the view keeps (model, stream).
+func (r *Request) readTop(key, raw string) {
+	switch key {
+	case "model":
+		if v := gjson.Parse(raw); v.Type == gjson.String {
+			r.Model = v.Str
+		}
+	case "stream":
+		r.Stream = gjson.Parse(raw).Type == gjson.True
+	}
+}
+
+// trimSpaceEnd returns end less the white space validValue skipped.
+func trimSpaceEnd(body []byte, start, end int) int {
+	for end > start && (body[end-1] == ' ' || body[end-1] == '\n' || body[end-1] == '\r' || body[end-1] == '\t') {
+		end--
+	}
+	return end
+}
+
+// walkMessages reads the messages array starting at body[v] ('['): each
+// element that prev has at the same index with the same bytes is taken
+// from prev, moved; the others are validated and parsed. It returns where
+// the array ends.
+func (r *Request) walkMessages(body []byte, v int, prev *Request) (int, bool) {
+	s := bodyString(body)
+	r.Messages = make([]Message, 0, len(prev.Messages)+4)
+	reuse := true
+	i := skipSpace(body, v+1)
+	if i < len(body) && body[i] == ']' {
+		return i + 1, true
+	}
+	for idx := 0; i < len(body); idx++ {
+		var m Message
+		end := -1
+		if reuse && idx < len(prev.Messages) {
+			pm := &prev.Messages[idx]
+			raw := prev.Body[pm.Start:pm.End]
+			if e := i + len(raw); bytes.HasPrefix(body[i:], raw) && e < len(body) {
+				if n := skipSpace(body, e); n < len(body) && (body[n] == ',' || body[n] == ']') {
+					m, end = moved(pm, prev, s, i), e
+				}
+			}
+			reuse = end >= 0 // the first message that differs ends the reuse
+		}
+		if end < 0 {
+			e, ok := validValue(body, i, MaxDepth-2)
+			if !ok {
+				return 0, false
+			}
+			end = trimSpaceEnd(body, i, e)
+			el := gjson.Parse(s[i:end])
+			el.Index = i
+			m = parseMessage(idx, el, new(bool))
+		}
+		r.msgDup = r.msgDup || m.dup
+		r.Messages = append(r.Messages, m)
+		switch i = skipSpace(body, end); {
+		case i < len(body) && body[i] == ',':
+			i = skipSpace(body, i+1)
+		case i < len(body) && body[i] == ']':
+			return i + 1, true
+		default:
+			return 0, false
+		}
+	}
+	return 0, false
+}
+
+// moved returns prev's message pm placed at offset at of the new body s:
+// its byte ranges moved, and its strings that were prev's body's bytes
+// taken from the new body instead (the same bytes), so that the new view
+// holds no reference to the old body.
+func moved(pm *Message, prev *Request, s string, at int) Message {
+	m := *pm
+	d := at - pm.Start
+	m.shift(d)
+	old := bodyString(prev.Body)
+	re := func(x string) string { return rebase(x, old, s, d) }
+	m.Role, m.Name, m.Reasoning, m.Content, m.ToolCallID = re(m.Role), re(m.Name), re(m.Reasoning), re(m.Content), re(m.ToolCallID)
+	if len(m.ToolCalls) > 0 {
+		m.ToolCalls = append([]ToolCall(nil), m.ToolCalls...)
+		for k := range m.ToolCalls {
+			tc := &m.ToolCalls[k]
+			tc.ID, tc.Type, tc.Name, tc.Arguments = re(tc.ID), re(tc.Type), re(tc.Name), re(tc.Arguments)
+		}
+	}
+	return m
+}
+
+// rebase returns x, a string of the view of old, as the same bytes of
+// new, d bytes further; a string that is not old's memory (decoded, or
+// joined) is returned as it is.
+func rebase(x, old, new string, d int) string {
+	if len(x) == 0 || len(old) == 0 {
+		return x
+	}
+	p, o := uintptr(unsafe.Pointer(unsafe.StringData(x))), uintptr(unsafe.Pointer(unsafe.StringData(old)))
+	if p < o || p+uintptr(len(x)) > o+uintptr(len(old)) {
+		return x
+	}
+	off := int(p-o) + d
+	if off < 0 || off+len(x) > len(new) {
+		panic(fmt.Sprintf("conv: rebase out of range (%d+%d of %d)", off, len(x), len(new)))
+	}
+	return new[off : off+len(x)]
+}

@@ -1,0 +1,214 @@
+package conv
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/shaperproxy/shaperproxy/fixtures"
+)
+
+// checkReparse parses body reusing prev and compares the result with
+// ParseRequest's: the same view or the same error. prev's body is then
+// overwritten, and the view must not change: it holds none of prev's
+// memory.
+func checkReparse(t *testing.T, body []byte, prev *Request) {
+	t.Helper()
+	want, werr := ParseRequest(body)
+	got, gerr := parseReusing(body, prev)
+	if (gerr == nil) != (werr == nil) || gerr != nil && gerr.Error() != werr.Error() {
+		t.Fatalf("reparse error %v, ParseRequest error %v", gerr, werr)
+	}
+	if werr != nil {
+		return
+	}
+	sameView(t, got, want)
+	if prev != nil {
+		for i := range prev.Body {
+			prev.Body[i] = 'X'
+		}
+		sameView(t, got, want)
+	}
+}
+
+// parseCopy parses a copy of body (the tests overwrite it).
+func parseCopy(t *testing.T, body []byte) *Request {
+	t.Helper()
+	r, err := ParseRequest(bytes.Clone(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestReparseGrowth: a conversation's requests, each the previous one
+// and more, as agents send them.
+func TestReparseGrowth(t *testing.T) {
+	seed := parseCopy(t, fixtures.SeedHistory())
+	for _, n := range []int{1, 2, 50, 300, len(seed.Messages) - 1} {
+		prevBody := truncated(t, seed, n)
+		for _, next := range [][]byte{truncated(t, seed, n+1), truncated(t, seed, n), truncated(t, seed, max(n-1, 0))} {
+			checkReparse(t, next, parseCopy(t, prevBody))
+		}
+	}
+	for i := 1; i < len(multiturn); i++ {
+		checkReparse(t, readTestdata(t, multiturn[i]), parseCopy(t, readTestdata(t, multiturn[i-1])))
+	}
+}
+
+// truncated returns the request of r with its first n messages.
+func truncated(t testing.TB, r *Request, n int) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	b.WriteString(`{"model":"deepseek-reasoner","stream":false,"messages":[`)
+	for i, m := range r.Messages[:n] {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(r.Body[m.Start:m.End])
+	}
+	b.WriteString(`],"tools":[{"type":"function","function":{"name":"f"}}]}`)
+	return b.Bytes()
+}
+
+// TestReparseShapes: bodies the walker reads and bodies it leaves to
+// ParseRequest.
+func TestReparseShapes(t *testing.T) {
+	base := `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","reasoning_content":"r\n","content":"c"}],"stream":true}`
+	prev := func() *Request { return parseCopy(t, []byte(base)) }
+	indented := func(s string) []byte {
+		var b bytes.Buffer
+		_ = json.Indent(&b, []byte(s), "", "  ")
+		return b.Bytes()
+	}
+	cases := map[string][]byte{
+		"same":              []byte(base),
+		"one more":          []byte(`{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","reasoning_content":"r\n","content":"c"},{"role":"user","content":"more"}],"stream":true}`),
+		"first differs":     []byte(`{"model":"m","messages":[{"role":"user","content":"HI"},{"role":"assistant","reasoning_content":"r\n","content":"c"}],"stream":true}`),
+		"spaces":            []byte(` { "model" : "m" , "messages" : [ {"role":"user","content":"hi"} , {"role":"assistant","reasoning_content":"r\n","content":"c"} ] , "stream" : true } `),
+		"indented":          indented(base),
+		"empty messages":    []byte(`{"messages":[]}`),
+		"no messages":       []byte(`{"model":"m"}`),
+		"messages object":   []byte(`{"messages":{}}`),
+		"repeated key":      []byte(`{"messages":[],"messages":[{"role":"user","content":"hi"}]}`),
+		"escaped key":       []byte(`{"mess\u0061ges":[{"role":"user","content":"hi"}],"messages":[]}`),
+		"duplicate in msg":  []byte(`{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","role":"tool"}]}`),
+		"number element":    []byte(`{"messages":[{"role":"user","content":"hi"},12,"s",null]}`),
+		"prefix not whole":  []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}x]}`),
+		"trailing garbage":  []byte(base + "x"),
+		"not an object":     []byte(`[1]`),
+		"invalid utf-8":     []byte("{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}"),
+		"deep in a message": []byte(`{"messages":[{"role":"user","content":"hi"},{"x":` + closed(MaxDepth-2) + `}]}`),
+		"deep at the limit": []byte(`{"messages":[{"role":"user","content":"hi"},{"x":` + closed(MaxDepth-3) + `}]}`),
+		"deep at the top":   []byte(`{"messages":[{"role":"user","content":"hi"}],"x":` + closed(MaxDepth-1) + `}`),
+		"model not string":  []byte(`{"model":1,"messages":[{"role":"user","content":"hi"}],"stream":"true"}`),
+		"empty":             nil,
+	}
+	for name, body := range cases {
+		t.Run(name, func(t *testing.T) { checkReparse(t, body, prev()) })
+	}
+}
+
+// TestReparseRandom mutates a parsed body at random and reparses it with
+// the original as the earlier request.
+func TestReparseRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	pieces := []string{`"`, `\`, `{`, `}`, `[`, `]`, `,`, `:`, ` `, `a`, `1`, `"role":"user",`, "\xff", "é"}
+	for n, body := range applyBodies(t) {
+		if len(body) > 64<<10 {
+			continue // the seed's megabyte: TestReparseGrowth covers it
+		}
+		for k := 0; k < 300; k++ {
+			next := bytes.Clone(body)
+			for e := 0; e < 1+rng.IntN(2) && len(next) > 0; e++ {
+				at := rng.IntN(len(next))
+				end := min(at+rng.IntN(3), len(next))
+				next = append(next[:at], append([]byte(pieces[rng.IntN(len(pieces))]), next[end:]...)...)
+			}
+			t.Run("", func(t *testing.T) {
+				defer func() {
+					if t.Failed() {
+						t.Logf("body %d: %q", n, next)
+					}
+				}()
+				prev, err := ParseRequest(bytes.Clone(body))
+				if err != nil {
+					t.Skip()
+				}
+				checkReparse(t, next, prev)
+			})
+		}
+	}
+}
+
+// TestReparser: the cache finds the earlier request of a conversation and
+// keeps within its bound.
+func TestReparser(t *testing.T) {
+	const bound = 256 << 10
+	p := NewReparser(bound)
+	seed := parseCopy(t, fixtures.SeedHistory())
+	for n := 10; n < 20; n++ {
+		body := truncated(t, seed, n)
+		got, err := p.Parse(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := ParseRequest(body)
+		sameView(t, got, want)
+	}
+	if p.bytes > bound || len(p.recent) != 1 {
+		t.Fatalf("%d bytes in %d entries", p.bytes, len(p.recent))
+	}
+	big := truncated(t, seed, 200) // over a quarter of the bound: parsed, not kept
+	if len(big) <= bound/4 {
+		t.Fatalf("%d bytes is not big", len(big))
+	}
+	if _, err := p.Parse(big); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.recent) != 1 {
+		t.Fatalf("%d entries", len(p.recent))
+	}
+}
+
+func FuzzReparse(f *testing.F) {
+	for _, s := range requestSeeds {
+		f.Add([]byte(s), []byte(s))
+	}
+	for i := 1; i < len(multiturn); i++ {
+		f.Add(readTestdata(f, multiturn[i-1]), readTestdata(f, multiturn[i]))
+	}
+	f.Fuzz(func(t *testing.T, earlier, body []byte) {
+		prev, err := ParseRequest(bytes.Clone(earlier))
+		if err != nil {
+			return
+		}
+		checkReparse(t, body, prev)
+	})
+}
+
+// BenchmarkReparse parses the seed's request when its request less the
+// last message was parsed before: the common case of an agent's history.
+func BenchmarkReparse(b *testing.B) {
+	seed, _ := ParseRequest(fixtures.SeedHistory())
+	prev, _ := ParseRequest(truncated(b, seed, len(seed.Messages)-1))
+	body := truncated(b, seed, len(seed.Messages))
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := parseReusing(body, prev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkParseRequestSeed(b *testing.B) {
+	seed, _ := ParseRequest(fixtures.SeedHistory())
+	body := truncated(b, seed, len(seed.Messages))
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := ParseRequest(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,525 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shaperproxy/shaperproxy/fixtures"
+	"github.com/tidwall/sjson"
+)
+
+// The "cost" section (issue 15): what a request costs through the proxy,
+// against the standard library's reverse proxy (tuned, in a process of its
+// own) and against the direct path, all measured in the same run. The
+// client is this process; the upstream, the reverse proxy and each proxy
+// variant run as child processes (`bench -child ROLE`), so each has its
+// own scheduler and garbage collector, as in production. Without a child
+// command (the tests) they run in this process and the figures only show
+// that the section works.
+//
+// Every latency figure is an added latency: a target's percentile minus
+// the direct path's, per round, rounds interleaved (the order rotates), the
+// median of the rounds reported. "Per core" divides the requests served by
+// the CPU time the serving process used meanwhile (/proc/PID/stat), which
+// is what one core gives when the machine is shared with the client and
+// the upstream.
+
+// costSizes are the workload sizes of the cost section.
+type costSizes struct {
+	rounds           int           // interleaved rounds of the latency runs
+	smallN, rate     int           // small requests per target per round, and their rate
+	largeN, bigRate  int           // the seed's request: per target per round, and its rate
+	satRounds        int           // saturation rounds
+	satDur           time.Duration // each saturation run
+	satSmall, satBig int           // concurrent clients at saturation
+	streamRounds     int
+	streamConc       int // concurrent streams per target per round, in the second streaming row
+	streamEvents     int
+	streamGap        time.Duration
+	parts            []string // of "latency", "saturation", "stream" (none: all)
+}
+
+// runs reports whether the section runs part.
+func (c costSizes) runs(part string) bool { return len(c.parts) == 0 || slices.Contains(c.parts, part) }
+
+func pickCost(quick bool) costSizes {
+	if quick {
+		return costSizes{rounds: 2, smallN: 40, rate: 400, largeN: 3, bigRate: 20, satRounds: 1, satDur: 300 * time.Millisecond,
+			satSmall: 8, satBig: 2, streamRounds: 1, streamConc: 2, streamEvents: 30, streamGap: time.Millisecond}
+	}
+	return costSizes{rounds: 10, smallN: 500, rate: 500, largeN: 30, bigRate: 20, satRounds: 5, satDur: 3 * time.Second,
+		satSmall: 32, satBig: 4, streamRounds: 8, streamConc: 4, streamEvents: 1000, streamGap: time.Millisecond}
+}
+
+// costTarget is one way to the upstream.
+type costTarget struct {
+	name string
+	url  string // base URL; the chat path is appended
+	pid  int    // the process that serves it (0: this one)
+}
+
+// The targets of the cost section, in their column order.
+const (
+	direct  = "direct"
+	stdlib  = "ReverseProxy"
+	costAll = full // the default configuration
+)
+
+// costVariants are the proxy variants measured besides the baseline.
+var costVariants = []string{bare, costAll}
+
+func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
+	cs := sz.cost
+	targets, separate, err := e.costTargets()
+	if err != nil {
+		return err
+	}
+	c := newCostClient()
+	w := &wideTable{header: []string{"workload", "metric", direct, stdlib + " (added)", bare + " (added)", costAll + " (added)", costAll + " ÷ " + stdlib}}
+	where := "client, upstream, ReverseProxy and each proxy in processes of their own"
+	if !separate {
+		where = "all in this process (no child command): the figures only show that the section runs"
+	}
+	w.title = fmt.Sprintf("Per-request cost (%s; GOMAXPROCS=%d in each)", where, gomaxprocs())
+	small := smallBodies(16)
+	large := [][]byte{seedBody()}
+	for _, w := range []struct {
+		bodies [][]byte
+		n      int
+	}{{small, 20}, {large, 2}} {
+		for _, tg := range targets { // warm every path: connections, memos, the seed's first shaping
+			if _, err := fireBodies(ctx, c, tg.url+chatPath, w.bodies, w.n, 50); err != nil {
+				return fmt.Errorf("warm-up %s: %w", tg.name, err)
+			}
+		}
+	}
+	if cs.runs("latency") {
+		if err := costLatency(ctx, c, targets, small, cs.smallN, cs.rate, cs.rounds, w,
+			fmt.Sprintf("small non-stream (two messages), %d × %d requests at %d/s", cs.rounds, cs.smallN, cs.rate)); err != nil {
+			return err
+		}
+		if err := costLatency(ctx, c, targets, large, cs.largeN, cs.bigRate, cs.rounds, w,
+			fmt.Sprintf("the seed's request (631 messages, %d KB), %d × %d requests at %d/s", len(large[0])>>10, cs.rounds, cs.largeN, cs.bigRate)); err != nil {
+			return err
+		}
+	}
+	if cs.runs("saturation") {
+		if err := costSaturation(ctx, c, targets, small, cs.satSmall, cs, w, "small non-stream at saturation"); err != nil {
+			return err
+		}
+		if err := costSaturation(ctx, c, targets, large, cs.satBig, cs, w, "the seed's request at saturation"); err != nil {
+			return err
+		}
+	}
+	if cs.runs("stream") {
+		// One stream at a time is what the target is about: what the
+		// proxy adds to each event. Several at once on 2 cores measure the
+		// scheduler as much (the baseline adds as much as the proxy).
+		for _, conc := range []int{1, cs.streamConc} {
+			if err := costStreams(ctx, c, targets, conc, cs, w); err != nil {
+				return err
+			}
+		}
+	}
+	t.wides = append(t.wides, w)
+	return nil
+}
+
+const chatPath = "/v1/chat/completions"
+
+// costTargets starts the upstream, the baseline reverse proxy and the proxy
+// variants of the section; separate reports whether each runs in a
+// process of its own.
+func (e *env) costTargets() (targets []costTarget, separate bool, err error) {
+	separate = len(e.child) > 0
+	start := func(role string, args ...string) (string, int, error) {
+		if separate {
+			return e.spawn(append([]string{role}, args...))
+		}
+		url, err := e.serveHere(role, args)
+		return url, 0, err
+	}
+	up, upPID, err := start(roleUpstream)
+	if err != nil {
+		return nil, false, err
+	}
+	targets = append(targets, costTarget{direct, up, upPID})
+	rp, rpPID, err := start(roleReverseProxy, up)
+	if err != nil {
+		return nil, false, err
+	}
+	targets = append(targets, costTarget{stdlib, rp, rpPID})
+	for _, v := range costVariants { // a data directory apart from the other sections' proxies
+		u, pid, err := start(v, up, up, filepath.Join(e.dir, "cost"))
+		if err != nil {
+			return nil, false, err
+		}
+		targets = append(targets, costTarget{v, u + "/fake", pid})
+	}
+	return targets, separate, nil
+}
+
+// serveHere starts a role of the cost section in this process.
+func (e *env) serveHere(role string, args []string) (string, error) {
+	switch role {
+	case roleUpstream:
+		return startServer(http.HandlerFunc(costUpstream), &e.closers)
+	case roleReverseProxy:
+		rp, err := newReverseProxy(args[0])
+		if err != nil {
+			return "", err
+		}
+		return startServer(rp, &e.closers)
+	}
+	px, err := e.build(variantConfig(role, args[0], args[1], args[2]), nil)
+	if err != nil {
+		return "", err
+	}
+	e.proxies = append(e.proxies, px)
+	return startServer(px, &e.closers)
+}
+
+// newCostClient is the client of the cost section: keep-alive connections
+// enough for every concurrent request, no compression.
+func newCostClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		MaxIdleConns: 1024, MaxIdleConnsPerHost: 256, DisableCompression: true, IdleConnTimeout: time.Minute,
+	}, Timeout: 5 * time.Minute}
+}
+
+// smallBodies are n two-message requests of n conversations (the user
+// message differs), so the proxy's per-conversation caches hold n entries.
+func smallBodies(n int) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = fmt.Appendf(nil, `{"model":"deepseek-reasoner","stream":false,"messages":[{"role":"system","content":"You are a careful coding assistant."},{"role":"user","content":"Say hello to user %d."}]}`, i)
+	}
+	return out
+}
+
+// seedBody is the seed's 631-message request, not streamed.
+func seedBody() []byte {
+	b, _ := sjson.SetBytes(fixtures.SeedHistory(), "stream", false)
+	return b
+}
+
+// costLatency sends bodies at rate (open loop) to every target, rounds
+// interleaved, and adds the added p50 and p99 rows.
+func costLatency(ctx context.Context, c *http.Client, targets []costTarget, bodies [][]byte, n, rate, rounds int, w *wideTable, title string) error {
+	perRound := map[string][][2]time.Duration{} // target → per round {p50, p99}
+	pooled := map[string][]time.Duration{}
+	for r := 0; r < rounds; r++ {
+		for _, tg := range rotate(targets, r) {
+			lat, err := fireBodies(ctx, c, tg.url+chatPath, bodies, n, rate)
+			if err != nil {
+				return fmt.Errorf("%s: %w", tg.name, err)
+			}
+			perRound[tg.name] = append(perRound[tg.name], [2]time.Duration{pct(lat, 50), pct(lat, 99)})
+			pooled[tg.name] = append(pooled[tg.name], lat...)
+		}
+	}
+	for k, p := range []float64{50, 99} {
+		added := func(name string) []time.Duration {
+			var out []time.Duration
+			for r, v := range perRound[name] {
+				out = append(out, v[k]-perRound[direct][r][k])
+			}
+			return out
+		}
+		target := "≤ 1.0"
+		if p == 99 {
+			target = "≤ 1.5"
+		}
+		row := []string{title, fmt.Sprintf("latency p%.0f: direct, then added (median of %d rounds)", p, rounds), fmtDur(pct(pooled[direct], p))}
+		for _, tg := range targets[1:] {
+			row = append(row, fmtAdded(added(tg.name)))
+		}
+		row = append(row, ratioNote(added(costAll), added(stdlib), target))
+		w.add(row...)
+	}
+	return nil
+}
+
+// fmtAdded formats the median of per-round added latencies with their range.
+func fmtAdded(ds []time.Duration) string {
+	if len(ds) < 3 {
+		return signed(pct(ds, 50))
+	}
+	return fmt.Sprintf("%s (%s to %s)", signed(pct(ds, 50)), fmtDur(pct(ds, 0)), fmtDur(pct(ds, 100)))
+}
+
+func signed(d time.Duration) string {
+	if d < 0 {
+		return fmtDur(d)
+	}
+	return "+" + fmtDur(d)
+}
+
+// ratioNote is the ratio of the medians of a and b, with the median and
+// range of the per-round ratios.
+func ratioNote(a, b []time.Duration, target string) string {
+	ma, mb := pct(a, 50), pct(b, 50)
+	if mb <= 0 {
+		return "n/a (baseline adds nothing)"
+	}
+	var rs []float64
+	for i := range min(len(a), len(b)) {
+		if b[i] > 0 {
+			rs = append(rs, float64(a[i])/float64(b[i]))
+		}
+	}
+	s := fmt.Sprintf("%.2f", float64(ma)/float64(mb))
+	if len(rs) >= 3 {
+		slices.Sort(rs)
+		s += fmt.Sprintf(" (rounds: median %.2f, %.2f to %.2f)", rs[len(rs)/2], rs[0], rs[len(rs)-1])
+	}
+	return s + " (target " + target + ")"
+}
+
+// rotate returns targets starting at position r (mod len), so no target
+// always runs first in a round.
+func rotate(targets []costTarget, r int) []costTarget {
+	r %= len(targets)
+	return append(slices.Clone(targets[r:]), targets[:r]...)
+}
+
+// fireBodies is fire with a body per request, taken in turn from bodies.
+func fireBodies(ctx context.Context, c *http.Client, url string, bodies [][]byte, n, rate int) ([]time.Duration, error) {
+	lat := make([]time.Duration, n)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	for i := 0; i < n; i++ {
+		<-tick.C
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			d, err := post(ctx, c, url, bodies[i%len(bodies)])
+			lat[i] = d
+			if err != nil {
+				errs <- err
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	return lat, <-errs
+}
+
+// post sends one chat request, reads the whole answer and returns how
+// long that took.
+func post(ctx context.Context, c *http.Client, url string, body []byte) (time.Duration, error) {
+	start := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer sk-bench-not-a-key")
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return time.Since(start), err
+}
+
+// costSaturation runs workers clients in a closed loop against every
+// target, rounds interleaved, and adds the throughput rows.
+func costSaturation(ctx context.Context, c *http.Client, targets []costTarget, bodies [][]byte, workers int, cs costSizes, w *wideTable, title string) error {
+	rps := map[string][]float64{}
+	perCore := map[string][]float64{}
+	for r := 0; r < cs.satRounds; r++ {
+		for _, tg := range rotate(targets, r) {
+			n, elapsed, cpu, err := saturate(ctx, c, tg, bodies, workers, cs.satDur)
+			if err != nil {
+				return fmt.Errorf("%s: %w", tg.name, err)
+			}
+			rps[tg.name] = append(rps[tg.name], float64(n)/elapsed.Seconds())
+			if cpu > 0 {
+				perCore[tg.name] = append(perCore[tg.name], float64(n)/cpu.Seconds())
+			}
+		}
+	}
+	title = fmt.Sprintf("%s (%d clients, %d × %s)", title, workers, cs.satRounds, cs.satDur)
+	row := []string{title, "requests/s (median of rounds)"}
+	for _, tg := range targets {
+		row = append(row, fmt.Sprintf("%.0f", median(rps[tg.name])))
+	}
+	w.add(append(row, fmt.Sprintf("%.2f", median(rps[costAll])/median(rps[stdlib])))...)
+	row = []string{title, "requests per CPU-second of the serving process (per core; median of rounds)"}
+	for _, tg := range targets {
+		row = append(row, fmt.Sprintf("%.0f", median(perCore[tg.name])))
+	}
+	w.add(append(row, fmt.Sprintf("%.2f (target ≥ 0.9)", median(perCore[costAll])/median(perCore[stdlib])))...)
+	return nil
+}
+
+// saturate sends requests from workers goroutines, each as soon as the
+// previous answer is read, for d; it returns the requests completed, the
+// time taken and the CPU time the target's process used meanwhile (0 when
+// it runs in this process, where that says nothing).
+func saturate(ctx context.Context, c *http.Client, tg costTarget, bodies [][]byte, workers int, d time.Duration) (int, time.Duration, time.Duration, error) {
+	var done atomic.Int64
+	var first atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	cpu0 := cpuTime(tg.pid)
+	start := time.Now()
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for k := i; ; k += workers {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := post(ctx, c, tg.url+chatPath, bodies[k%len(bodies)]); err != nil {
+					first.CompareAndSwap(nil, err)
+					return
+				}
+				done.Add(1)
+			}
+		}(i)
+	}
+	time.Sleep(d)
+	close(stop)
+	n, elapsed := done.Load(), time.Since(start)
+	cpu := cpuTime(tg.pid) - cpu0 // the requests still running are in the CPU time but not counted: a slight undercount
+	wg.Wait()
+	if err, _ := first.Load().(error); err != nil {
+		return 0, 0, 0, err
+	}
+	if tg.pid == 0 {
+		cpu = 0
+	}
+	return int(n), elapsed, cpu, nil
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// costStreams measures the gap between consecutive events at the client,
+// streams of every target interleaved, and adds the gap row.
+func costStreams(ctx context.Context, c *http.Client, targets []costTarget, conc int, cs costSizes, w *wideTable) error {
+	q := fmt.Sprintf("?n=%d&gap=%s", cs.streamEvents, cs.streamGap)
+	p99 := map[string][]time.Duration{}
+	for r := 0; r < cs.streamRounds; r++ {
+		for _, tg := range rotate(targets, r) {
+			gaps, err := streamGaps(ctx, c, tg.url+chatPath+q, conc, cs.streamEvents)
+			if err != nil {
+				return fmt.Errorf("%s: %w", tg.name, err)
+			}
+			p99[tg.name] = append(p99[tg.name], pct(gaps, 99))
+		}
+	}
+	added := func(name string) []time.Duration {
+		var out []time.Duration
+		for r, v := range p99[name] {
+			out = append(out, v-p99[direct][r])
+		}
+		return out
+	}
+	title := fmt.Sprintf("streaming: %d stream(s) at once × %d events, %s apart, %d rounds", conc, cs.streamEvents, cs.streamGap, cs.streamRounds)
+	row := []string{title, "inter-event gap p99 at the client: direct, then added (median of rounds)", fmtDur(pct(p99[direct], 50))}
+	for _, tg := range targets[1:] {
+		row = append(row, fmtAdded(added(tg.name)))
+	}
+	note := fmt.Sprintf("%s added", signed(pct(added(costAll), 50)))
+	if conc == 1 {
+		note += " (target ≤ 150 µs)"
+	} else {
+		note += fmt.Sprintf("; the baseline adds %s", signed(pct(added(stdlib), 50)))
+	}
+	w.add(append(row, note)...)
+	return nil
+}
+
+// streamGaps runs conc streams at once and returns the gaps between
+// consecutive events as the client read them.
+func streamGaps(ctx context.Context, c *http.Client, url string, conc, events int) ([]time.Duration, error) {
+	var mu sync.Mutex
+	var all []time.Duration
+	var first error
+	var wg sync.WaitGroup
+	for i := 0; i < conc; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			gaps, err := readGaps(ctx, c, url, events)
+			mu.Lock()
+			defer mu.Unlock()
+			all = append(all, gaps...)
+			if first == nil {
+				first = err
+			}
+		}()
+	}
+	wg.Wait()
+	return all, first
+}
+
+// readGaps reads one stream and records the time between events.
+func readGaps(ctx context.Context, c *http.Client, url string, events int) ([]time.Duration, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(streamRequest))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	gaps := make([]time.Duration, 0, events)
+	buf := make([]byte, 64<<10)
+	var pending []byte
+	var last time.Time
+	seen := 0
+	for {
+		n, err := resp.Body.Read(buf)
+		now := time.Now()
+		pending = append(pending, buf[:n]...)
+		for {
+			i := bytes.Index(pending, []byte("\n\n"))
+			if i < 0 {
+				break
+			}
+			pending = pending[i+2:]
+			seen++
+			if !last.IsZero() {
+				gaps = append(gaps, now.Sub(last))
+			}
+			last = now
+		}
+		if err == io.EOF {
+			if seen < events {
+				return gaps, fmt.Errorf("stream short: %d of %d events", seen, events)
+			}
+			return gaps, nil
+		}
+		if err != nil {
+			return gaps, err
+		}
+	}
+}
+
+var streamRequest = []byte(`{"model":"deepseek-reasoner","stream":true,"messages":[{"role":"system","content":"You are a careful coding assistant."},{"role":"user","content":"Stream me something."}]}`)

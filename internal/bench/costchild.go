@@ -1,0 +1,212 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The roles a child process of the cost section plays besides the proxy
+// variants (`bench -child ROLE ARGS…`).
+const (
+	roleUpstream     = "upstream"     // costUpstream
+	roleReverseProxy = "reverseproxy" // newReverseProxy (args: the upstream URL)
+)
+
+// ProfileEnv names the directory where a child (a proxy variant, the
+// reverse proxy, the upstream) writes its CPU profile (cpu-NAME.pprof, for
+// its whole life) and its allocation profile (allocs-NAME.pprof, at exit):
+// `bench -profile DIR`.
+const ProfileEnv = "SHAPERPROXY_BENCH_PROFILE"
+
+// spawn runs a child (the command line in e.child with args appended),
+// reads the URL it prints and returns it with the child's process id.
+// The child ends when its stdin closes (e.close).
+func (e *env) spawn(args []string) (string, int, error) {
+	cmd := exec.Command(e.child[0], append(append([]string(nil), e.child[1:]...), args...)...)
+	cmd.Env = os.Environ()
+	if e.profile != "" {
+		cmd.Env = append(cmd.Env, ProfileEnv+"="+e.profile)
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return "", 0, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", 0, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return "", 0, err
+	}
+	e.closers = append(e.closers, func() { _ = stdin.Close(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		return "", 0, fmt.Errorf("child %s: %w", args[0], err)
+	}
+	return strings.TrimSpace(line), cmd.Process.Pid, nil
+}
+
+// serveRole serves a role of the cost section until stdin closes.
+func serveRole(role string, args []string) error {
+	var h http.Handler = http.HandlerFunc(costUpstream)
+	if role == roleReverseProxy {
+		if len(args) != 1 {
+			return fmt.Errorf("bench child %s: want the upstream URL, got %q", role, args)
+		}
+		rp, err := newReverseProxy(args[0])
+		if err != nil {
+			return err
+		}
+		h = rp
+	}
+	defer startProfile(role)()
+	var closers []func()
+	u, err := startServer(h, &closers)
+	if err != nil {
+		return err
+	}
+	fmt.Println(u)
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	for _, c := range closers {
+		c()
+	}
+	return nil
+}
+
+// newReverseProxy is the baseline: the standard library's reverse proxy,
+// tuned as a user would tune it and with the proxy's own transport
+// settings (connection pool, timeouts, no decompression), a buffer pool
+// and no error log.
+func newReverseProxy(upstream string) (http.Handler, error) {
+	u, err := url.Parse(upstream)
+	if err != nil {
+		return nil, err
+	}
+	tr := &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 10 * time.Minute,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
+	}
+	return &httputil.ReverseProxy{
+		Rewrite:    func(r *httputil.ProxyRequest) { r.SetURL(u) },
+		Transport:  tr,
+		BufferPool: bufPool{},
+		ErrorLog:   log.New(io.Discard, "", 0),
+	}, nil
+}
+
+// bufPool is httputil.BufferPool over a sync.Pool of 32 KiB buffers.
+type bufPool struct{}
+
+var rpBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufPool) Get() []byte  { return *(rpBufs.Get().(*[]byte)) }
+func (bufPool) Put(b []byte) { rpBufs.Put(&b) }
+
+// costUpstream answers a chat request the way a provider does, at no cost
+// worth measuring: with ?n=N&gap=D an SSE stream of N chunks D apart
+// (reasoning, then content, then the finish chunk with usage and [DONE]),
+// otherwise a short completion.
+func costUpstream(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	q := r.URL.Query()
+	n, _ := strconv.Atoi(q.Get("n"))
+	if n <= 0 {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(completion)
+		return
+	}
+	gap, _ := time.ParseDuration(q.Get("gap"))
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	rc := http.NewResponseController(w)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			time.Sleep(gap)
+		}
+		var err error
+		switch {
+		case i == n-1:
+			_, err = io.WriteString(w, "data: "+finishChunk+"\n\ndata: [DONE]\n\n")
+		case i < n/2:
+			_, err = fmt.Fprintf(w, "data: "+chunk+"\n\n", "reasoning_content", i)
+		default:
+			_, err = fmt.Fprintf(w, "data: "+chunk+"\n\n", "content", i)
+		}
+		if err != nil || rc.Flush() != nil {
+			return
+		}
+	}
+}
+
+var completion = []byte(`{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"deepseek-reasoner","choices":[{"index":0,"message":{"role":"assistant","content":"Hello!","reasoning_content":"The user wants a greeting."},"finish_reason":"stop"}],"usage":{"prompt_tokens":24,"completion_tokens":9,"total_tokens":33}}`)
+
+const (
+	chunk       = `{"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"deepseek-reasoner","choices":[{"index":0,"delta":{"%s":"token %d of the answer, "},"finish_reason":null}]}`
+	finishChunk = `{"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"deepseek-reasoner","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":24,"completion_tokens":300,"total_tokens":324}}`
+)
+
+// cpuTime returns the user and system CPU time process pid (0: this one)
+// has used, from /proc (in clock ticks of 10 ms, Linux's USER_HZ).
+func cpuTime(pid int) time.Duration {
+	path := "/proc/self/stat"
+	if pid != 0 {
+		path = fmt.Sprintf("/proc/%d/stat", pid)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	// The command name may hold spaces: fields count from after its ')'.
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// startProfile starts the CPU profile of a child proxy when ProfileEnv is
+// set; the returned func stops it and writes the allocation profile.
+func startProfile(variant string) func() {
+	dir := os.Getenv(ProfileEnv)
+	if dir == "" {
+		return func() {}
+	}
+	name := strings.ReplaceAll(variant, "+", "-")
+	f, err := os.Create(filepath.Join(dir, "cpu-"+name+".pprof"))
+	if err != nil || pprof.StartCPUProfile(f) != nil {
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+		if a, err := os.Create(filepath.Join(dir, "allocs-"+name+".pprof")); err == nil {
+			_ = pprof.Lookup("allocs").WriteTo(a, 0)
+			_ = a.Close()
+		}
+	}
+}

@@ -1,0 +1,291 @@
+package ledger
+
+import (
+	"bytes"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	bolt "go.etcd.io/bbolt"
+)
+
+// The small named values (Put, PutLater, Get, Delete) are served from
+// memory after their first read, and PutLater writes them in the
+// background: the guard changes a conversation's state on many requests,
+// and a request must not wait for an fsync (a few milliseconds on a good
+// disk, seconds on a busy one).
+//
+// Writes of PutLater are applied in the order of the values (the last
+// value of a key wins) by one goroutine, many to a transaction: one fsync
+// for all the values queued meanwhile. A value reaches the disk within one
+// transaction of its PutLater (milliseconds), so a crash loses only the
+// values of the last moments; Close and Flush write everything queued. A
+// write that fails (a full disk) is lost and counted (Stats): the value
+// stays in memory, so the process goes on with it, and a restart goes back
+// to the last value on disk, as after a crash. Put, Delete and
+// ClearConversation still commit before they return, and never lose to a
+// PutLater value queued before them.
+
+// kvID names one value.
+type kvID struct{ bucket, conversation, key string }
+
+// kvEntry is a value known in memory: ok is false for a value known to be
+// absent.
+type kvEntry struct {
+	value []byte
+	ok    bool
+}
+
+// Bounds of the memory kept for values.
+const (
+	maxCached      = 1 << 16 // values (or absences) kept in memory
+	maxCachedBytes = 16 << 20
+	maxCachedValue = 64 << 10 // larger values are read from the file each time
+	maxPending     = 1 << 16  // values waiting for the writer; past it PutLater loses (counted)
+)
+
+// kvState is the Store's memory of values and its background writer.
+type kvState struct {
+	mu      sync.Mutex
+	cond    *sync.Cond // signalled when a batch is written
+	cache   map[kvID]kvEntry
+	bytes   int
+	pending map[kvID][]byte
+	busy    bool // the writer holds a batch taken from pending
+	closed  bool
+	wake    chan struct{}
+	done    chan struct{}
+
+	writeMu sync.Mutex // serializes the writer's batches with Put, Delete and ClearConversation
+
+	written, lost atomic.Int64
+}
+
+func (k *kvState) init() {
+	k.cond = sync.NewCond(&k.mu)
+	k.cache = make(map[kvID]kvEntry)
+	k.pending = make(map[kvID][]byte)
+	k.wake = make(chan struct{}, 1)
+	k.done = make(chan struct{})
+}
+
+// Stats are the counters of PutLater's writer.
+type Stats struct {
+	Written int64 // values written by the background writer
+	Lost    int64 // values it could not write (a write error, or too many queued)
+	Pending int   // values waiting now
+}
+
+// Stats returns the background writer's counters.
+func (s *Store) Stats() Stats {
+	s.kv.mu.Lock()
+	n := len(s.kv.pending)
+	s.kv.mu.Unlock()
+	return Stats{Written: s.kv.written.Load(), Lost: s.kv.lost.Load(), Pending: n}
+}
+
+// remember records e for id in memory; h.mu is held. Values too large to
+// keep are forgotten instead, and the oldest-looking entries make room
+// (map order: any clean entry may go, it is read again when needed).
+func (k *kvState) remember(id kvID, e kvEntry) {
+	if old, ok := k.cache[id]; ok {
+		k.bytes -= len(old.value)
+		delete(k.cache, id)
+	}
+	if len(e.value) > maxCachedValue {
+		return
+	}
+	for id2, old := range k.cache {
+		if len(k.cache) < maxCached && k.bytes+len(e.value) <= maxCachedBytes {
+			break
+		}
+		if _, p := k.pending[id2]; !p {
+			k.bytes -= len(old.value)
+			delete(k.cache, id2)
+		}
+	}
+	k.cache[id] = e
+	k.bytes += len(e.value)
+}
+
+// forget drops what memory holds for id (a PutLater not yet written
+// included); k.mu is held.
+func (k *kvState) forget(id kvID) {
+	if old, ok := k.cache[id]; ok {
+		k.bytes -= len(old.value)
+		delete(k.cache, id)
+	}
+	delete(k.pending, id)
+}
+
+// forgetConversation drops every value of a conversation memory holds,
+// the queued ones too unless keepQueued (a value queued after Purge found
+// the conversation idle brings it back, as a Put would); k.mu is held.
+func (k *kvState) forgetConversation(conversation string, keepQueued bool) {
+	for id, old := range k.cache {
+		if _, queued := k.pending[id]; id.conversation == conversation && !(queued && keepQueued) {
+			k.bytes -= len(old.value)
+			delete(k.cache, id)
+		}
+	}
+	if keepQueued {
+		return
+	}
+	for id := range k.pending {
+		if id.conversation == conversation {
+			delete(k.pending, id)
+		}
+	}
+}
+
+// PutLater stores value like Put, but returns at once: the value is read
+// back at once from memory (Get), and written to the file in the
+// background (see the file's comment for what a crash or a write error
+// loses). value must not be modified afterwards. It fails only for an
+// invalid argument or a closed Store.
+func (s *Store) PutLater(bucket, conversation, key string, value []byte) error {
+	if err := checkKV(bucket, key); err != nil {
+		return err
+	}
+	if err := checkName("conversation", conversation, maxConversationLen); err != nil {
+		return err
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	id := kvID{bucket, conversation, key}
+	k := &s.kv
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
+		return errClosed
+	}
+	if _, queued := k.pending[id]; !queued && len(k.pending) >= maxPending {
+		k.forget(id) // as after a restart: the file's value is read again
+		k.lost.Add(1)
+		return nil
+	}
+	k.pending[id] = value
+	k.remember(id, kvEntry{value: value, ok: true})
+	select {
+	case k.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Flush waits until every value PutLater queued before it is written (or
+// lost to a write error).
+func (s *Store) Flush() {
+	k := &s.kv
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for (len(k.pending) > 0 || k.busy) && !k.closed {
+		select {
+		case k.wake <- struct{}{}:
+		default:
+		}
+		k.cond.Wait()
+	}
+}
+
+// writer writes what PutLater queued until the Store closes, then what is
+// left.
+func (s *Store) writer() {
+	defer close(s.kv.done)
+	for range s.kv.wake {
+		s.writeBatch()
+	}
+	s.writeBatch()
+}
+
+// writeBatch writes every queued value in one transaction.
+func (s *Store) writeBatch() {
+	k := &s.kv
+	k.writeMu.Lock()
+	defer k.writeMu.Unlock()
+	k.mu.Lock()
+	batch := k.pending
+	if len(batch) == 0 {
+		k.mu.Unlock()
+		return
+	}
+	k.pending, k.busy = make(map[kvID][]byte), true
+	k.mu.Unlock()
+	err := s.update(func(tx *bolt.Tx) error {
+		for id, v := range batch {
+			if err := putKV(tx, s.opts.Now(), id, v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		k.lost.Add(int64(len(batch)))
+	} else {
+		k.written.Add(int64(len(batch)))
+	}
+	k.mu.Lock()
+	k.busy = false
+	k.cond.Broadcast()
+	k.mu.Unlock()
+}
+
+// putKV writes one value in tx, as Put does.
+func putKV(tx *bolt.Tx, now time.Time, id kvID, value []byte) error {
+	cb, err := tx.Bucket(bucketConv).CreateBucketIfNotExists([]byte(id.conversation))
+	if err != nil {
+		return err
+	}
+	if err := cb.Put(keySeen, encodeTime(now)); err != nil {
+		return err
+	}
+	kv, err := sub(cb, bucketKV, true)
+	if err == nil {
+		kv, err = sub(kv, []byte(id.bucket), true)
+	}
+	if err != nil {
+		return err
+	}
+	return kv.Put([]byte(id.key), value)
+}
+
+// cached returns what memory knows of id.
+func (k *kvState) cached(id kvID) (kvEntry, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e, ok := k.cache[id]
+	return e, ok
+}
+
+// learn records a value read from the file, unless memory learned a newer
+// one meanwhile.
+func (k *kvState) learn(id kvID, e kvEntry) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if _, ok := k.cache[id]; !ok && !k.closed {
+		k.remember(id, e)
+	}
+}
+
+func cloneValue(v []byte) []byte {
+	out := bytes.Clone(v)
+	if out == nil {
+		out = []byte{}
+	}
+	return out
+}
+
+// Collectors are the background writer's metrics: values written, and
+// values lost (a write error, or too many queued).
+func Collectors(s *Store) []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "shaperproxy_state_writes_total", Help: "Values of state.db written by its background writer (the guard's state).",
+		}, func() float64 { return float64(s.Stats().Written) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "shaperproxy_state_writes_lost_total", Help: "Values of state.db its background writer lost to a write error or a full queue; the process went on with them, a restart goes back to the file's.",
+		}, func() float64 { return float64(s.Stats().Lost) }),
+	}
+}

@@ -1,0 +1,173 @@
+package ledger
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// reopen closes s and opens its file again.
+func reopen(t *testing.T, s *Store) *Store {
+	t.Helper()
+	path := s.Path()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return openAt(t, path, Options{})
+}
+
+func wantValue(t *testing.T, s *Store, key, want string, wantOK bool) {
+	t.Helper()
+	v, ok, err := s.Get("b", "c1", key)
+	if err != nil || ok != wantOK || string(v) != want {
+		t.Fatalf("Get(%q) = %q, %v, %v; want %q, %v", key, v, ok, err, want, wantOK)
+	}
+}
+
+// TestPutLater: the value is read back at once, reaches the file in the
+// background, and Close writes what is still queued.
+func TestPutLater(t *testing.T) {
+	s := openAt(t, testPath(t), Options{})
+	if err := s.PutLater("b", "c1", "k", []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	wantValue(t, s, "k", "v1", true)
+	s.Flush()
+	if st := s.Stats(); st.Written != 1 || st.Pending != 0 || st.Lost != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	s = reopen(t, s)
+	wantValue(t, s, "k", "v1", true)
+	for i := range 50 { // no Flush: Close writes them
+		if err := s.PutLater("b", "c1", "k", fmt.Appendf(nil, "v%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s = reopen(t, s)
+	wantValue(t, s, "k", "v49", true)
+}
+
+// TestPutLaterOrder: Put, Delete and ClearConversation never lose to a
+// value queued before them.
+func TestPutLaterOrder(t *testing.T) {
+	s := openAt(t, testPath(t), Options{})
+	s.kv.writeMu.Lock() // the writer cannot take the queued values yet
+	_ = s.PutLater("b", "c1", "put", []byte("later"))
+	_ = s.PutLater("b", "c1", "del", []byte("later"))
+	_ = s.PutLater("b", "c1", "kept", []byte("later"))
+	_ = s.PutLater("b", "c2", "cleared", []byte("later"))
+	s.kv.writeMu.Unlock()
+	if err := s.Put("b", "c1", "put", []byte("now")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete("b", "c1", "del"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ClearConversation("c2"); err != nil {
+		t.Fatal(err)
+	}
+	s.Flush()
+	for range 2 { // from memory, then from the file
+		wantValue(t, s, "put", "now", true)
+		wantValue(t, s, "del", "", false)
+		wantValue(t, s, "kept", "later", true)
+		if _, ok, _ := s.Get("b", "c2", "cleared"); ok {
+			t.Fatal("cleared conversation's value came back")
+		}
+		s = reopen(t, s)
+	}
+}
+
+// TestPutLaterDoesNotWait: PutLater returns while a write holds the file.
+func TestPutLaterDoesNotWait(t *testing.T) {
+	s := openAt(t, testPath(t), Options{})
+	s.kv.writeMu.Lock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 100 {
+			_ = s.PutLater("b", "c1", "k", fmt.Appendf(nil, "%d", i))
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("PutLater waited for the writer")
+	}
+	s.kv.writeMu.Unlock()
+	s.Flush()
+	wantValue(t, s, "k", "99", true)
+}
+
+// TestPutLaterPurge: a value queued for a conversation Purge removes
+// brings it back; values memory held of removed conversations go.
+func TestPutLaterPurge(t *testing.T) {
+	clk := newClock()
+	s := openAt(t, testPath(t), Options{Now: clk.Now})
+	if err := s.Put("b", "old", "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	wantOld := func(want bool) {
+		t.Helper()
+		if _, ok, _ := s.Get("b", "old", "k"); ok != want {
+			t.Fatalf("old conversation's value present = %v, want %v", ok, want)
+		}
+	}
+	wantOld(true)
+	clk.Add(30 * 24 * time.Hour)
+	if err := s.Put("b", "queued", "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(30 * 24 * time.Hour)
+	s.kv.writeMu.Lock()
+	_ = s.PutLater("b", "queued", "k", []byte("v2"))
+	s.kv.writeMu.Unlock()
+	if n, err := s.Purge(clk.Now()); err != nil || n < 1 {
+		t.Fatalf("Purge = %d, %v", n, err)
+	}
+	wantOld(false)
+	s.Flush()
+	s = reopen(t, s)
+	if v, ok, _ := s.Get("b", "queued", "k"); !ok || string(v) != "v2" {
+		t.Fatalf("queued value = %q, %v", v, ok)
+	}
+}
+
+// TestKVConcurrent runs PutLater, Put and Get together (for -race): each
+// goroutine reads back its own last value.
+func TestKVConcurrent(t *testing.T) {
+	s := openAt(t, testPath(t), Options{})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conv := fmt.Sprintf("c%d", g)
+			for i := range 200 {
+				v := fmt.Appendf(nil, "%d", i)
+				var err error
+				if i%17 == 0 {
+					err = s.Put("b", conv, "k", v)
+				} else {
+					err = s.PutLater("b", conv, "k", v)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if got, ok, err := s.Get("b", conv, "k"); err != nil || !ok || string(got) != string(v) {
+					t.Errorf("%s: Get = %q, %v, %v; want %q", conv, got, ok, err, v)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	s = reopen(t, s)
+	for g := range 8 {
+		if got, _, _ := s.Get("b", fmt.Sprintf("c%d", g), "k"); string(got) != "199" {
+			t.Errorf("c%d: %q after reopen", g, got)
+		}
+	}
+}
