@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io/fs"
 	"log/slog"
 	"path/filepath"
@@ -161,6 +162,19 @@ type Writer struct {
 	redact      redactMemo
 }
 
+// blobKey finds a blob the segment already holds. It is two 64-bit
+// maphash sums under seeds of this process: 128 bits, as unlikely to
+// collide as the SHA-256 the blob is stored under, a tenth of its cost
+// (every element of every request is hashed; only new ones get a
+// SHA-256), and not predictable from outside the process.
+type blobKey [2]uint64
+
+var blobSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+
+func keyOf(b []byte) blobKey {
+	return blobKey{maphash.Bytes(blobSeeds[0], b), maphash.Bytes(blobSeeds[1], b)}
+}
+
 // segState is the segment being written. Its file is created with the
 // first frame.
 type segState struct {
@@ -168,7 +182,7 @@ type segState struct {
 	f        File
 	path     string
 	size     int64
-	blobs    map[[32]byte]uint32
+	blobs    map[blobKey]uint32
 	nextBlob uint32
 }
 
@@ -498,10 +512,10 @@ func (w *Writer) encodeRequest(r *Record, spans []span) {
 	ords := w.fr.ords[:0]
 	for _, s := range spans {
 		elem := r.Data[s.start:s.end]
-		h := sha256.Sum256(elem)
-		ord, ok := w.seg.blobs[h]
+		k := keyOf(elem)
+		ord, ok := w.seg.blobs[k]
 		if !ok {
-			ord = w.addBlob(h, elem)
+			ord = w.addBlob(k, elem)
 		}
 		ords = append(ords, ord)
 	}
@@ -511,10 +525,11 @@ func (w *Writer) encodeRequest(r *Record, spans []span) {
 	w.scratch = sk[:0]
 }
 
-func (w *Writer) addBlob(h [32]byte, data []byte) uint32 {
+func (w *Writer) addBlob(k blobKey, data []byte) uint32 {
 	ord := w.seg.nextBlob
 	w.seg.nextBlob++
-	w.seg.blobs[h] = ord
+	w.seg.blobs[k] = ord
+	h := sha256.Sum256(data) // the stored name of a blob: only new blobs pay for it
 	if w.fr.blobs == 0 {
 		w.fr.blobFirst = ord
 	}
@@ -707,7 +722,7 @@ func (w *Writer) closeSegment() {
 }
 
 func (w *Writer) resetSegment() {
-	w.seg = segState{blobs: make(map[[32]byte]uint32)}
+	w.seg = segState{blobs: make(map[blobKey]uint32)}
 }
 
 // syncAndReport syncs the segment and returns (and clears) the first error

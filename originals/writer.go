@@ -2,6 +2,7 @@ package originals
 
 import (
 	"fmt"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +44,7 @@ type Writer struct {
 	bmu     sync.Mutex
 	begun   map[string]int // conversation -> turn last begun (at most maxBegun)
 	queuedB int            // BeginTurns queued, for tests
+	put     putMemo        // entries already queued, per conversation and turn
 
 	dropped, failed  atomic.Int64
 	refused, evicted atomic.Int64
@@ -78,7 +80,18 @@ func (s *Store) Async(queue int) *Writer {
 // Put queues the entries of one request (see Store.Put) and returns at once.
 // The Writer keeps the slice until it is written: do not modify it. If the
 // queue is full or the Writer is closed the entries are dropped and counted.
+//
+// An agent re-sends the blocks of the turn in progress with every step of
+// it: entries already queued in the same conversation and turn are not
+// queued again (that would be a transaction per request that changes
+// nothing).
 func (w *Writer) Put(entries []Entry) {
+	// Remembered before they are queued, so that a commit that fails
+	// forgets them whenever it runs; forgotten again if they are dropped.
+	w.bmu.Lock()
+	entries = w.put.fresh(entries)
+	w.put.remember(entries)
+	w.bmu.Unlock()
 	if len(entries) == 0 {
 		return
 	}
@@ -91,7 +104,81 @@ func (w *Writer) Put(entries []Entry) {
 		default:
 		}
 	}
+	w.bmu.Lock()
+	w.put.convs = nil
+	w.bmu.Unlock()
 	w.dropped.Add(int64(len(entries)))
+}
+
+// putMemo remembers, per conversation, the turn of its last queued
+// entries and which shaped texts they held. It is bounded: past
+// maxBegun conversations or maxPutKeys texts in one it starts over, and
+// it forgets everything when a commit refused, evicted or failed
+// (forgetting costs one transaction more, never an entry).
+type putMemo struct {
+	seed  maphash.Seed
+	convs map[string]*turnPuts
+}
+
+type turnPuts struct {
+	turn int
+	keys map[putKey]struct{}
+}
+
+// putKey names a shaped text: its hash and length (a collision would
+// need both, in one conversation and turn).
+type putKey struct {
+	h uint64
+	n int
+}
+
+const maxPutKeys = 1 << 14
+
+func (m *putMemo) key(e *Entry) putKey {
+	return putKey{maphash.String(m.seed, e.Shaped), len(e.Shaped)}
+}
+
+// fresh returns the entries not yet queued for their conversation and
+// turn (entries itself when all are new).
+func (m *putMemo) fresh(entries []Entry) []Entry {
+	if m.convs == nil {
+		return entries
+	}
+	var out []Entry
+	for i := range entries {
+		e := &entries[i]
+		if t, ok := m.convs[e.Conversation]; ok && t.turn == e.Turn {
+			if _, dup := t.keys[m.key(e)]; dup {
+				if out == nil {
+					out = append(make([]Entry, 0, len(entries)), entries[:i]...)
+				}
+				continue
+			}
+		}
+		if out != nil {
+			out = append(out, *e)
+		}
+	}
+	if out == nil {
+		return entries
+	}
+	return out
+}
+
+// remember records entries as queued.
+func (m *putMemo) remember(entries []Entry) {
+	if m.convs == nil || len(m.convs) >= maxBegun {
+		m.seed, m.convs = maphash.MakeSeed(), map[string]*turnPuts{}
+	}
+	for i := range entries {
+		e := &entries[i]
+		t := m.convs[e.Conversation]
+		if t == nil || t.turn != e.Turn || len(t.keys) >= maxPutKeys {
+			t = &turnPuts{turn: e.Turn, keys: map[putKey]struct{}{}}
+			m.convs[e.Conversation] = t
+		}
+		t.keys[m.key(e)] = struct{}{}
+	}
 }
 
 // maxBegun bounds the conversations whose last begun turn the Writer
@@ -300,6 +387,13 @@ func (w *Writer) valid(batch []op) (ok []op, entries int, began bool) {
 // counts what did not fit or failed.
 func (w *Writer) commit(batch []op, turns map[string]int, entries int) {
 	r, err := w.s.commit(batch, turns)
+	if r != (room{}) || err != nil {
+		// Entries may be missing from the table: whatever is sent again
+		// must be written again.
+		w.bmu.Lock()
+		w.put.convs = nil
+		w.bmu.Unlock()
+	}
 	if r != (room{}) {
 		w.refused.Add(int64(r.refused))
 		w.evicted.Add(int64(r.evicted))

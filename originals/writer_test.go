@@ -229,3 +229,41 @@ func TestWriterBeginsATurnOnce(t *testing.T) {
 		t.Fatalf("%d BeginTurns queued, want 3 (a1, b1, a2)", n)
 	}
 }
+
+// TestWriterPutsAnEntryOnce: the blocks an agent re-sends with every step
+// of a turn are queued once; a new text, a new turn, another conversation
+// and an entry that was dropped (queue full) are queued again, and every
+// one ends up stored.
+func TestWriterPutsAnEntryOnce(t *testing.T) {
+	g := newGate()
+	s := openTest(t, Options{Now: g.Now})
+	w := s.Async(3)
+	defer w.Close()
+	release := stall(t, g, w)
+	defer release()
+
+	w.Put([]Entry{entry("a", 1, "x", "o"), entry("a", 1, "y", "o")})
+	w.Put([]Entry{entry("a", 1, "x", "o"), entry("a", 1, "y", "o")}) // the next step of the turn
+	if got := len(w.ops); got != 1 {
+		t.Fatalf("queue: %d operations after the same entries twice, want 1", got)
+	}
+	w.Put([]Entry{entry("a", 1, "x", "o"), entry("a", 1, "z", "o"), entry("b", 1, "x", "o")})
+	if got := len(w.ops); got != 2 {
+		t.Fatalf("queue: %d operations, want 2 (the new z and b's x)", got)
+	}
+	w.Put([]Entry{entry("c", 1, "full0", "o")})
+	w.Put([]Entry{entry("c", 1, "lost", "o")}) // queue full: dropped, so not remembered
+	if got := w.Dropped(); got != 1 {
+		t.Fatalf("Dropped: %d, want 1", got)
+	}
+	release()
+	w.Flush()
+	w.Put([]Entry{entry("c", 1, "lost", "o")}) // sent again once there is room: queued
+	w.BeginTurn("a", 2)
+	w.Put([]Entry{entry("a", 2, "x", "o")}) // the same text in a new turn
+	w.Flush()
+	want := []string{"a/2/x", "b/1/x", "c/1/full0", "c/1/lost", "stall/1/stall"}
+	if got := listKeys(t, s, ""); !slices.Equal(got, want) {
+		t.Errorf("stored: got %q, want %q", got, want)
+	}
+}

@@ -1,6 +1,7 @@
 package accounting
 
 import (
+	"maps"
 	"sync"
 	"time"
 
@@ -29,12 +30,16 @@ type Meter struct {
 	tokens   map[string]*prometheus.CounterVec
 	cost     *prometheus.CounterVec
 	reported *prometheus.CounterVec
+
+	mu   sync.RWMutex
+	sets map[setKey]*meterSet
 }
 
 var _ proxy.Observer = (*Meter)(nil)
 
-// The token counters: the field of Usage each counts, its name and help.
-var tokenMetrics = []struct{ field, name, help string }{
+// The token counters: the field of Usage each counts, its name and help
+// (record adds the fields in this order).
+var tokenMetrics = [...]struct{ field, name, help string }{
 	{"prompt", "shaperproxy_usage_prompt_tokens_total", "Prompt (input) tokens the upstreams reported."},
 	{"cache_hit", "shaperproxy_usage_cache_hit_tokens_total", "Prompt tokens the upstreams reported as served from their prompt cache."},
 	{"cache_miss", "shaperproxy_usage_cache_miss_tokens_total", "Prompt tokens the upstreams reported as not served from their prompt cache (cache writes included)."},
@@ -61,6 +66,7 @@ func NewMeter(profiles *profile.Table, maxModels int) *Meter {
 			Help: "Chat calls that ended, by route, model, kind (primary, review-child, review-continuation, deliberate-branch, deliberate-continuation) and whether the upstream reported a usage.",
 		}, append(labels, "usage")),
 		tokens: map[string]*prometheus.CounterVec{},
+		sets:   map[setKey]*meterSet{},
 		cost: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shaperproxy_usage_cost_dollars_total",
 			Help: "Cost of the reported tokens at the route's profile prices, in US dollars (calls whose profile knows no prices add nothing).",
@@ -101,25 +107,81 @@ func (m *Meter) record(call *proxy.Call, w *Watcher) {
 	if model == "" {
 		model = w.Model()
 	}
-	l := prometheus.Labels{"route": call.Route, "model": m.models.label(call.Route, model), "kind": Kind(call.Internal, call.Purpose)}
-	state := "missing"
-	if ok {
-		state = "reported"
-	}
-	m.calls.MustCurryWith(l).WithLabelValues(state).Inc()
+	set := m.set(call.Route, model, Kind(call.Internal, call.Purpose))
 	if !ok {
+		set.missing.get().Inc()
 		return
 	}
-	for name, v := range map[string]int64{"prompt": u.Prompt, "cache_hit": u.Hit, "cache_miss": u.Miss,
-		"cache_write": u.CacheWrite, "completion": u.Output, "reasoning": u.Reasoning} {
-		m.tokens[name].With(l).Add(float64(v))
+	set.reported.get().Inc()
+	for i, v := range [...]int64{u.Prompt, u.Hit, u.Miss, u.CacheWrite, u.Output, u.Reasoning} {
+		set.tokens[i].get().Add(float64(v))
 	}
-	if c := Price(m.profiles.ForRoute(call.Route, model).Prices, u); c.USDKnown {
-		m.cost.With(l).Add(c.USD)
+	if c := Price(set.prices, u); c.USDKnown {
+		set.cost.get().Add(c.USD)
 	}
 	if u.CostReported > 0 {
-		m.reported.With(l).Add(u.Cost)
+		set.reportedCost.get().Add(u.Cost)
 	}
+}
+
+// meterSet is what record needs for one route, model and kind: the
+// counters' children and the prices, resolved once (label lookups hash
+// and lock; a call makes nine).
+type meterSet struct {
+	missing, reported  lazyCounter
+	tokens             [len(tokenMetrics)]lazyCounter
+	cost, reportedCost lazyCounter
+	prices             profile.Prices
+}
+
+// lazyCounter is a counter's child made at its first use: a series
+// appears when something is counted in it, as with WithLabelValues.
+type lazyCounter struct {
+	once sync.Once
+	c    prometheus.Counter
+	vec  *prometheus.CounterVec
+	l    prometheus.Labels
+}
+
+func (z *lazyCounter) get() prometheus.Counter {
+	z.once.Do(func() { z.c = z.vec.With(z.l) })
+	return z.c
+}
+
+type setKey struct{ route, model, kind string }
+
+// maxSets bounds the sets kept (past it they are resolved again).
+const maxSets = 4096
+
+func (m *Meter) set(route, model, kind string) *meterSet {
+	k := setKey{route, model, kind}
+	m.mu.RLock()
+	s := m.sets[k]
+	m.mu.RUnlock()
+	if s != nil {
+		return s
+	}
+	l := prometheus.Labels{"route": route, "model": m.models.label(route, model), "kind": kind}
+	with := func(state string) prometheus.Labels {
+		out := prometheus.Labels{"usage": state}
+		maps.Copy(out, l)
+		return out
+	}
+	s = &meterSet{
+		missing: lazyCounter{vec: m.calls, l: with("missing")}, reported: lazyCounter{vec: m.calls, l: with("reported")},
+		cost: lazyCounter{vec: m.cost, l: l}, reportedCost: lazyCounter{vec: m.reported, l: l},
+		prices: m.profiles.ForRoute(route, model).Prices,
+	}
+	for i, t := range tokenMetrics {
+		s.tokens[i] = lazyCounter{vec: m.tokens[t.field], l: l}
+	}
+	m.mu.Lock()
+	if len(m.sets) >= maxSets {
+		m.sets = map[setKey]*meterSet{}
+	}
+	m.sets[k] = s
+	m.mu.Unlock()
+	return s
 }
 
 // meterSink watches one response.

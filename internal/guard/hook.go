@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/ledger"
@@ -241,6 +243,20 @@ func (s *guardSink) Body(p []byte) {
 	}
 }
 
+// bodyChars is stepChars of a non-stream body's first choice, read from
+// the body where it lies (no assembly); false when the body is not JSON
+// or has no choice.
+func bodyChars(body []byte) (int, bool) {
+	if !conv.ValidJSON(body) {
+		return 0, false
+	}
+	msg := gjson.GetBytes(body, "choices.0.message")
+	if !msg.Exists() {
+		return 0, false
+	}
+	return stepChars(conv.Choice{Reasoning: conv.DeltaReasoning(msg), Content: msg.Get("content").String()}), true
+}
+
 // maxGuardBody bounds the non-stream body the guard keeps to measure.
 const maxGuardBody = 16 << 20
 
@@ -249,15 +265,11 @@ func (s *guardSink) End(end proxy.End) {
 		return
 	}
 	if s.body != nil {
-		asm := conv.NewAssembler()
-		if asm.AddBody(s.body) != nil {
+		n, ok := bodyChars(s.body)
+		if !ok {
 			return
 		}
-		choices := asm.Response().Choices
-		if len(choices) == 0 {
-			return
-		}
-		s.chars = stepChars(choices[0])
+		s.chars = n
 	}
 	cp := s.h.projection(s.call.Conversation)
 	cp.mu.Lock()

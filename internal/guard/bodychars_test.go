@@ -1,0 +1,34 @@
+package guard
+
+import (
+	"testing"
+
+	"github.com/shaperproxy/shaperproxy/conv"
+)
+
+// TestBodyCharsAsAssembled: reading a non-stream body where it lies gives
+// what assembling it gives.
+func TestBodyCharsAsAssembled(t *testing.T) {
+	for _, body := range []string{
+		`{"choices":[{"index":0,"message":{"role":"assistant","content":"ok","reasoning_content":"Hmm, wait. Das ist ünïcode\n."},"finish_reason":"stop"}]}`,
+		`{"choices":[{"index":0,"message":{"role":"assistant","content":"ok","reasoning":"via OpenRouter"},"finish_reason":"stop"}]}`,
+		`{"choices":[{"index":0,"message":{"role":"assistant","content":"ok","reasoning_content":null,"reasoning":"second field"},"finish_reason":"stop"}]}`,
+		`{"choices":[{"index":0,"message":{"role":"assistant","content":"<think>inline\nthought</think>answer"},"finish_reason":"stop"}]}`,
+		`{"choices":[{"index":0,"message":{"role":"assistant","content":"plain"},"finish_reason":"stop"}]}`,
+	} {
+		asm := conv.NewAssembler()
+		if err := asm.AddBody([]byte(body)); err != nil {
+			t.Fatal(err)
+		}
+		want := stepChars(asm.Response().Choices[0])
+		got, ok := bodyChars([]byte(body))
+		if !ok || got != want {
+			t.Errorf("%s: got %d (%v), want %d", body, got, ok, want)
+		}
+	}
+	for _, bad := range []string{`{"choices":[`, `{"choices":[]}`, `{"error":{"message":"x"}}`} {
+		if n, ok := bodyChars([]byte(bad)); ok {
+			t.Errorf("%s: got %d, want no measure", bad, n)
+		}
+	}
+}
