@@ -40,11 +40,11 @@ type stack struct {
 // build assembles the stack for c. c must be valid; c.DataDir must be set.
 // The transforms run in this order: restore revised turns, the guard
 // (reads the history as the client sent it), shaping.
-func build(c config.Config, logger *slog.Logger) (st *stack, err error) {
+func build(c config.Config, logger *slog.Logger) (_ *stack, err error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	st = &stack{}
+	st := &stack{} // not the named result: a failure returns nil, and what was opened is closed
 	defer func() {
 		if err != nil {
 			_ = st.Close()

@@ -199,3 +199,19 @@ func TestCaptureMarksTruncatedEvent(t *testing.T) {
 		t.Fatalf("second event: %q %q", events[1].Data, events[1].Err)
 	}
 }
+
+// TestBuildFailsCleanly: a stack that cannot be built (its data directory
+// is a file) is an error, not a panic, and what was opened is closed.
+func TestBuildFailsCleanly(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "not-a-dir")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := config.Default()
+	c.DataDir = file
+	c.Routes = c.WithDefaultRoute("http://127.0.0.1:1")
+	st, err := build(c, nil)
+	if err == nil || st != nil {
+		t.Fatalf("build with a file as data directory: %v, %v; want an error and no stack", st, err)
+	}
+}
