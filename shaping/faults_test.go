@@ -92,9 +92,7 @@ func TestInspectIdentity(t *testing.T) {
 // checks that extraction follows the rules Inspect measures.
 func TestShapeHasNoFaults(t *testing.T) {
 	texts := corpus(11, 200_000, 120)
-	for _, g := range goldenInputs(t) {
-		texts = append(texts, g)
-	}
+	texts = append(texts, goldenInputs(t)...)
 	for _, text := range texts {
 		out, changed := Shape(text, Options{})
 		if !changed {

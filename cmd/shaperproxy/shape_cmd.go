@@ -122,7 +122,7 @@ func corpusLine(line []byte) ([]string, error) {
 		}
 		return out, nil
 	}
-	for _, k := range []string{"reasoning", "reasoning_content", "text"} {
+	for _, k := range append(conv.ReasoningFields[:], "text") { // a corpus record's text, under a wire name or "text"
 		if s := v.Get(k); s.Type == gjson.String {
 			return []string{s.String()}, nil
 		}

@@ -28,9 +28,6 @@ type outcome struct {
 	Usage     gjson.Result // the child's usage object, when it answered
 }
 
-// ok reports whether the branch answered with a valid packet.
-func (o outcome) ok() bool { return o.Packet != nil }
-
 // run builds and runs the branches of a call in parallel, each with its
 // own deadline, and returns their outcomes in the order asked. A branch
 // that fails gives a short diagnostic; the others still return.
