@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
@@ -204,23 +203,7 @@ func newClient() *http.Client {
 func gomaxprocs() int { return runtime.GOMAXPROCS(0) }
 
 // rssBytes reads the resident set size of process pid (0: this one).
-func rssBytes(pid int) int64 {
-	path := "/proc/self/status"
-	if pid != 0 {
-		path = fmt.Sprintf("/proc/%d/status", pid)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return -1
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return -1
-}
+func rssBytes(pid int) int64 { return statusBytes(pid, "VmRSS:") }
 
 func fmtDur(d time.Duration) string {
 	switch {

@@ -1,12 +1,9 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/shaperproxy/shaperproxy/internal/fakeupstream"
@@ -81,33 +78,5 @@ func addedShare(lat map[string][]time.Duration, p float64) float64 {
 // fire sends n requests at rate per second without waiting for answers
 // (open loop), and returns every latency.
 func fire(ctx context.Context, c *http.Client, url string, body []byte, n, rate int) ([]time.Duration, error) {
-	lat := make([]time.Duration, n)
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	tick := time.NewTicker(time.Second / time.Duration(rate))
-	defer tick.Stop()
-	for i := 0; i < n; i++ {
-		<-tick.C
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			start := time.Now()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := c.Do(req)
-			if err != nil {
-				errs <- err
-				return
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			lat[i] = time.Since(start)
-			if resp.StatusCode != http.StatusOK {
-				errs <- fmt.Errorf("status %d", resp.StatusCode)
-			}
-		}(i)
-	}
-	wg.Wait()
-	close(errs)
-	return lat, <-errs
+	return fireBodies(ctx, c, url, [][]byte{body}, n, rate)
 }

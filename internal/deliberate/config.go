@@ -2,9 +2,9 @@ package deliberate
 
 import (
 	"errors"
-	"fmt"
-	"slices"
 	"time"
+
+	"github.com/shaperproxy/shaperproxy/internal/review"
 )
 
 // Config is the [deliberate] section of the configuration. The tool is off
@@ -12,7 +12,7 @@ import (
 type Config struct {
 	// Routes lists the routes whose chat requests get the tool ("*": every
 	// route); empty is off.
-	Routes []string `toml:"routes"`
+	Routes review.Routes `toml:"routes"`
 	// BranchTimeout bounds each branch (its own deadline).
 	BranchTimeout time.Duration `toml:"branch_timeout"`
 	// KeepAlive is the period of the SSE comments sent to the client while
@@ -45,15 +45,9 @@ func (c Config) Validate(routes []string) error {
 	if c.MaxSnapshotChars <= 0 {
 		errs = append(errs, errors.New("max_snapshot_chars: must be positive"))
 	}
-	for i, name := range c.Routes {
-		if name != "*" && !slices.Contains(routes, name) {
-			errs = append(errs, fmt.Errorf("routes[%d]: no route named %q", i, name))
-		}
-	}
+	errs = append(errs, c.Routes.Check(routes)...)
 	return errors.Join(errs...)
 }
 
 // enabled reports whether the tool is served on route.
-func (c Config) enabled(route string) bool {
-	return slices.Contains(c.Routes, route) || slices.Contains(c.Routes, "*")
-}
+func (c Config) enabled(route string) bool { return c.Routes.Has(route) }

@@ -11,7 +11,7 @@ import (
 // DefaultConfig; the review is off until Routes names a route.
 type Config struct {
 	// Routes lists the routes reviewed ("*": every route); empty is off.
-	Routes []string `toml:"routes"`
+	Routes Routes `toml:"routes"`
 	// Scope says which turns are reviewed.
 	Scope Scope `toml:"scope"`
 	// Mask says what the child does not see.
@@ -92,17 +92,32 @@ func (c Config) Validate(routes []string) error {
 	if c.MaxSnapshotChars <= 0 || c.MaxImages < 0 {
 		errs = append(errs, errors.New("max_snapshot_chars, max_images: must be positive"))
 	}
-	for i, name := range c.Routes {
-		if name != "*" && !slices.Contains(routes, name) {
-			errs = append(errs, fmt.Errorf("routes[%d]: no route named %q", i, name))
-		}
-	}
+	errs = append(errs, c.Routes.Check(routes)...)
 	return errors.Join(errs...)
 }
 
 // Reviews reports whether the review is on for route.
-func (c Config) Reviews(route string) bool {
-	return slices.Contains(c.Routes, route) || slices.Contains(c.Routes, "*")
+func (c Config) Reviews(route string) bool { return c.Routes.Has(route) }
+
+// Routes names the routes a feature is on: "*" is every route, empty is
+// off. (The review and the deliberate tool are switched on this way.)
+type Routes []string
+
+// Has reports whether route is named, or "*" is.
+func (r Routes) Has(route string) bool {
+	return slices.Contains(r, route) || slices.Contains(r, "*")
+}
+
+// Check returns an error, keyed "routes[i]", for each name that is
+// neither "*" nor one of the configured routes.
+func (r Routes) Check(configured []string) []error {
+	var errs []error
+	for i, name := range r {
+		if name != "*" && !slices.Contains(configured, name) {
+			errs = append(errs, fmt.Errorf("routes[%d]: no route named %q", i, name))
+		}
+	}
+	return errs
 }
 
 func oneOf[T ~string](key string, v T, allowed ...T) error {
