@@ -39,7 +39,7 @@ func turnOf(conv string, turn, n, size int) []Entry {
 // every entry, and the evictions are told in one warning a period.
 func TestWriterStaysWithinMaxBytes(t *testing.T) {
 	const bound = 512 << 10
-	c := newClock()
+	c := testenv.NewClock()
 	rec := &testenv.Log{}
 	s := openTest(t, Options{MaxBytes: bound, Now: c.Now, Logger: slog.New(rec)})
 	w := s.Async(64)

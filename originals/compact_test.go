@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shaperproxy/shaperproxy/internal/boltdb"
+	"github.com/shaperproxy/shaperproxy/internal/testenv"
 )
 
 func fileSize(tb testing.TB, path string) int64 {
@@ -116,7 +117,7 @@ func TestCompactIfLarge(t *testing.T) {
 }
 
 func TestMaintainPurgesAndCompacts(t *testing.T) {
-	c := newClock()
+	c := testenv.NewClock()
 	s := grown(t, Options{TTL: time.Hour, MaxBytes: 256 << 10, Now: c.Now}, func(s *Store) {
 		fill(t, s, "idle", 1, 300, 4096)
 		mustPut(t, s, entry("live", 1, "s", "o"))

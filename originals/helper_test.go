@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 )
@@ -41,26 +40,6 @@ func checkFile(tb testing.TB, path string) {
 	if err := s.Check(); err != nil {
 		tb.Errorf("check %s: %v", path, err)
 	}
-}
-
-// clock is a settable Options.Now.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
 }
 
 func entry(conv string, turn int, shaped, original string) Entry {

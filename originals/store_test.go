@@ -12,11 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shaperproxy/shaperproxy/internal/testenv"
 	bolt "go.etcd.io/bbolt"
 )
 
 func TestPutLookup(t *testing.T) {
-	c := newClock()
+	c := testenv.NewClock()
 	s := openTest(t, Options{Now: c.Now})
 	want := entry("conv-a", 3, "decided: read config first", text(1, 2048))
 	mustPut(t, s, want)
@@ -174,7 +175,7 @@ func TestPutOfEarlierTurnIgnored(t *testing.T) {
 }
 
 func TestPurgeTTL(t *testing.T) {
-	c := newClock()
+	c := testenv.NewClock()
 	s := openTest(t, Options{TTL: time.Hour, Now: c.Now})
 	mustPut(t, s, entry("old", 1, "shared", "o1"), entry("old", 1, "x", "o"))
 	c.Add(50 * time.Minute)

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shaperproxy/shaperproxy/internal/testenv"
 )
 
 // reopen closes s and opens its file again.
@@ -103,7 +105,7 @@ func TestPutLaterDoesNotWait(t *testing.T) {
 // TestPutLaterPurge: a value queued for a conversation Purge removes
 // brings it back; values memory held of removed conversations go.
 func TestPutLaterPurge(t *testing.T) {
-	clk := newClock()
+	clk := testenv.NewClock()
 	s := openAt(t, testPath(t), Options{Now: clk.Now})
 	if err := s.Put("b", "old", "k", []byte("v")); err != nil {
 		t.Fatal(err)

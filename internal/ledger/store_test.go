@@ -11,27 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/shaperproxy/shaperproxy/internal/testenv"
 )
-
-// clock is a settable Options.Now.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // openAt opens a Store at path and, when the test ends, closes it (if
 // still open) and checks the file.
@@ -256,7 +238,7 @@ func TestClearConversation(t *testing.T) {
 }
 
 func TestPurge(t *testing.T) {
-	clk := newClock()
+	clk := testenv.NewClock()
 	s := openAt(t, testPath(t), Options{Now: clk.Now})
 	if _, err := s.MarkReviewed("c:old", "t:1"); err != nil {
 		t.Fatal(err)
@@ -298,7 +280,7 @@ func TestPurge(t *testing.T) {
 
 // TestTouchWritesRarely: a fresh last-seen time is not written again.
 func TestTouchWritesRarely(t *testing.T) {
-	clk := newClock()
+	clk := testenv.NewClock()
 	s := openAt(t, testPath(t), Options{Now: clk.Now})
 	if err := s.Put("b", "c:1", "k", nil); err != nil {
 		t.Fatal(err)

@@ -1,5 +1,6 @@
 // Package testenv holds what several packages' tests need of their
-// environment: a log that keeps its records, and a real small file system.
+// environment: a log that keeps its records, a real small file system, a
+// settable clock.
 // Only tests import it.
 package testenv
 
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Log is a slog handler that keeps every record. It is safe for
@@ -81,4 +83,28 @@ func Tmpfs(t testing.TB, size int) string {
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", mnt).Run() })
 	return mnt
+}
+
+// Clock is a settable clock for a store's Options.Now. It is safe for
+// concurrent use.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a Clock at a fixed date.
+func NewClock() *Clock { return &Clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Add moves the clock by d.
+func (c *Clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
 }
