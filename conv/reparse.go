@@ -75,21 +75,33 @@ func (p *Reparser) Parse(body []byte) (*Request, error) {
 // none) that body repeats at their place. Anything it does not read the
 // simple way (a repeated or escaped top-level key, anything invalid) is
 // left to ParseRequest, which also words the errors.
+//
+// The body must be valid UTF-8, as ParseRequest requires. The bytes of the
+// repeated messages, and the separators between them, are not checked
+// again: they are prev's body's bytes (checked when prev was parsed) and
+// ASCII. Only the rest of the body is.
 func parseReusing(body []byte, prev *Request) (*Request, error) {
-	if prev == nil || !utf8.Valid(body) {
+	if prev == nil {
 		return ParseRequest(body)
 	}
-	r, ok := walkTop(body, prev)
-	if !ok {
+	var same span
+	r, ok := walkTop(body, prev, &same)
+	if !ok || !utf8.Valid(body[:same.start]) || !utf8.Valid(body[same.end:]) {
 		return ParseRequest(body)
 	}
 	return r, nil
 }
 
+// span is a byte range of a body.
+type span struct{ start, end int }
+
 // walkTop reads the top-level object of body, validating each value as
 // ValidJSON would (the messages prev repeats excepted: they were), and
 // builds the view; ok is false when ParseRequest must say.
-func walkTop(body []byte, prev *Request) (*Request, bool) {
+//
+// same is set to the bytes of the messages taken from prev, the white
+// space and commas between them included (empty when there are none).
+func walkTop(body []byte, prev *Request, same *span) (*Request, bool) {
 	s := bodyString(body)
 	i := skipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
@@ -110,7 +122,7 @@ func walkTop(body []byte, prev *Request) (*Request, bool) {
 		v := skipSpace(body, i+1)
 		var vend int
 		if key == "messages" && v < len(body) && body[v] == '[' {
-			if vend, ok = r.walkMessages(body, v, prev); !ok {
+			if vend, ok = r.walkMessages(body, v, prev, same); !ok {
 				return nil, false
 			}
 			msgs = gjson.Result{Type: gjson.JSON, Raw: s[v:vend], Index: v}
@@ -166,7 +178,7 @@ func trimSpaceEnd(body []byte, start, end int) int {
 // element that prev has at the same index with the same bytes is taken
 // from prev, moved; the others are validated and parsed. It returns where
 // the array ends.
-func (r *Request) walkMessages(body []byte, v int, prev *Request) (int, bool) {
+func (r *Request) walkMessages(body []byte, v int, prev *Request, same *span) (int, bool) {
 	s := bodyString(body)
 	r.Messages = make([]Message, 0, len(prev.Messages)+4)
 	reuse := true
@@ -183,6 +195,10 @@ func (r *Request) walkMessages(body []byte, v int, prev *Request) (int, bool) {
 			if e := i + len(raw); bytes.HasPrefix(body[i:], raw) && e < len(body) {
 				if n := skipSpace(body, e); n < len(body) && (body[n] == ',' || body[n] == ']') {
 					m, end = moved(pm, prev, s, i), e
+					if idx == 0 {
+						same.start = i
+					}
+					same.end = e
 				}
 			}
 			reuse = end >= 0 // the first message that differs ends the reuse

@@ -61,6 +61,37 @@ func (r *Request) OpenTurn() (t Turn, ok bool) {
 	return turns[len(turns)-1], true
 }
 
+// TurnCount returns len(r.Turns()) and r.StartsNewTurn() without building
+// the turns (their steps, inputs and tool results): what a caller that
+// needs only these pays for a long history.
+func (r *Request) TurnCount() (n int, startsNew bool) {
+	n, _, last := r.scanTurns()
+	return n, n > 0 && last < 0
+}
+
+// OpenTurnStart returns the Start of OpenTurn's turn without building the
+// turns (0 and false when the request has no user message).
+func (r *Request) OpenTurnStart() (start int, ok bool) {
+	n, start, _ := r.scanTurns()
+	return start, n > 0
+}
+
+// scanTurns follows the turn rules of Turns: n turns, the last opened at
+// message start, whose last assistant message is last (-1: none).
+func (r *Request) scanTurns() (n, start, last int) {
+	last = -1
+	for i := range r.Messages {
+		m := &r.Messages[i]
+		switch {
+		case m.Role == RoleUser && (n == 0 || last < 0 || len(r.Messages[last].ToolCalls) == 0):
+			n, start, last = n+1, i, -1
+		case n > 0 && m.Role == RoleAssistant:
+			last = i
+		}
+	}
+	return n, start, last
+}
+
 // StartsNewTurn reports whether the request starts a turn: its open turn
 // has no assistant message yet. It is false when there is no user message.
 func (r *Request) StartsNewTurn() bool {

@@ -1,8 +1,12 @@
 package conv
 
 import (
+	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/shaperproxy/shaperproxy/fixtures"
 )
 
 func TestTurnsDeepSeekMultiturn(t *testing.T) {
@@ -234,5 +238,43 @@ func TestLastAssistant(t *testing.T) {
 	}
 	if got := chat(t, "user", "assistant", "user", "assistant+a", "tool=a").LastAssistant(); got != 3 {
 		t.Errorf("LastAssistant = %d, want 3", got)
+	}
+}
+
+// TestTurnCount: TurnCount and OpenTurnStart agree with Turns,
+// StartsNewTurn and OpenTurn on random
+// role sequences (tool calls, injected users, preludes) and on the seed.
+func TestTurnCount(t *testing.T) {
+	check := func(r *Request, what string) {
+		t.Helper()
+		n, starts := r.TurnCount()
+		if n != len(r.Turns()) || starts != r.StartsNewTurn() {
+			t.Fatalf("%s: TurnCount = (%d, %v), Turns has %d, StartsNewTurn %v", what, n, starts, len(r.Turns()), r.StartsNewTurn())
+		}
+		open, ok := r.OpenTurn()
+		if start, sok := r.OpenTurnStart(); sok != ok || start != open.Start {
+			t.Fatalf("%s: OpenTurnStart = (%d, %v), OpenTurn starts at %d (%v)", what, start, sok, open.Start, ok)
+		}
+	}
+	specs := []string{"system", "developer", "user", "user", "assistant", "assistant", "assistant+c1", "assistant+c1+c2", "tool=c1", "tool=c2", "tool=x"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for k := 0; k < 2000; k++ {
+		msgs := make([]string, 1+rng.IntN(9))
+		for i := range msgs {
+			msgs[i] = specs[rng.IntN(len(specs))]
+		}
+		check(chat(t, msgs...), strings.Join(msgs, ","))
+	}
+	seed, err := ParseRequest(fixtures.SeedHistory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(seed, "seed")
+	for _, n := range []int{0, 1, 2, 3, 10, 100, len(seed.Messages) - 1} {
+		r, err := ParseRequest(truncated(t, seed, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(r, "seed prefix")
 	}
 }

@@ -101,8 +101,8 @@ func (s *Shaper) Close() error { return s.history.Close() }
 // request starts a new one (whether shaping is on or not), then shapes.
 func (s *Shaper) TransformRequest(_ context.Context, call *proxy.Call, body []byte) ([]byte, error) {
 	view := call.View
-	turn := len(view.Turns())
-	if s.store != nil && view.StartsNewTurn() && !call.Retry {
+	turn, starts := view.TurnCount()
+	if s.store != nil && starts && !call.Retry {
 		s.store.BeginTurn(call.Conversation, turn)
 	}
 	rule, ok := s.rules.Match(call.Route, call.Model)
@@ -117,8 +117,8 @@ func (s *Shaper) TransformRequest(_ context.Context, call *proxy.Call, body []by
 	call.Reasoning = proxy.ReasoningCount{Shaped: res.Shaped, Raw: res.Raw}
 	s.count(call.Route, res)
 	if res.Shaped > 0 && s.store != nil {
-		open, _ := view.OpenTurn()
-		if es := entries(res.Blocks, open.Start, call.Conversation, turn); len(es) > 0 {
+		open, _ := view.OpenTurnStart()
+		if es := entries(res.Blocks, open, call.Conversation, turn); len(es) > 0 {
 			s.store.Put(es)
 		}
 	}

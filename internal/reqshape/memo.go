@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/shaperproxy/shaperproxy/internal/jsonstr"
 	"github.com/shaperproxy/shaperproxy/shaping"
 )
 
@@ -35,6 +36,7 @@ type memoEntry struct {
 	key     memoKey
 	text    string
 	out     string
+	quoted  []byte // jsonstr.Quote(out), made on the first ask (nil: not yet)
 	changed bool
 }
 
@@ -45,8 +47,25 @@ func newMemo(max int) *memo {
 
 // Shape returns shaping.Shape(text, o), from memory when it can.
 func (m *memo) Shape(text string, o shaping.Options) (string, bool) {
+	out, _, changed := m.shape(text, o, false)
+	return out, changed
+}
+
+// ShapeQuoted is Shape that also returns, when changed, out as a JSON
+// string token (jsonstr.Quote(out)), remembered with out: the history an
+// agent re-sends is quoted once, not once per request. The quoted slice is
+// shared: callers must not modify it.
+func (m *memo) ShapeQuoted(text string, o shaping.Options) (out string, quoted []byte, changed bool) {
+	return m.shape(text, o, true)
+}
+
+func (m *memo) shape(text string, o shaping.Options, quote bool) (string, []byte, bool) {
+	if o.Op == shaping.OpKeep {
+		return text, nil, false // what shaping.Shape gives, without hashing text
+	}
 	if m == nil {
-		return shaping.Shape(text, o)
+		out, changed := shaping.Shape(text, o)
+		return out, quoteIf(quote && changed, out), changed
 	}
 	k := memoKey{h: maphash.String(m.seed, text), n: len(text), opts: o}
 	m.mu.Lock()
@@ -54,8 +73,15 @@ func (m *memo) Shape(text string, o shaping.Options) (string, bool) {
 		m.order.MoveToFront(el)
 		e := el.Value.(*memoEntry)
 		m.hits++
+		if quote && e.changed && e.quoted == nil {
+			e.quoted = jsonstr.Quote(e.out)
+		}
+		q := e.quoted
 		m.mu.Unlock()
-		return e.out, e.changed
+		if !quote || !e.changed {
+			q = nil
+		}
+		return e.out, q, e.changed
 	}
 	m.miss++
 	m.mu.Unlock()
@@ -67,8 +93,18 @@ func (m *memo) Shape(text string, o shaping.Options) (string, bool) {
 	if e.out = e.text; out != text {
 		e.out = strings.Clone(out)
 	}
+	if quote && changed {
+		e.quoted = jsonstr.Quote(e.out)
+	}
 	m.put(e)
-	return out, changed
+	return out, e.quoted, changed
+}
+
+func quoteIf(ok bool, s string) []byte {
+	if !ok {
+		return nil
+	}
+	return jsonstr.Quote(s)
 }
 
 func (m *memo) put(e *memoEntry) {

@@ -373,12 +373,12 @@ func reasoningCand(body []byte, m *conv.Message, rule shapeRule, memo *memo, all
 		}
 		opts.Op = shaping.OpExtract // the protocol needs the field: keep it, shaped
 	}
-	out, changed := memo.Shape(m.Reasoning, opts)
+	out, quoted, changed := memo.ShapeQuoted(m.Reasoning, opts)
 	if !changed || out == "" {
 		return c, true
 	}
 	c.Shaped, c.out, c.can = out, out, true
-	c.edit = conv.Edit{Start: m.ReasoningStart, End: m.ReasoningEnd, Repl: jsonstr.Quote(out)}
+	c.edit = conv.Edit{Start: m.ReasoningStart, End: m.ReasoningEnd, Repl: quoted}
 	return c, true
 }
 

@@ -1,0 +1,63 @@
+package reqshape
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/shaperproxy/shaperproxy/internal/jsonstr"
+	"github.com/shaperproxy/shaperproxy/shaping"
+)
+
+// TestMemoShapeQuoted: ShapeQuoted gives shaping.Shape's result and, when
+// it changed the text, that result quoted, from memory or not, on a miss
+// and on a hit, whether the entry was made by Shape or ShapeQuoted.
+func TestMemoShapeQuoted(t *testing.T) {
+	long := strings.Repeat("a \"quoted\" line\nwith\ttabs é ", 200)
+	texts := []string{long, "short", "", long + "x"}
+	opts := []shaping.Options{{}, {Op: shaping.OpExtract, MaxChars: 50}, {Op: shaping.OpKeep}, {Op: shaping.OpDrop}, {Op: shaping.OpExtract, Marker: true, MaxChars: 200}}
+	for _, m := range []*memo{nil, newMemo(16)} {
+		for round := 0; round < 3; round++ {
+			for _, text := range texts {
+				for _, o := range opts {
+					want, wchanged := shaping.Shape(text, o)
+					var out string
+					var q []byte
+					var changed bool
+					if round == 1 && m != nil {
+						out, changed = m.Shape(text, o) // an entry made without the quote
+						if changed {
+							_, q, _ = m.ShapeQuoted(text, o)
+						}
+					} else {
+						out, q, changed = m.ShapeQuoted(text, o)
+					}
+					if out != want || changed != wchanged {
+						t.Fatalf("round %d op %v: got (%q, %v), want (%q, %v)", round, o.Op, out, changed, want, wchanged)
+					}
+					switch {
+					case changed && !bytes.Equal(q, jsonstr.Quote(want)):
+						t.Fatalf("round %d op %v: quoted %q, want %q", round, o.Op, q, jsonstr.Quote(want))
+					case !changed && q != nil:
+						t.Fatalf("round %d op %v: unchanged text quoted %q", round, o.Op, q)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestMemoKeepSkips: under OpKeep the memo neither hashes nor remembers
+// the text (Shape leaves it as it is anyway).
+func TestMemoKeepSkips(t *testing.T) {
+	m := newMemo(16)
+	text := strings.Repeat("reasoning ", 1000)
+	for range 3 {
+		if out, changed := m.Shape(text, shaping.Options{Op: shaping.OpKeep}); out != text || changed {
+			t.Fatalf("keep changed the text")
+		}
+	}
+	if hits, misses := m.Stats(); hits != 0 || misses != 0 || m.order.Len() != 0 {
+		t.Fatalf("keep used the memo: %d hits, %d misses, %d entries", hits, misses, m.order.Len())
+	}
+}
