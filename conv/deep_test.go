@@ -2,23 +2,11 @@ package conv
 
 import (
 	"errors"
-	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/shaperproxy/shaperproxy/internal/testenv"
 )
-
-// testStack is the goroutine stack limit of the deep-nesting tests: far
-// more than an iterative parse needs, far less than a recursion over
-// millions of levels (which then dies at once instead of after 1 GB).
-const testStack = 16 << 20
-
-// withStack runs fn with the goroutine stack limit lowered to limit bytes.
-func withStack(t testing.TB, limit int, fn func()) {
-	t.Helper()
-	old := debug.SetMaxStack(limit)
-	defer debug.SetMaxStack(old)
-	fn()
-}
 
 // deepBody is the request of issue 10: a chat body whose messages array
 // opens n arrays and never closes them.
@@ -36,7 +24,7 @@ func closed(n int) string {
 // unclosed '[' (the body of issue 10) and three million closed levels are
 // not JSON to the proxy; nesting within MaxDepth is parsed as before.
 func TestParseRequestDeepNesting(t *testing.T) {
-	withStack(t, testStack, func() {
+	testenv.WithStack(t, testenv.DeepStack, func() {
 		for name, body := range map[string]string{
 			"12M unclosed":            deepBody(12_000_000),
 			"3M closed":               `{"model":"m","messages":[` + closed(3_000_000) + `]}`,
@@ -67,7 +55,7 @@ func TestResponseDeepNesting(t *testing.T) {
 		`{"choices":[{"delta":{"reasoning_content":"r"}},` + closed(2_000_000) + `]}`,
 		`{"usage":` + closed(2_000_000) + `}`,
 	}
-	withStack(t, testStack, func() {
+	testenv.WithStack(t, testenv.DeepStack, func() {
 		a := NewAssembler()
 		for _, c := range chunks {
 			if err := a.AddChunk([]byte(c)); !errors.Is(err, ErrBadChunk) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/shaperproxy/shaperproxy/fixtures"
+	"github.com/shaperproxy/shaperproxy/internal/testenv"
 	"github.com/tidwall/gjson"
 )
 
@@ -40,7 +41,7 @@ func TestValidJSONDepth(t *testing.T) {
 			t.Errorf("depth %d: ValidJSON %v, json.Valid %v", n, got, want)
 		}
 	}
-	withStack(t, 1<<20, func() {
+	testenv.WithStack(t, 1<<20, func() {
 		if ValidJSON([]byte(deepBody(6_000_000))) {
 			t.Error("six million '[' accepted")
 		}

@@ -1,23 +1,11 @@
 package guard
 
 import (
-	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/shaperproxy/shaperproxy/internal/testenv"
 )
-
-// testStack is the goroutine stack limit of the deep-nesting tests: far
-// more than the guard needs, far less than a recursion over millions of
-// levels (which then dies at once instead of after 1 GB of stack).
-const testStack = 16 << 20
-
-// withStack runs fn with the goroutine stack limit lowered to limit bytes.
-func withStack(t testing.TB, limit int, fn func()) {
-	t.Helper()
-	old := debug.SetMaxStack(limit)
-	defer debug.SetMaxStack(old)
-	fn()
-}
 
 // TestDeepJSONInHistory: tool-call arguments and tool results nested
 // millions of levels deep (strings inside a shallow, valid request) are
@@ -26,14 +14,14 @@ func withStack(t testing.TB, limit int, fn func()) {
 func TestDeepJSONInHistory(t *testing.T) {
 	g := mustGuard(t, nil)
 	// 300,000 levels: gjson's recursion needed some 30 MB of stack for
-	// them, past testStack.
+	// them, past testenv.DeepStack.
 	deepArgs := strings.Repeat("[", 300_000)
 	deepResult := `{"error":` + strings.Repeat(`{"a":[`, 150_000)
 	h := (&hist{}).user("go")
 	for _, id := range []string{"a", "b", "c"} {
 		h.assistant("", tc{id, "bash", deepArgs}).tool(id, deepResult)
 	}
-	withStack(t, testStack, func() {
+	testenv.WithStack(t, testenv.DeepStack, func() {
 		if _, ok := signature("bash", deepArgs); ok {
 			t.Error("deep arguments have a signature")
 		}

@@ -1,6 +1,6 @@
 // Package testenv holds what several packages' tests need of their
 // environment: a log that keeps its records, a real small file system, a
-// settable clock.
+// settable clock, a lowered stack limit.
 // Only tests import it.
 package testenv
 
@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os/exec"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -107,4 +108,17 @@ func (c *Clock) Add(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
+}
+
+// DeepStack is the goroutine stack limit of the deep-nesting tests: far
+// more than an iterative parse needs, far less than a recursion over
+// millions of levels (which then dies at once instead of after 1 GB).
+const DeepStack = 16 << 20
+
+// WithStack runs fn with the goroutine stack limit lowered to limit bytes.
+func WithStack(t testing.TB, limit int, fn func()) {
+	t.Helper()
+	old := debug.SetMaxStack(limit)
+	defer debug.SetMaxStack(old)
+	fn()
 }
