@@ -199,10 +199,15 @@ func TestConcurrentUse(t *testing.T) {
 			}
 		}
 	}
-	if w.Dropped()+w.Failed() == 0 {
+	// Every entry of the last turns is stored unless a loss was counted:
+	// dropped (queue full), failed, or refused and evicted at the table's
+	// bound (compactions running meanwhile can hold the file at it).
+	if lost := w.Dropped() + w.Failed() + w.Refused() + w.Evicted(); lost == 0 {
 		if got := len(listKeys(t, s, "")); got != 20 {
-			t.Errorf("nothing dropped, but %d entries stored, want 20", got)
+			t.Errorf("nothing lost, but %d entries stored, want 20", got)
 		}
+	} else {
+		t.Logf("losses counted: dropped %d, failed %d, refused %d, evicted %d", w.Dropped(), w.Failed(), w.Refused(), w.Evicted())
 	}
 }
 
