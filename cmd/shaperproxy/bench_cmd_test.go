@@ -28,3 +28,22 @@ func TestQuickRun(t *testing.T) {
 		}
 	}
 }
+
+// TestQuickCostRun runs the per-request cost section at its smallest
+// sizes, in this process (a default run leaves it to -subprocess): its
+// table must come out whole.
+func TestQuickCostRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	var out bytes.Buffer
+	if err := bench.Run(context.Background(), &out, bench.Options{Quick: true, Only: "cost", Build: benchBuild}); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, want := range []string{"Per-request cost", "latency p50: direct, then added", "requests per CPU-second", "inter-event gap p99"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("table lacks %q:\n%s", want, s)
+		}
+	}
+}

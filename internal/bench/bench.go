@@ -85,6 +85,9 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 		if only != "" && !selected(only, sec.name, &sz) {
 			continue
 		}
+		if only == "" && sec.name == "cost" && !subprocess {
+			continue // in one process its figures say nothing: -subprocess, or -only cost, runs it
+		}
 		if err := sec.fn(ctx, e, sz, t); err != nil {
 			return fmt.Errorf("%s: %w", sec.name, err)
 		}
