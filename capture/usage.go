@@ -7,6 +7,7 @@ import (
 
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/accounting"
+	"github.com/shaperproxy/shaperproxy/proxy"
 	"github.com/shaperproxy/shaperproxy/shaping"
 )
 
@@ -40,6 +41,9 @@ func (a *statsAcc) route(route, model string) *RouteReasoning {
 // end adds the usage of an end record: a chat call's (its record names a
 // model), or any call's that reported a usage.
 func (a *statsAcc) end(r *Record) {
+	if r.Outcome == string(proxy.OutcomeRetried) {
+		return // an attempt dropped for a retry: the call is counted by the attempt that answered
+	}
 	u, _, ok := accounting.Parse(r.Usage)
 	if !ok && r.Model == "" {
 		return

@@ -201,7 +201,12 @@ func (s *meterSink) Event(ev *sse.Event, _ int, _ time.Duration) {
 
 func (s *meterSink) Body(p []byte) { s.w.Body(p) }
 
-func (s *meterSink) End(proxy.End) { s.m.record(s.call, &s.w) }
+func (s *meterSink) End(end proxy.End) {
+	if end.Outcome == proxy.OutcomeRetried {
+		return // an attempt dropped for a retry: the call is counted once, by the attempt that answered
+	}
+	s.m.record(s.call, &s.w)
+}
 
 // modelLabels bounds the model label: the first max models seen on each
 // route keep their name, later ones are "other".

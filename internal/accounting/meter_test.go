@@ -79,3 +79,32 @@ func TestMeter(t *testing.T) {
 		t.Errorf("a model past the bound, a cost without prices, or a call that is not chat is counted:\n%s", got)
 	}
 }
+
+// TestMeterHostileUsage: an upstream's negative counts and cost count as
+// zero (a Prometheus counter panics on a negative Add, in the request's
+// goroutine), and an attempt dropped for a retry is not a call.
+func TestMeterHostileUsage(t *testing.T) {
+	m := NewMeter(nil, 0)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m.Collectors()...)
+	call := &proxy.Call{Route: "r", Model: "deepseek-v4-flash", Chat: true}
+	end(m, call, `{"prompt_tokens":-5,"prompt_cache_hit_tokens":-1,"prompt_cache_miss_tokens":-4,"completion_tokens":-9,"cost":-1}`, false)
+	end(m, call, `{"input_tokens":-3,"output_tokens":-2,"cache_read_input_tokens":-7}`, true)
+	s := m.Request(call, &proxy.Upstream{})
+	s.Body([]byte(`{"choices":[],"usage":{"prompt_tokens":1000,"completion_tokens":1}}`))
+	s.End(proxy.End{Outcome: proxy.OutcomeRetried})
+
+	got := scrape(t, reg)
+	for _, line := range []string{
+		`shaperproxy_usage_calls_total{kind="primary",model="deepseek-v4-flash",route="r",usage="reported"} 2`,
+		`shaperproxy_usage_prompt_tokens_total{kind="primary",model="deepseek-v4-flash",route="r"} 0`,
+		`shaperproxy_usage_completion_tokens_total{kind="primary",model="deepseek-v4-flash",route="r"} 0`,
+	} {
+		if !strings.Contains(got, line+"\n") {
+			t.Errorf("missing %s in:\n%s", line, got)
+		}
+	}
+	if strings.Contains(got, "reported_cost") && !strings.Contains(got, `shaperproxy_usage_reported_cost_dollars_total{kind="primary",model="deepseek-v4-flash",route="r"} 0`) {
+		t.Errorf("a negative reported cost was added:\n%s", got)
+	}
+}

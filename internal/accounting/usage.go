@@ -48,7 +48,27 @@ type Usage struct {
 // "usage" in a chat chunk or body, of "message.usage" or "usage" in an
 // Anthropic stream, of "response.usage" in a Responses stream). ok is
 // false when raw is not an object with token counts.
+//
+// A count or cost the upstream wrote below zero is taken as zero: the
+// sums must never go down (and a Prometheus counter panics on a negative
+// Add).
 func Parse(raw []byte) (u Usage, shape Shape, ok bool) {
+	u, shape, ok = parse(raw)
+	return u.nonNegative(), shape, ok
+}
+
+// nonNegative returns u with every field below zero set to zero.
+func (u Usage) nonNegative() Usage {
+	for _, p := range []*int64{&u.Prompt, &u.Hit, &u.Miss, &u.CacheWrite, &u.Output, &u.Reasoning} {
+		*p = max(*p, 0)
+	}
+	if !(u.Cost >= 0) { // NaN too
+		u.Cost = 0
+	}
+	return u
+}
+
+func parse(raw []byte) (Usage, Shape, bool) {
 	f := gjson.ParseBytes(raw)
 	if !f.IsObject() {
 		return Usage{}, "", false

@@ -39,9 +39,13 @@ func (w *Watcher) Event(data []byte) {
 	if !bytes.Contains(data, usageKey) {
 		return
 	}
-	if u := gjson.GetBytes(data, "usage"); u.IsObject() {
-		w.last = []byte(u.Raw)
-		w.noteModel(data, "model")
+	if u := gjson.GetBytes(data, "usage"); u.Exists() {
+		// A top-level usage key ("usage": null in most chat chunks):
+		// never an Anthropic or Responses event, whose usage is nested.
+		if u.IsObject() {
+			w.last = []byte(u.Raw)
+			w.noteModel(data, "model")
+		}
 		return
 	}
 	switch {
