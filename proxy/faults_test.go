@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shaperproxy/shaperproxy/internal/testenv"
 	"github.com/shaperproxy/shaperproxy/sse"
 	"github.com/tidwall/gjson"
 )
@@ -433,4 +435,61 @@ func containsAll(s string, subs []string) bool {
 		}
 	}
 	return true
+}
+
+// panicSink is an observer whose sink panics on its second event.
+type panicSink struct{ n int }
+
+func (o *panicSink) Request(*Call, *Upstream) ResponseSink { return o }
+func (o *panicSink) Response(*ResponseInfo)                {}
+func (o *panicSink) Body([]byte)                           {}
+func (o *panicSink) End(End)                               {}
+func (o *panicSink) Event(*sse.Event, int, time.Duration) {
+	if o.n++; o.n == 2 {
+		panic("observer bug")
+	}
+}
+
+// TestPanickingObserver: an observer that panics, plain or on the
+// decoder goroutine of a compressed stream, is logged and left out; the
+// client gets the whole answer, the other observers every event, and the
+// process lives.
+func TestPanickingObserver(t *testing.T) {
+	events := "data: {\"a\":1}\n\ndata: {\"a\":2}\n\ndata: {\"a\":3}\n\ndata: [DONE]\n\n"
+	var zbuf bytes.Buffer
+	zw := gzip.NewWriter(&zbuf)
+	_, _ = zw.Write([]byte(events))
+	_ = zw.Close()
+	for _, gz := range []bool{false, true} {
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			if gz {
+				w.Header().Set("Content-Encoding", "gzip")
+				_, _ = w.Write(zbuf.Bytes())
+				return
+			}
+			_, _ = io.WriteString(w, events)
+		}))
+		obs, rec := &recordingObserver{}, &testenv.Log{}
+		_, px := newTestProxy(t, up.URL, func(o *Options) {
+			o.Observers = []Observer{&panicSink{}, obs}
+			o.Logger = slog.New(rec)
+		})
+		_, got := do(t, rawClient(), "POST", px.URL+"/v1/chat/completions", []byte(chatBody), http.Header{"Accept-Encoding": {"gzip"}})
+		want := events
+		if gz {
+			want = zbuf.String()
+		}
+		if string(got) != want {
+			t.Errorf("gzip %v: client got %q", gz, got)
+		}
+		obs.waitEnd(t)
+		if n := len(obs.events); n != 4 {
+			t.Errorf("gzip %v: the other observer saw %d events, want 4", gz, n)
+		}
+		if rec.Count("an observer failed") != 1 {
+			t.Errorf("gzip %v: the failure was not logged once: %q", gz, rec.Rendered())
+		}
+		up.Close()
+	}
 }

@@ -3,7 +3,9 @@ package proxy
 import (
 	"bytes"
 	"compress/flate"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -12,46 +14,96 @@ import (
 	"github.com/shaperproxy/shaperproxy/sse"
 )
 
-// sinkList fans one response out to every observer's sink.
-type sinkList []ResponseSink
+// sinkList fans one response out to every observer's sink. A sink that
+// panics (an observer's bug, or input it did not expect) is logged and
+// left out for the rest of the attempt: the client's call goes on, and a
+// sink called from the decoder goroutine cannot take the process down.
+type sinkList struct {
+	s   []ResponseSink
+	log *slog.Logger
+	id  string // the call, for the log line
+}
 
 // observe asks every observer for a sink for this attempt.
 func (p *Proxy) observe(call *Call, out *http.Request, body []byte) sinkList {
 	if len(p.opts.Observers) == 0 {
-		return nil
+		return sinkList{}
 	}
 	up := &Upstream{Method: out.Method, URL: out.URL.String(), Header: out.Header, Body: body}
-	var sinks sinkList
+	sinks := sinkList{log: p.log, id: call.ID}
 	for _, o := range p.opts.Observers {
 		if s := o.Request(call, up); s != nil {
-			sinks = append(sinks, s)
+			sinks.s = append(sinks.s, s)
 		}
 	}
 	return sinks
 }
 
+func (s sinkList) empty() bool { return len(s.s) == 0 }
+
 func (s sinkList) Response(info *ResponseInfo) {
-	for _, k := range s {
-		k.Response(info)
+	for i, k := range s.s {
+		if k != nil {
+			s.response(i, k, info)
+		}
 	}
 }
 
 func (s sinkList) Event(ev *sse.Event, seq int, at time.Duration) {
-	for _, k := range s {
-		k.Event(ev, seq, at)
+	for i, k := range s.s {
+		if k != nil {
+			s.event(i, k, ev, seq, at)
+		}
 	}
 }
 
 func (s sinkList) Body(p []byte) {
-	for _, k := range s {
-		k.Body(p)
+	for i, k := range s.s {
+		if k != nil {
+			s.body(i, k, p)
+		}
 	}
 }
 
 func (s sinkList) End(end End) {
-	for _, k := range s {
-		k.End(end)
+	for i, k := range s.s {
+		if k != nil {
+			s.end(i, k, end)
+		}
 	}
+}
+
+// One call of one sink each, under recoverSink.
+func (s sinkList) response(i int, k ResponseSink, info *ResponseInfo) {
+	defer s.recoverSink(i)
+	k.Response(info)
+}
+
+func (s sinkList) event(i int, k ResponseSink, ev *sse.Event, seq int, at time.Duration) {
+	defer s.recoverSink(i)
+	k.Event(ev, seq, at)
+}
+
+func (s sinkList) body(i int, k ResponseSink, p []byte) {
+	defer s.recoverSink(i)
+	k.Body(p)
+}
+
+func (s sinkList) end(i int, k ResponseSink, end End) {
+	defer s.recoverSink(i)
+	k.End(end)
+}
+
+// recoverSink takes sink i out of the list when it panicked.
+func (s sinkList) recoverSink(i int) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if s.log != nil {
+		s.log.Error("an observer failed; it sees nothing more of this call", "call", s.id, "sink", fmt.Sprintf("%T", s.s[i]), "err", errPanic(v))
+	}
+	s.s[i] = nil
 }
 
 // tee hands the bytes of a raw-copied body to the sinks: as they are, or
@@ -70,7 +122,7 @@ type tee struct {
 
 func (p *Proxy) newTee(sinks sinkList, call *Call, info *ResponseInfo) *tee {
 	t := &tee{sinks: sinks, maxEvent: p.opts.MaxEventBytes, metrics: p.metrics, tok: tokenWatch{done: !call.Chat || !info.Stream}}
-	if len(sinks) == 0 {
+	if sinks.empty() {
 		return t
 	}
 	if !info.Encoded && !info.Stream {
