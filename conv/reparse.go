@@ -58,6 +58,7 @@ func (p *Reparser) Parse(body []byte) (*Request, error) {
 	defer p.mu.Unlock()
 	if old, ok := p.recent[k]; ok {
 		p.bytes -= len(old.Body)
+		delete(p.recent, k) // or the loop below could take it (and its bytes) a second time
 	}
 	for k2, old := range p.recent { // over the bound: any goes (it is only a guess)
 		if p.bytes+len(body) <= p.maxBytes {

@@ -3,6 +3,7 @@ package conv
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -213,6 +214,33 @@ func BenchmarkParseRequestSeed(b *testing.B) {
 	for b.Loop() {
 		if _, err := ParseRequest(body); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestReparserBytesExact: with several conversations growing side by
+// side, the bytes the Reparser counts are the bytes it holds, and stay
+// within its bound.
+func TestReparserBytesExact(t *testing.T) {
+	const bound = 15000
+	p := NewReparser(bound)
+	for n := 1; n <= 70; n++ { // up to ~3 KB each, 8 of them: past the bound
+		for c := range 8 {
+			body := fmt.Appendf(nil, `{"model":"m","messages":[{"role":"system","content":"conversation %d"}`, c)
+			for i := range n {
+				body = fmt.Appendf(body, `,{"role":"user","content":"message %d of %d"}`, i, c)
+			}
+			body = append(body, "]}"...)
+			if _, err := p.Parse(body); err != nil {
+				t.Fatal(err)
+			}
+			held := 0
+			for _, r := range p.recent {
+				held += len(r.Body)
+			}
+			if held != p.bytes || held > bound {
+				t.Fatalf("after %d×%d: counted %d bytes, held %d (bound %d)", n, c, p.bytes, held, bound)
+			}
 		}
 	}
 }
