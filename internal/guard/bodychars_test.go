@@ -15,6 +15,11 @@ func TestBodyCharsAsAssembled(t *testing.T) {
 		`{"choices":[{"index":0,"message":{"role":"assistant","content":"ok","reasoning_content":null,"reasoning":"second field"},"finish_reason":"stop"}]}`,
 		`{"choices":[{"index":0,"message":{"role":"assistant","content":"<think>inline\nthought</think>answer"},"finish_reason":"stop"}]}`,
 		`{"choices":[{"index":0,"message":{"role":"assistant","content":"plain"},"finish_reason":"stop"}]}`,
+		// Not the usual shape: content in parts, choices out of order, a
+		// choice without a message.
+		`{"choices":[{"index":0,"message":{"role":"assistant","content":[{"type":"text","text":"<think>abc</think>x"}]},"finish_reason":"stop"}]}`,
+		`{"choices":[{"index":1,"message":{"role":"assistant","content":"ok","reasoning_content":"second choice"}},{"index":0,"message":{"role":"assistant","content":"ok","reasoning_content":"r"}}]}`,
+		`{"choices":[{"index":0,"finish_reason":"stop"}]}`,
 	} {
 		asm := conv.NewAssembler()
 		if err := asm.AddBody([]byte(body)); err != nil {

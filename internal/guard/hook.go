@@ -243,18 +243,30 @@ func (s *guardSink) Body(p []byte) {
 	}
 }
 
-// bodyChars is stepChars of a non-stream body's first choice, read from
-// the body where it lies (no assembly); false when the body is not JSON
-// or has no choice.
+// bodyChars is stepChars of a non-stream body's first choice; false when
+// the body is not JSON or has no choice. The usual body (one choice, a
+// message with string content) is read where it lies; any other goes
+// through the assembler, which says what the first choice is.
 func bodyChars(body []byte) (int, bool) {
 	if !conv.ValidJSON(body) {
 		return 0, false
 	}
-	msg := gjson.GetBytes(body, "choices.0.message")
-	if !msg.Exists() {
+	choices := gjson.GetBytes(body, "choices").Array()
+	if len(choices) == 1 && choices[0].Get("index").Int() == 0 {
+		msg := choices[0].Get("message")
+		if c := msg.Get("content"); msg.IsObject() && (c.Type == gjson.String || c.Type == gjson.Null) {
+			return stepChars(conv.Choice{Reasoning: conv.DeltaReasoning(msg), Content: c.Str}), true
+		}
+	}
+	asm := conv.NewAssembler()
+	if asm.AddBody(body) != nil {
 		return 0, false
 	}
-	return stepChars(conv.Choice{Reasoning: conv.DeltaReasoning(msg), Content: msg.Get("content").String()}), true
+	all := asm.Response().Choices
+	if len(all) == 0 {
+		return 0, false
+	}
+	return stepChars(all[0]), true
 }
 
 // maxGuardBody bounds the non-stream body the guard keeps to measure.
