@@ -125,17 +125,18 @@ type turnPuts struct {
 	keys map[putKey]struct{}
 }
 
-// putKey names a shaped text: its hash and length (a collision would
-// need both, in one conversation and turn).
+// putKey names an entry: the hashes and lengths of its shaped text and
+// its original (the table keeps every original a shaped text stands for;
+// a collision would need all four, in one conversation and turn).
 type putKey struct {
-	h uint64
-	n int
+	shaped, original   uint64
+	nShaped, nOriginal int
 }
 
 const maxPutKeys = 1 << 14
 
 func (m *putMemo) key(e *Entry) putKey {
-	return putKey{maphash.String(m.seed, e.Shaped), len(e.Shaped)}
+	return putKey{maphash.String(m.seed, e.Shaped), maphash.String(m.seed, e.Original), len(e.Shaped), len(e.Original)}
 }
 
 // fresh returns the entries not yet queued for their conversation and

@@ -199,15 +199,13 @@ func TestConcurrentUse(t *testing.T) {
 			}
 		}
 	}
-	// Every entry of the last turns is stored unless a loss was counted:
-	// dropped (queue full), failed, or refused and evicted at the table's
-	// bound (compactions running meanwhile can hold the file at it).
-	if lost := w.Dropped() + w.Failed() + w.Refused() + w.Evicted(); lost == 0 {
-		if got := len(listKeys(t, s, "")); got != 20 {
-			t.Errorf("nothing lost, but %d entries stored, want 20", got)
-		}
-	} else {
-		t.Logf("losses counted: dropped %d, failed %d, refused %d, evicted %d", w.Dropped(), w.Failed(), w.Refused(), w.Evicted())
+	// Every entry of the last turns is stored or counted lost: dropped
+	// (queue full), failed, or refused and evicted at the table's bound
+	// (compactions running meanwhile can hold the file at it).
+	stored := int64(len(listKeys(t, s, "")))
+	lost := w.Dropped() + w.Failed() + w.Refused() + w.Evicted()
+	if stored > 20 || stored+lost < 20 {
+		t.Errorf("%d entries stored and %d counted lost, want 20 of the last turns stored or counted", stored, lost)
 	}
 }
 
@@ -242,7 +240,7 @@ func TestWriterBeginsATurnOnce(t *testing.T) {
 func TestWriterPutsAnEntryOnce(t *testing.T) {
 	g := newGate()
 	s := openTest(t, Options{Now: g.Now})
-	w := s.Async(3)
+	w := s.Async(4)
 	defer w.Close()
 	release := stall(t, g, w)
 	defer release()
@@ -255,6 +253,10 @@ func TestWriterPutsAnEntryOnce(t *testing.T) {
 	w.Put([]Entry{entry("a", 1, "x", "o"), entry("a", 1, "z", "o"), entry("b", 1, "x", "o")})
 	if got := len(w.ops); got != 2 {
 		t.Fatalf("queue: %d operations, want 2 (the new z and b's x)", got)
+	}
+	w.Put([]Entry{entry("a", 1, "x", "another original")}) // a second original of one shaped text: kept too
+	if got := len(w.ops); got != 3 {
+		t.Fatalf("queue: %d operations, want 3 (x's second original)", got)
 	}
 	w.Put([]Entry{entry("c", 1, "full0", "o")})
 	w.Put([]Entry{entry("c", 1, "lost", "o")}) // queue full: dropped, so not remembered
