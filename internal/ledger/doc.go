@@ -35,7 +35,8 @@
 // returns at once, the value is read back from memory, and a background
 // writer commits the values queued meanwhile in one transaction, within
 // milliseconds; Close (and Flush) write what is queued, and a crash loses
-// only the values of its last moments. Named values are served from memory
-// after their first read (a bounded cache). A Store is safe for concurrent
+// only the values of its last moments. A value not yet on disk is served
+// from the queue; the others, up to 64 KiB, from a bounded cache after
+// their first read (larger ones from the file). A Store is safe for concurrent
 // use; one process at a time may open the file.
 package ledger

@@ -10,8 +10,9 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// The small named values (Put, PutLater, Get, Delete) are served from
-// memory after their first read, and PutLater writes them in the
+// The named values (Put, PutLater, Get, Delete) are served from memory:
+// from the queue until they are on disk, then, up to 64 KiB, from a
+// bounded cache after their first read; PutLater writes them in the
 // background: the guard changes a conversation's state on many requests,
 // and a request must not wait for an fsync (a few milliseconds on a good
 // disk, seconds on a busy one).
@@ -52,7 +53,9 @@ type kvState struct {
 	cache   map[kvID]kvEntry
 	bytes   int
 	pending map[kvID][]byte
-	busy    bool // the writer holds a batch taken from pending
+	writing map[kvID][]byte // the batch the writer took from pending, until it is on disk
+	busy    bool            // the writer holds a batch taken from pending
+	gen     uint64          // counts changes to memory: a file read older than one is not learned
 	closed  bool
 	wake    chan struct{}
 	done    chan struct{}
@@ -89,6 +92,7 @@ func (s *Store) Stats() Stats {
 // keep are forgotten instead, and the oldest-looking entries make room
 // (map order: any clean entry may go, it is read again when needed).
 func (k *kvState) remember(id kvID, e kvEntry) {
+	k.gen++
 	if old, ok := k.cache[id]; ok {
 		k.bytes -= len(old.value)
 		delete(k.cache, id)
@@ -112,6 +116,7 @@ func (k *kvState) remember(id kvID, e kvEntry) {
 // forget drops what memory holds for id (a PutLater not yet written
 // included); k.mu is held.
 func (k *kvState) forget(id kvID) {
+	k.gen++
 	if old, ok := k.cache[id]; ok {
 		k.bytes -= len(old.value)
 		delete(k.cache, id)
@@ -123,6 +128,7 @@ func (k *kvState) forget(id kvID) {
 // the queued ones too unless keepQueued (a value queued after Purge found
 // the conversation idle brings it back, as a Put would); k.mu is held.
 func (k *kvState) forgetConversation(conversation string, keepQueued bool) {
+	k.gen++
 	for id, old := range k.cache {
 		if _, queued := k.pending[id]; id.conversation == conversation && !(queued && keepQueued) {
 			k.bytes -= len(old.value)
@@ -211,7 +217,7 @@ func (s *Store) writeBatch() {
 		k.mu.Unlock()
 		return
 	}
-	k.pending, k.busy = make(map[kvID][]byte), true
+	k.pending, k.writing, k.busy = make(map[kvID][]byte), batch, true
 	k.mu.Unlock()
 	err := s.update(func(tx *bolt.Tx) error {
 		for id, v := range batch {
@@ -227,7 +233,8 @@ func (s *Store) writeBatch() {
 		k.written.Add(int64(len(batch)))
 	}
 	k.mu.Lock()
-	k.busy = false
+	k.busy, k.writing = false, nil
+	k.gen++ // what a Get read from the file before this commit is not learned
 	k.cond.Broadcast()
 	k.mu.Unlock()
 }
@@ -251,20 +258,28 @@ func putKV(tx *bolt.Tx, now time.Time, id kvID, value []byte) error {
 	return kv.Put([]byte(id.key), value)
 }
 
-// cached returns what memory knows of id.
-func (k *kvState) cached(id kvID) (kvEntry, bool) {
+// cached returns what memory knows of id: a value queued or being
+// written (whatever its size: larger values are not kept in the cache),
+// else the cache's; gen is the memory's generation, for learn.
+func (k *kvState) cached(id kvID) (e kvEntry, hit bool, gen uint64) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	e, ok := k.cache[id]
-	return e, ok
+	if v, ok := k.pending[id]; ok {
+		return kvEntry{value: v, ok: true}, true, k.gen
+	}
+	if v, ok := k.writing[id]; ok {
+		return kvEntry{value: v, ok: true}, true, k.gen
+	}
+	e, hit = k.cache[id]
+	return e, hit, k.gen
 }
 
-// learn records a value read from the file, unless memory learned a newer
-// one meanwhile.
-func (k *kvState) learn(id kvID, e kvEntry) {
+// learn records a value read from the file, unless memory changed since
+// the read began (gen): the file may then be older than memory.
+func (k *kvState) learn(id kvID, e kvEntry, gen uint64) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if _, ok := k.cache[id]; !ok && !k.closed {
+	if k.gen == gen && !k.closed {
 		k.remember(id, e)
 	}
 }

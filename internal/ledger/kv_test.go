@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"fmt"
 	"sync"
 	"testing"
@@ -172,4 +173,33 @@ func TestKVConcurrent(t *testing.T) {
 			t.Errorf("c%d: %q after reopen", g, got)
 		}
 	}
+}
+
+// TestPutLaterLarge: a value too large for the cache is read back at once
+// from the queue, and after its write from the file; the older value it
+// replaced is never served again.
+func TestPutLaterLarge(t *testing.T) {
+	s := openAt(t, testPath(t), Options{})
+	if err := s.Put("b", "c1", "k", []byte("small")); err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("x"), 2*maxCachedValue)
+	wantBig := func(when string) {
+		t.Helper()
+		v, ok, err := s.Get("b", "c1", "k")
+		if err != nil || !ok || !bytes.Equal(v, big) {
+			t.Fatalf("%s: Get gave %d bytes (%.10q), %v, %v; want the %d-byte value", when, len(v), v, ok, err, len(big))
+		}
+	}
+	for range 2 {
+		if err := s.PutLater("b", "c1", "k", big); err != nil {
+			t.Fatal(err)
+		}
+		wantBig("queued")
+		s.Flush()
+		wantBig("written")
+		wantBig("read again")
+	}
+	s = reopen(t, s)
+	wantBig("reopened")
 }

@@ -310,9 +310,11 @@ func (s *Store) Put(bucket, conversation, key string, value []byte) error {
 		return kv.Put([]byte(key), value)
 	})
 	k.mu.Lock()
-	if err == nil {
+	switch _, newer := k.pending[id]; {
+	case newer: // a PutLater came meanwhile: its value is the key's
+	case err == nil:
 		k.remember(id, kvEntry{value: cloneValue(value), ok: true})
-	} else {
+	default:
 		k.forget(id)
 	}
 	k.mu.Unlock()
@@ -326,7 +328,8 @@ func (s *Store) Get(bucket, conversation, key string) (value []byte, ok bool, er
 		return nil, false, err
 	}
 	id := kvID{bucket, conversation, key}
-	if e, hit := s.kv.cached(id); hit {
+	e, hit, gen := s.kv.cached(id)
+	if hit {
 		if !e.ok {
 			return nil, false, nil
 		}
@@ -344,7 +347,7 @@ func (s *Store) Get(bucket, conversation, key string) (value []byte, ok bool, er
 		return nil
 	})
 	if err == nil {
-		s.kv.learn(id, kvEntry{value: cloneValue(value), ok: ok})
+		s.kv.learn(id, kvEntry{value: cloneValue(value), ok: ok}, gen)
 	}
 	return value, ok, err
 }
