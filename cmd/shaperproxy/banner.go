@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/shaperproxy/shaperproxy/internal/config"
+	"github.com/shaperproxy/shaperproxy/internal/redact"
 )
 
 // banner is what serve says it does when it starts: where it listens,
@@ -43,7 +44,7 @@ func newBanner(c config.Config, lns listeners, keys int, getenv func(string) str
 		b.admin = localURL(lns.admin.Addr())
 	}
 	for _, r := range c.Routes {
-		b.routes = append(b.routes, bannerRoute{name: r.Name, prefix: r.Prefix, upstream: r.Upstream, key: routeKey(r, getenv), isDefault: r.Default})
+		b.routes = append(b.routes, bannerRoute{name: r.Name, prefix: r.Prefix, upstream: redact.URL(r.Upstream), key: routeKey(r, getenv), isDefault: r.Default})
 	}
 	b.features = features(c, keys)
 	return b
@@ -137,13 +138,13 @@ func startupWarnings(c config.Config, upstreamFlag string, getenv func(string) s
 	for i, r := range c.Routes {
 		key := fmt.Sprintf("route[%d]", i)
 		if u, err := url.Parse(r.Upstream); err == nil && strings.HasSuffix(strings.TrimSuffix(u.Path, "/"), "/v1") {
-			ws = append(ws, warning{key + ".upstream", fmt.Sprintf("route %q: upstream %s ends in /v1; clients whose base URL ends in /v1 (OPENAI_BASE_URL=http://…/v1) send /v1/… themselves, so requests go to …/v1/v1/… and 404: drop /v1 from the upstream", r.Name, r.Upstream)})
+			ws = append(ws, warning{key + ".upstream", fmt.Sprintf("route %q: upstream %s ends in /v1; clients whose base URL ends in /v1 (OPENAI_BASE_URL=http://…/v1) send /v1/… themselves, so requests go to …/v1/v1/… and 404: drop /v1 from the upstream", r.Name, redact.URL(r.Upstream))})
 		}
 		if r.APIKey == "" && r.APIKeyEnv != "" && getenv(r.APIKeyEnv) == "" {
 			ws = append(ws, warning{key + ".api_key_env", fmt.Sprintf("route %q: api_key_env names $%s, which is not set (or empty): no key is added, the client's own Authorization goes upstream", r.Name, r.APIKeyEnv)})
 		}
 		if r.Default && upstreamFlag != "" && r.Upstream != upstreamFlag {
-			ws = append(ws, warning{key + ".default", fmt.Sprintf("--upstream %s is ignored: the configuration's route %q is the default route (upstream %s)", upstreamFlag, r.Name, r.Upstream)})
+			ws = append(ws, warning{key + ".default", fmt.Sprintf("--upstream %s is ignored: the configuration's route %q is the default route (upstream %s)", redact.URL(upstreamFlag), r.Name, redact.URL(r.Upstream))})
 		}
 	}
 	if c.ClientKeysEnv != "" && getenv(c.ClientKeysEnv) == "" {

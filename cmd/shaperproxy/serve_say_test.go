@@ -31,6 +31,7 @@ func TestBanner(t *testing.T) {
 		{Name: "deepseek", Upstream: "https://api.deepseek.com", Default: true, APIKeyEnv: "BANNER_KEY"},
 		{Name: "openrouter", Prefix: "/openrouter", Upstream: "https://openrouter.ai", APIKey: "sk-in-the-file-0123456789"},
 		{Name: "local", Prefix: "/local", Upstream: "http://10.0.0.7:8000", APIKeyEnv: "BANNER_UNSET"},
+		{Name: "azure", Prefix: "/azure", Upstream: "https://user:sk-in-the-url-0123@azure.example.com/openai?api-key=sk-in-the-query-0123"},
 	}
 	env := map[string]string{"BANNER_KEY": "sk-from-env-0123456789"}
 	ln, admin := listenT(t), listenT(t)
