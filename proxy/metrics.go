@@ -176,7 +176,14 @@ type labelSet struct {
 func newLabelSet(max int) *labelSet { return &labelSet{max: max, seen: map[string]bool{}} }
 
 // value returns the label value for v ("" stays "").
-func (s *labelSet) value(v string) string {
+func (s *labelSet) value(v string) string { return s.label(v, true) }
+
+// known is value for a name that must not take a place in the set (the
+// host of a refused tunnel, the model of a call that did not succeed:
+// anyone may send those): its own label only if it already has one.
+func (s *labelSet) known(v string) string { return s.label(v, false) }
+
+func (s *labelSet) label(v string, admit bool) string {
 	if v == "" {
 		return ""
 	}
@@ -186,7 +193,7 @@ func (s *labelSet) value(v string) string {
 	if s.seen[v] {
 		return v
 	}
-	if len(s.seen) >= s.max {
+	if !admit || len(s.seen) >= s.max {
 		return otherLabel
 	}
 	s.seen[v] = true

@@ -359,9 +359,19 @@ func TestTimingMetrics(t *testing.T) {
 // TestModelLabelBounded: the model label keeps the first maxModels
 // distinct names, then says "other".
 func TestModelLabelBounded(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "{}") }))
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if b, _ := io.ReadAll(r.Body); bytes.Contains(b, []byte("junk")) {
+			http.Error(w, `{"error":{"message":"model not found"}}`, http.StatusNotFound)
+			return
+		}
+		fmt.Fprint(w, "{}")
+	}))
 	defer up.Close()
 	_, px := newTestProxy(t, up.URL, nil)
+	// Names anyone can send, which the upstream refuses, take no place.
+	for i := range maxModels + 8 {
+		do(t, rawClient(), "POST", px.URL+"/v1/chat/completions", fmt.Appendf(nil, `{"model":"junk%d","messages":[]}`, i), nil)
+	}
 	for i := range maxModels + 8 {
 		do(t, rawClient(), "POST", px.URL+"/v1/chat/completions", fmt.Appendf(nil, `{"model":"m%d","messages":[]}`, i), nil)
 	}
@@ -375,7 +385,7 @@ func TestModelLabelBounded(t *testing.T) {
 			break
 		}
 	}
-	if len(models) != maxModels+1 || !models[otherLabel] || !models["m0"] || models[fmt.Sprint("m", maxModels)] {
+	if len(models) != maxModels+1 || !models[otherLabel] || !models["m0"] || models[fmt.Sprint("m", maxModels)] || models["junk0"] {
 		t.Fatalf("%d model labels: %v", len(models), models)
 	}
 }

@@ -61,7 +61,11 @@ func (p *Proxy) openTunnel(r *http.Request, hostport, mode string) *tunnel {
 	}
 	t := &tunnel{p: p, id: newCallID(), host: clip(hostport, 255), mode: mode, via: via, start: time.Now()}
 	host, _ := splitTarget(hostport)
-	p.metrics.tunnels.WithLabelValues(mode, via, p.metrics.hosts.value(host)).Inc()
+	hostLabel := p.metrics.hosts.value(host)
+	if mode == tunnelRefused {
+		hostLabel = p.metrics.hosts.known(host)
+	}
+	p.metrics.tunnels.WithLabelValues(mode, via, hostLabel).Inc()
 	if mode != tunnelRefused {
 		p.metrics.tunnelsOpen.WithLabelValues(mode).Inc()
 		p.flight.addTunnel(t)
