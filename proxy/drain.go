@@ -20,7 +20,7 @@ type flight struct {
 	servers  map[*http.Server]bool
 	tunnels  map[*tunnel]bool
 	draining bool
-	changed  chan struct{} // closed (and replaced) when a call ends
+	changed  chan struct{} // closed (and replaced) when the last call ends while draining
 }
 
 func (f *flight) init() {
@@ -49,8 +49,10 @@ func (p *Proxy) end(call *Call) {
 	if cancel, ok := f.calls[call]; ok {
 		cancel(nil)
 		delete(f.calls, call)
-		close(f.changed)
-		f.changed = make(chan struct{})
+		if f.draining && len(f.calls) == 0 { // what Drain waits for; nothing else does
+			close(f.changed)
+			f.changed = make(chan struct{})
+		}
 	}
 }
 

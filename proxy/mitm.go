@@ -91,8 +91,9 @@ func (p *Proxy) serveProxyForm(w http.ResponseWriter, r *http.Request) {
 	w, r = t.counted(w, r)
 	if mode == tunnelIntercepted {
 		if !p.access.browserAllowed(r) {
-			t.reason = refuseOrigin
-			p.refuse(w, r, refuseOrigin)
+			t.reason = refuseOrigin // the tunnel's line logs it, under the id the answer carries
+			w.Header().Set(CallIDHeader, t.id)
+			p.answerRefusal(w, refuseOrigin)
 			return
 		}
 		p.forward(w, r, p.routeForHost("http", r.URL.Host), r.URL.Path)
