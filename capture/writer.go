@@ -289,6 +289,16 @@ type queued struct {
 	view *conv.Request
 }
 
+// held is the memory a queued record holds: its pooled buffer's
+// capacity (the size classes are 4× apart), else its data's length. The
+// queue's bound counts this.
+func (q *queued) held() int64 {
+	if q.buf != nil {
+		return int64(cap(*q.buf))
+	}
+	return int64(len(q.Data))
+}
+
 func (w *Writer) enqueue(r Record, buf *[]byte) bool {
 	return w.enqueueQ(queued{Record: r, buf: buf})
 }
@@ -298,7 +308,7 @@ func (w *Writer) enqueueQ(q queued) bool {
 	if r.Time.IsZero() {
 		r.Time = time.Now()
 	}
-	n := int64(len(r.Data))
+	n := q.held()
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if w.closed || n > maxRecordData {
@@ -461,7 +471,7 @@ func (w *Writer) take(q queued) {
 	defer putBuf(q.buf) // encoded: the frame holds a copy
 	r.Header = w.redact.header(r.Header)
 	w.consumed++
-	w.queued.Add(-int64(len(r.Data)))
+	w.queued.Add(-q.held())
 	// A request is mostly stored as blobs the segment already holds: its
 	// size says little about what it adds to the frame.
 	isReq := r.Kind == KindRequest || r.Kind == KindClientRequest
