@@ -124,13 +124,14 @@ func (k *kvState) forget(id kvID) {
 	delete(k.pending, id)
 }
 
-// forgetConversation drops every value of a conversation memory holds,
-// the queued ones too unless keepQueued (a value queued after Purge found
-// the conversation idle brings it back, as a Put would); k.mu is held.
-func (k *kvState) forgetConversation(conversation string, keepQueued bool) {
+// forgetConversations drops every value memory holds of the named
+// conversations, the queued ones too unless keepQueued (a value queued
+// after Purge found the conversation idle brings it back, as a Put
+// would); one pass over memory however many are named; k.mu is held.
+func (k *kvState) forgetConversations(names map[string]bool, keepQueued bool) {
 	k.gen++
 	for id, old := range k.cache {
-		if _, queued := k.pending[id]; id.conversation == conversation && !(queued && keepQueued) {
+		if _, queued := k.pending[id]; names[id.conversation] && !(queued && keepQueued) {
 			k.bytes -= len(old.value)
 			delete(k.cache, id)
 		}
@@ -139,7 +140,7 @@ func (k *kvState) forgetConversation(conversation string, keepQueued bool) {
 		return
 	}
 	for id := range k.pending {
-		if id.conversation == conversation {
+		if names[id.conversation] {
 			delete(k.pending, id)
 		}
 	}

@@ -427,7 +427,7 @@ func (s *Store) ClearConversation(conversation string) error {
 	k.writeMu.Lock()
 	defer k.writeMu.Unlock()
 	k.mu.Lock()
-	k.forgetConversation(conversation, false)
+	k.forgetConversations(map[string]bool{conversation: true}, false)
 	k.mu.Unlock()
 	return s.update(func(tx *bolt.Tx) error {
 		root := tx.Bucket(bucketConv)
@@ -466,10 +466,12 @@ func (s *Store) Purge(now time.Time) (int, error) {
 		return err
 	})
 	if err == nil {
-		k.mu.Lock()
+		names := make(map[string]bool, len(idle))
 		for _, name := range idle {
-			k.forgetConversation(string(name), true)
+			names[string(name)] = true
 		}
+		k.mu.Lock()
+		k.forgetConversations(names, true)
 		k.mu.Unlock()
 	}
 	return n, err
