@@ -83,7 +83,7 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 		return err
 	}
 	c := newCostClient()
-	w := &wideTable{header: []string{"workload", "metric", direct, stdlib + " (added)", bare + " (added)", costAll + " (added)", costAll + " ÷ " + stdlib}}
+	w := &wideTable{header: []string{"workload", "metric", direct, stdlib, bare, costAll, costAll + " ÷ " + stdlib}} // latency rows: added to direct's, as their metric says
 	where := "client, upstream, ReverseProxy and each proxy in processes of their own"
 	if !separate {
 		where = "all in this process (no child command): the figures only show that the section runs"
