@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -116,26 +114,11 @@ func (e *env) startProxy(variant string) error {
 // startChild runs the variant's proxy in a child process (the command
 // line in Options.Child, which runs ServeChild) and reads the URL it prints.
 func (e *env) startChild(variant string) error {
-	args := append(append([]string(nil), e.child[1:]...), variant, e.fakeURL, e.streamURL, e.dir)
-	cmd := exec.Command(e.child[0], args...)
-	stdin, err := cmd.StdinPipe() // the child exits when this closes
+	url, pid, err := e.spawn([]string{variant, e.fakeURL, e.streamURL, e.dir})
 	if err != nil {
 		return err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	e.closers = append(e.closers, func() { _ = stdin.Close(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		return fmt.Errorf("proxy child %s: %w", variant, err)
-	}
-	e.proxyURL[variant], e.proxyPID[variant] = strings.TrimSpace(line), cmd.Process.Pid
+	e.proxyURL[variant], e.proxyPID[variant] = url, pid
 	return nil
 }
 
