@@ -146,8 +146,3 @@ func writeUint(h hash.Hash, v uint64) {
 	binary.BigEndian.PutUint64(b[:], v)
 	h.Write(b[:])
 }
-
-// sum returns the first keyHexLen hex digits of h's digest.
-func sum(h hash.Hash) string {
-	return hex.EncodeToString(h.Sum(nil))[:keyHexLen]
-}

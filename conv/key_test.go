@@ -3,6 +3,8 @@ package conv
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
+	"hash"
 	"regexp"
 	"strings"
 	"testing"
@@ -171,4 +173,9 @@ func TestConversationKeyUnchanged(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sum returns the first keyHexLen hex digits of h's digest.
+func sum(h hash.Hash) string {
+	return hex.EncodeToString(h.Sum(nil))[:keyHexLen]
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/fixtures"
+	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
 
@@ -48,4 +49,20 @@ func TestAddToolAsInject(t *testing.T) {
 			}
 		}
 	}
+}
+
+// injectTool is the reference addTool is checked against: it returns body with the deliberate tool appended to its
+// non-empty "tools" array, and whether it added it. A request without
+// tools, or one whose client already declares a function named
+// deliberate, is left alone. tool is toolJSON's bytes.
+func injectTool(req *conv.Request, tool []byte) ([]byte, bool) {
+	tools := gjson.GetBytes(req.Body, "tools")
+	if !tools.IsArray() || len(tools.Array()) == 0 || declares(tools) || tools.Index <= 0 {
+		return req.Body, false
+	}
+	end := tools.Index + bytes.LastIndexByte([]byte(tools.Raw), ']')
+	out := make([]byte, 0, len(req.Body)+len(tool)+1)
+	out = append(append(out, req.Body[:end]...), ',')
+	out = append(append(out, tool...), req.Body[end:]...)
+	return out, true
 }

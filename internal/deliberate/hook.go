@@ -96,9 +96,11 @@ func (d *Deliberator) TransformRequest(ctx context.Context, call *proxy.Call, bo
 	return out.Body, nil
 }
 
-// addTool is injectTool made as an edit of the view: the same bytes, and
-// the view of the result derived from req's (a history of a megabyte is
-// not parsed again because a tool was added to it). It returns req itself
+// addTool appends the tool to a non-empty "tools" array (not when the
+// client declares a function named deliberate) as an edit of the view, so
+// the view of the result is derived from req's: a history of a megabyte
+// is not parsed again because a tool was added to it. The tests check its
+// bytes against a plain splice (injectTool). It returns req itself
 // when the tool is not added.
 func (d *Deliberator) addTool(req *conv.Request) (*conv.Request, bool) {
 	f, ok := req.Field("tools")
