@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"sync"
 	"unicode/utf8"
 	"unsafe"
@@ -23,17 +24,23 @@ import (
 // the earlier request is only a guess, checked byte for byte. It is found
 // by a hash of the body's first bytes (the model and the system prompt,
 // for most clients), so a conversation's requests find each other without
-// the conversation key, which needs the parse. A Reparser keeps the last
-// request of each such beginning, within a memory bound. It is safe for
-// concurrent use.
+// the conversation key, which needs the parse; among the last requests of
+// that beginning (a few: agents running side by side share a system
+// prompt), the one sharing the longest prefix with the body is taken. A
+// Reparser keeps them within a memory bound. It is safe for concurrent
+// use.
 type Reparser struct {
 	seed     maphash.Seed
 	maxBytes int
 
 	mu     sync.Mutex
-	recent map[uint64]*Request
+	recent map[uint64][]*Request
 	bytes  int
 }
+
+// maxPerBeginning is how many recent requests a Reparser keeps of one
+// beginning: the conversations that share it and run at once.
+const maxPerBeginning = 8
 
 // reparseKeyBytes is how much of the body's beginning finds the earlier
 // request.
@@ -41,35 +48,101 @@ const reparseKeyBytes = 2048
 
 // NewReparser returns a Reparser keeping at most maxBytes of bodies.
 func NewReparser(maxBytes int) *Reparser {
-	return &Reparser{seed: maphash.MakeSeed(), maxBytes: maxBytes, recent: make(map[uint64]*Request)}
+	return &Reparser{seed: maphash.MakeSeed(), maxBytes: maxBytes, recent: make(map[uint64][]*Request)}
 }
 
 // Parse returns ParseRequest(body).
 func (p *Reparser) Parse(body []byte) (*Request, error) {
 	k := maphash.Bytes(p.seed, body[:min(len(body), reparseKeyBytes)])
 	p.mu.Lock()
-	prev := p.recent[k]
+	cands := p.recent[k]
 	p.mu.Unlock()
+	prev := closest(cands, body)
 	r, err := parseReusing(body, prev)
 	if err != nil || len(body) > p.maxBytes/4 {
 		return r, err
 	}
+	if !follows(r, prev) {
+		prev = nil // another conversation with the same beginning: r is kept beside it
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if old, ok := p.recent[k]; ok {
-		p.bytes -= len(old.Body)
-		delete(p.recent, k) // or the loop below could take it (and its bytes) a second time
+	p.keep(k, prev, r)
+	return r, nil
+}
+
+// follows reports whether r carries all of prev's messages (its last one
+// at the same place, with the same bytes): the next request of prev's
+// conversation, which takes its place.
+func follows(r, prev *Request) bool {
+	if prev == nil || len(prev.Messages) == 0 || len(r.Messages) < len(prev.Messages) {
+		return false
+	}
+	j := len(prev.Messages) - 1
+	a, b := &prev.Messages[j], &r.Messages[j]
+	return bytes.Equal(prev.Body[a.Start:a.End], r.Body[b.Start:b.End])
+}
+
+// closest returns the candidate body most likely repeats: one whose last
+// message body holds at the same place (the one with most messages when
+// several do), else the most recent. Only a guess, checked by the parse
+// byte for byte; it costs a comparison of one message per candidate.
+func closest(cands []*Request, body []byte) *Request {
+	var best *Request
+	for _, c := range cands {
+		if len(c.Messages) == 0 || best != nil && len(c.Messages) <= len(best.Messages) {
+			continue
+		}
+		m := &c.Messages[len(c.Messages)-1]
+		if m.End <= len(body) && bytes.Equal(body[m.Start:m.End], c.Body[m.Start:m.End]) {
+			best = c
+		}
+	}
+	if best == nil && len(cands) > 0 {
+		best = cands[len(cands)-1]
+	}
+	return best
+}
+
+// keep records r under beginning k, in place of prev (the request it was
+// read against, which it follows) when prev is there, else as a new one
+// (the oldest of k going when k has maxPerBeginning); then keeps the
+// bodies within maxBytes. p.mu is held.
+func (p *Reparser) keep(k uint64, prev, r *Request) {
+	list := p.recent[k]
+	delete(p.recent, k) // out of the map while the rest is made room for: counted once
+	for _, c := range list {
+		p.bytes -= len(c.Body)
+	}
+	i := slices.Index(list, prev)
+	switch {
+	case prev != nil && i >= 0:
+		list = slices.Delete(slices.Clone(list), i, i+1)
+	case len(list) >= maxPerBeginning:
+		list = slices.Clone(list[1:])
+	default:
+		list = slices.Clone(list)
+	}
+	list = append(list, r)
+	size := 0
+	for _, c := range list {
+		size += len(c.Body)
 	}
 	for k2, old := range p.recent { // over the bound: any goes (it is only a guess)
-		if p.bytes+len(body) <= p.maxBytes {
+		if p.bytes+size <= p.maxBytes {
 			break
 		}
-		p.bytes -= len(old.Body)
+		for _, c := range old {
+			p.bytes -= len(c.Body)
+		}
 		delete(p.recent, k2)
 	}
-	p.recent[k] = r
-	p.bytes += len(body)
-	return r, nil
+	for len(list) > 1 && p.bytes+size > p.maxBytes { // still over: this beginning's oldest go
+		size -= len(list[0].Body)
+		list = list[1:]
+	}
+	p.recent[k] = list
+	p.bytes += size
 }
 
 // parseReusing is ParseRequest(body), reusing the messages of prev (nil:

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/shaperproxy/shaperproxy/fixtures"
@@ -235,12 +237,46 @@ func TestReparserBytesExact(t *testing.T) {
 				t.Fatal(err)
 			}
 			held := 0
-			for _, r := range p.recent {
-				held += len(r.Body)
+			for _, list := range p.recent {
+				for _, r := range list {
+					held += len(r.Body)
+				}
 			}
 			if held != p.bytes || held > bound {
 				t.Fatalf("after %d×%d: counted %d bytes, held %d (bound %d)", n, c, p.bytes, held, bound)
 			}
+		}
+	}
+}
+
+// TestReparserSharedBeginning: conversations that share a long system
+// prompt (the body's first bytes), sent in turn, each find their own
+// previous request.
+func TestReparserSharedBeginning(t *testing.T) {
+	p := NewReparser(32 << 20)
+	system := strings.Repeat("You are a careful coding agent. ", 200) // over reparseKeyBytes
+	body := func(c, n int) []byte {
+		b := fmt.Appendf(nil, `{"model":"m","messages":[{"role":"system","content":%q}`, system)
+		for i := range n {
+			b = fmt.Appendf(b, `,{"role":"user","content":"conversation %d, message %d"}`, c, i)
+		}
+		return append(b, "]}"...)
+	}
+	for n := 1; n <= 6; n++ {
+		for c := range 4 {
+			k := maphash.Bytes(p.seed, body(c, n)[:reparseKeyBytes])
+			p.mu.Lock()
+			prev := closest(p.recent[k], body(c, n))
+			p.mu.Unlock()
+			if n > 1 && (prev == nil || !bytes.Equal(prev.Body, body(c, n-1))) {
+				t.Fatalf("conversation %d, request %d: the earlier request found is not its own", c, n)
+			}
+			got, err := p.Parse(body(c, n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := ParseRequest(body(c, n))
+			sameView(t, got, want)
 		}
 	}
 }
