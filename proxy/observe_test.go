@@ -385,7 +385,10 @@ func TestModelLabelBounded(t *testing.T) {
 			break
 		}
 	}
-	if len(models) != maxModels+1 || !models[otherLabel] || !models["m0"] || models[fmt.Sprint("m", maxModels)] || models["junk0"] {
+	// Which names near the 32nd take the last places is not fixed: a call's
+	// metrics are recorded after its answer is sent, so the next call can
+	// be recorded first.
+	if len(models) != maxModels+1 || !models[otherLabel] || !models["m0"] || models["junk0"] {
 		t.Fatalf("%d model labels: %v", len(models), models)
 	}
 }
