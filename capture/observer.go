@@ -19,8 +19,9 @@ const (
 
 // Observer writes every call to the capture log, with the notes hooks
 // make about it. It never blocks: the Writer's queue is bounded and counts
-// what it drops. Headers are handed over as they are: Enqueue stores a
-// redacted copy at once.
+// what it drops. Headers are handed over as they are, without a copy:
+// the proxy never changes the headers it gives its observers, and the
+// Writer redacts them on its own goroutine.
 type Observer struct {
 	w              *Writer
 	clientRequests bool

@@ -213,17 +213,28 @@ func appendRecordBody(b []byte, r *Record) []byte {
 
 // appendHeader encodes h as a bytes field of (name, count, values...).
 func appendHeader(b []byte, h http.Header) []byte {
-	var inner []byte
+	n := 0 // the field's length, known before it is written: no buffer of its own
 	for name, vals := range h {
-		inner = binary.AppendUvarint(inner, uint64(len(name)))
-		inner = append(inner, name...)
-		inner = binary.AppendUvarint(inner, uint64(len(vals)))
+		n += uvarintLen(uint64(len(name))) + len(name) + uvarintLen(uint64(len(vals)))
 		for _, v := range vals {
-			inner = binary.AppendUvarint(inner, uint64(len(v)))
-			inner = append(inner, v...)
+			n += uvarintLen(uint64(len(v))) + len(v)
 		}
 	}
-	return appendBytesField(b, fHeader, inner)
+	if n == 0 {
+		return b
+	}
+	b = binary.AppendUvarint(b, fHeader)
+	b = binary.AppendUvarint(b, uint64(n))
+	for name, vals := range h {
+		b = binary.AppendUvarint(b, uint64(len(name)))
+		b = append(b, name...)
+		b = binary.AppendUvarint(b, uint64(len(vals)))
+		for _, v := range vals {
+			b = binary.AppendUvarint(b, uint64(len(v)))
+			b = append(b, v...)
+		}
+	}
+	return b
 }
 
 var errBadRecord = errors.New("capture: malformed record")

@@ -3,8 +3,8 @@ package capture
 import (
 	"encoding/binary"
 	"errors"
-	"unsafe"
 
+	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/tidwall/gjson"
 )
 
@@ -33,7 +33,7 @@ func splitBody(body []byte) []span {
 	}
 	// The string aliases body; gjson only reads it, and no result outlives
 	// this function.
-	root := gjson.Parse(unsafe.String(&body[0], len(body)))
+	root := gjson.Parse(conv.AsString(body))
 	var spans []span
 	add := func(v gjson.Result) {
 		spans = append(spans, span{v.Index, v.Index + len(v.Raw)})

@@ -113,11 +113,17 @@ func ParseRequest(body []byte) (*Request, error) {
 var topKeys = []string{"messages", "model", "stream"}
 
 // bodyString returns body as a string sharing its memory.
-func bodyString(body []byte) string {
-	if len(body) == 0 {
+func bodyString(body []byte) string { return AsString(body) }
+
+// AsString returns b as a string sharing its memory, to read it with
+// gjson without a copy (gjson.GetBytes copies every result it returns).
+// The string, and every result read from it, is valid only as long as b
+// does not change.
+func AsString(b []byte) string {
+	if len(b) == 0 {
 		return ""
 	}
-	return unsafe.String(&body[0], len(body))
+	return unsafe.String(&b[0], len(b))
 }
 
 // topLevel reads the top-level object: it records every member in

@@ -9,13 +9,14 @@ import (
 
 // clientWriter bounds every write to the client by an idle deadline: a
 // write (at most writePiece bytes) or a flush that makes no progress for
-// idle fails, and the call ends as client_cancelled. A stream that flows
-// is never cut however long it runs, since each piece gets its own
-// deadline.
+// idle (up to idle/8 more) fails, and the call ends as client_cancelled.
+// A stream that flows is never cut however long it runs, since each piece
+// gets its own deadline.
 type clientWriter struct {
 	http.ResponseWriter
 	rc   *http.ResponseController
 	idle time.Duration
+	dl   deadline
 }
 
 // writePiece is the most written under one deadline.
@@ -25,7 +26,40 @@ func newClientWriter(w http.ResponseWriter, idle time.Duration) *clientWriter {
 	return &clientWriter{ResponseWriter: w, rc: http.NewResponseController(w), idle: idle}
 }
 
-func (c *clientWriter) extend() { _ = c.rc.SetWriteDeadline(time.Now().Add(c.idle)) }
+func (c *clientWriter) extend() {
+	if t, ok := c.dl.next(time.Now(), c.idle, time.Time{}); ok {
+		_ = c.rc.SetWriteDeadline(t)
+	}
+}
+
+// deadline spares the connection a deadline change per read or write
+// (each one takes the poller's lock and moves a runtime timer; a small
+// request made five): a new deadline is idle + idle/8 away, and it is
+// moved again only once less than idle is left. An operation is then cut
+// after between idle and 9/8 idle without progress. The zero deadline is
+// unset.
+type deadline struct{ at time.Time }
+
+// next returns the deadline to set for an operation starting at now, and
+// false when the one set still leaves idle; a set total caps it.
+func (d *deadline) next(now time.Time, idle time.Duration, total time.Time) (time.Time, bool) {
+	want := now.Add(idle)
+	if !total.IsZero() && total.Before(want) {
+		if d.at.Equal(total) {
+			return total, false
+		}
+		d.at = total
+		return total, true
+	}
+	if !d.at.IsZero() && !d.at.Before(want) {
+		return d.at, false
+	}
+	d.at = want.Add(idle / 8)
+	if !total.IsZero() && total.Before(d.at) {
+		d.at = total
+	}
+	return d.at, true
+}
 
 // Write writes p piece by piece, each under its own deadline.
 func (c *clientWriter) Write(p []byte) (int, error) {
@@ -64,6 +98,7 @@ type bodyReader struct {
 	rc    *http.ResponseController
 	idle  time.Duration
 	total time.Time   // zero: no overall bound
+	dl    deadline    // read by one goroutine at a time (the handler's, then the transport's)
 	done  atomic.Bool // the transport may read while the handler releases
 }
 
@@ -71,11 +106,9 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 	if b.done.Load() {
 		return 0, io.EOF
 	}
-	d := time.Now().Add(b.idle)
-	if !b.total.IsZero() && b.total.Before(d) {
-		d = b.total
+	if d, ok := b.dl.next(time.Now(), b.idle, b.total); ok {
+		_ = b.rc.SetReadDeadline(d)
 	}
-	_ = b.rc.SetReadDeadline(d)
 	n, err := b.r.Read(p)
 	if err != nil {
 		b.release()

@@ -17,11 +17,14 @@ import (
 // exchange sends the upstream request and streams the response back to
 // the client, telling the observers as it goes. It returns true, having
 // written nothing to the client, when a Retrier asked for a second attempt.
+//
+// The upstream request runs under the call's context (begin's): the
+// client leaving, a stop (cause errShutdown) or the idle timer (cause
+// errIdle) cancels it; classifyEnd tells them apart by the cause.
 func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, body []byte) (retry bool) {
-	clientCtx := out.Context()
-	ctx, cancel := context.WithCancelCause(clientCtx)
-	defer cancel(nil)
-	out = out.WithContext(ctx)
+	ctx := out.Context()
+	clientCtx := ctx
+	cancel := call.cancel
 	sinks := p.observe(call, out, body)
 	p.debugRequest(call, body)
 	resp, err := p.transportFor(call.route).RoundTrip(out)
@@ -57,17 +60,17 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 	var end End
 	switch {
 	case info.Stream && !info.Encoded:
+		length := upstreamLength
 		if fin != nil {
-			// The finisher may write more or less than the upstream sent.
-			resp.Header.Del("Content-Length")
+			length = noLength // the finisher may write more or less than the upstream sent
 		}
-		p.writeHeader(w, resp)
+		p.writeHeader(w, resp, length)
 		end = p.copyEvents(w, src, call, sinks, fin, clientCtx)
 	case fin != nil && !info.Stream:
 		end = p.copyHeldBody(w, resp, src, call, sinks, fin, clientCtx)
 	default:
-		p.writeHeader(w, resp)
-		end = p.copyRaw(w, src, resp.ContentLength, call, info, sinks)
+		p.writeHeader(w, resp, upstreamLength)
+		end = p.copyRaw(w, src, call, info, sinks)
 	}
 	end.Status = resp.StatusCode
 	end = classifyEnd(end, ctx, clientCtx)
@@ -142,10 +145,11 @@ func classifyEnd(end End, ctx, clientCtx context.Context) End {
 		end.Outcome = OutcomeComplete
 	case errors.Is(context.Cause(clientCtx), errShutdown):
 		end.Outcome, end.Err = OutcomeShutdown, "cut: "+errShutdown.Error()
-	case end.Outcome == OutcomeClientCancelled || clientCtx.Err() != nil:
-		end.Outcome = OutcomeClientCancelled
+	case end.Outcome == OutcomeClientCancelled:
 	case errors.Is(context.Cause(ctx), errIdle):
 		end.Outcome, end.Err = OutcomeTimeout, errIdle.Error()
+	case clientCtx.Err() != nil:
+		end.Outcome = OutcomeClientCancelled
 	default:
 		end.Outcome = OutcomeUpstreamError
 	}
@@ -153,9 +157,13 @@ func classifyEnd(end End, ctx, clientCtx context.Context) End {
 }
 
 // writeHeader writes the upstream's response header to the client,
-// without hop-by-hop headers, and with the proxy's own call id (an
-// upstream's, from a proxy behind this one, is replaced).
-func (p *Proxy) writeHeader(w http.ResponseWriter, resp *http.Response) {
+// without hop-by-hop headers, with the proxy's own call id (an
+// upstream's, from a proxy behind this one, is replaced) and with the
+// Content-Length length says (upstreamLength: the upstream's).
+//
+// resp.Header itself is never changed: the observers got it with the
+// response (ResponseInfo.Header) and may keep it without a copy.
+func (p *Proxy) writeHeader(w http.ResponseWriter, resp *http.Response, length int) {
 	h := w.Header()
 	id := h.Get(CallIDHeader)
 	for k, vv := range resp.Header {
@@ -165,8 +173,20 @@ func (p *Proxy) writeHeader(w http.ResponseWriter, resp *http.Response) {
 	if id != "" {
 		h.Set(CallIDHeader, id)
 	}
+	switch {
+	case length == noLength:
+		h.Del("Content-Length")
+	case length >= 0:
+		h.Set("Content-Length", strconv.Itoa(length))
+	}
 	w.WriteHeader(resp.StatusCode)
 }
+
+// The Content-Length writeHeader sends besides a length of its own.
+const (
+	upstreamLength = -1 // the upstream's, if it sent one
+	noLength       = -2 // none: the body is not the upstream's
+)
 
 // copyEvents forwards an uncompressed SSE stream event by event: each
 // event's exact bytes are written and flushed before the next is read. A
@@ -287,19 +307,19 @@ func (p *Proxy) copyHeldBody(w http.ResponseWriter, resp *http.Response, src io.
 	body, err := io.ReadAll(io.LimitReader(src, p.opts.MaxBodyBytes+1))
 	if err == nil && int64(len(body)) > p.opts.MaxBodyBytes {
 		// Too large to hold: send it on as it comes, without the finisher.
-		p.writeHeader(w, resp)
+		p.writeHeader(w, resp, upstreamLength)
 		if _, werr := w.Write(body); werr != nil {
 			return clientGone(End{})
 		}
 		bodyInPieces(sinks, body)
-		end := p.copyRaw(w, src, resp.ContentLength, call, &ResponseInfo{}, sinks)
+		end := p.copyRaw(w, src, call, &ResponseInfo{}, sinks)
 		end.Bytes += int64(len(body))
 		return end
 	}
 	bodyInPieces(sinks, body)
 	var end End
 	if err != nil {
-		p.writeHeader(w, resp)
+		p.writeHeader(w, resp, upstreamLength)
 		n, _ := w.Write(body)
 		end.Bytes, end.Err = int64(n), describeReadErr(err)
 		return end
@@ -317,8 +337,7 @@ func (p *Proxy) copyHeldBody(w http.ResponseWriter, resp *http.Response, src io.
 			return
 		}
 		if !committed {
-			resp.Header.Del("Content-Length")
-			p.writeHeader(w, resp)
+			p.writeHeader(w, resp, noLength)
 			committed = true
 		}
 		_, _ = w.Write([]byte("\n"))
@@ -348,10 +367,11 @@ func (p *Proxy) copyHeldBody(w http.ResponseWriter, resp *http.Response, src io.
 	defer mu.Unlock()
 	over = true
 	if !committed {
+		length := upstreamLength
 		if !bytes.Equal(out, body) {
-			resp.Header.Set("Content-Length", strconv.Itoa(len(out)))
+			length = len(out)
 		}
-		p.writeHeader(w, resp)
+		p.writeHeader(w, resp, length)
 	}
 	n, werr := w.Write(out)
 	end.Bytes = int64(n)
@@ -381,13 +401,12 @@ func safeEndBody(ctx context.Context, fin FinishSession, body []byte, keepAlive 
 	return fin.EndBody(ctx, body, keepAlive)
 }
 
-// copyRaw forwards a body as it arrives, flushing after every read. When
-// the body is compressed, the observers get the decoded bytes.
-//
-// The flush after a read is skipped when that read completes a body of
-// known length: the handler's return sends it, and a small answer then
-// goes out in one write instead of two.
-func (p *Proxy) copyRaw(w http.ResponseWriter, src io.Reader, length int64, call *Call, info *ResponseInfo, sinks sinkList) End {
+// copyRaw forwards a body as it arrives, flushing after every read, and
+// hands each piece to the observers once it is on its way to the client
+// (their work is not part of its latency). When the body is compressed,
+// the observers get the decoded bytes. A small answer goes out in one
+// write: the first flush sends the header with it.
+func (p *Proxy) copyRaw(w http.ResponseWriter, src io.Reader, call *Call, info *ResponseInfo, sinks sinkList) End {
 	rc := http.NewResponseController(w)
 	tee := p.newTee(sinks, call, info)
 	defer func() {
@@ -407,9 +426,7 @@ func (p *Proxy) copyRaw(w http.ResponseWriter, src io.Reader, length int64, call
 				return clientGone(end)
 			}
 			end.Bytes += int64(n)
-			if end.Bytes != length {
-				_ = rc.Flush()
-			}
+			_ = rc.Flush()
 			tee.Write(buf[:n])
 		}
 		if err != nil {
@@ -475,6 +492,9 @@ func (p *Proxy) upstreamFailure(w http.ResponseWriter, call *Call, clientCtx con
 		end.Outcome, end.Status, end.Err = OutcomeShutdown, http.StatusServiceUnavailable, "cut: "+errShutdown.Error()
 		writeError(w, end.Status, "shutting_down", "shaperproxy: the proxy is stopping; the call was cut before the upstream answered")
 		return end
+	case errors.Is(context.Cause(clientCtx), errIdle): // a retry's first attempt went idle
+		end.Outcome, end.Status, end.Err = OutcomeTimeout, http.StatusGatewayTimeout, errIdle.Error()
+		writeError(w, end.Status, "upstream_timeout", "shaperproxy: "+which+" went silent ("+end.Err+")")
 	case clientCtx.Err() != nil:
 		end.Outcome = OutcomeClientCancelled
 		return end

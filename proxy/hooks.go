@@ -74,6 +74,7 @@ type Call struct {
 	nextView   *conv.Request // the view a transform gave of its output (SetView)
 	changedBy  []RequestTransform
 	route      *Route
+	cancel     context.CancelCauseFunc // the call context's (begin): a stop cuts with errShutdown, the idle timer with errIdle
 }
 
 // ReasoningCount counts the reasoning blocks of an outgoing request.
@@ -189,6 +190,9 @@ type Retrier interface {
 type Upstream struct {
 	Method string
 	URL    string
+	// Header is the header as sent. The proxy does not change it once
+	// the observers have it, and they must not either: they may keep it
+	// without a copy.
 	Header http.Header
 	// Body is the body as sent (nil when the body was streamed through
 	// unread because it was over the size limit).
@@ -198,6 +202,8 @@ type Upstream struct {
 // ResponseInfo describes the upstream response when its header arrives.
 type ResponseInfo struct {
 	Status int
+	// Header is the upstream's header. As with Upstream.Header, neither
+	// the proxy nor the observers change it: they may keep it.
 	Header http.Header
 	// Stream reports whether the body is an SSE stream.
 	Stream bool

@@ -134,7 +134,7 @@ type Proxy struct {
 	access    access
 	gp        *goproxy.ProxyHttpServer
 	flight    flight   // calls, intercepting servers and tunnels in flight
-	ownPorts  sync.Map // ports of the proxy's listeners
+	ownPorts  portSet  // ports of the proxy's listeners
 	selfConns sync.Map // local addresses of the proxy's own connections to loopback
 	keys      *conv.KeyCache
 	reparse   *conv.Reparser

@@ -120,18 +120,45 @@ func (p *Proxy) noteListener(r *http.Request) {
 // listener that serves a request is noted by itself.
 func (p *Proxy) AddListener(a net.Addr) {
 	if ta, ok := a.(*net.TCPAddr); ok {
-		p.ownPorts.LoadOrStore(strconv.Itoa(ta.Port), true)
+		p.ownPorts.add(ta.Port)
 		return
 	}
 	if _, port, err := net.SplitHostPort(a.String()); err == nil {
-		p.ownPorts.LoadOrStore(port, true)
+		if n, err := strconv.Atoi(port); err == nil {
+			p.ownPorts.add(n)
+		}
 	}
+}
+
+// portSet is a set of ports read on every request (noteListener) and
+// written once per listener: a read takes no allocation.
+type portSet struct {
+	mu    sync.RWMutex
+	ports map[int]bool
+}
+
+func (s *portSet) add(port int) {
+	if s.has(port) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ports == nil {
+		s.ports = map[int]bool{}
+	}
+	s.ports[port] = true
+}
+
+func (s *portSet) has(port int) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.ports[port]
 }
 
 // isOwnListener reports whether host:port reaches one of the proxy's
 // listeners: a listener's port on an address of this machine.
 func (p *Proxy) isOwnListener(host, port string) bool {
-	if _, ok := p.ownPorts.Load(port); !ok {
+	if n, err := strconv.Atoi(port); err != nil || !p.ownPorts.has(n) {
 		return false
 	}
 	if host == "localhost" {

@@ -131,3 +131,50 @@ func TestUnreadableBodyGetsError(t *testing.T) {
 		t.Fatalf("status = %d, want 400", resp.StatusCode)
 	}
 }
+
+// TestObservedHeadersUnchanged: the headers the observers get (the
+// request as sent, the upstream's answer) are not changed afterwards, even
+// when the client gets another Content-Length (a finisher that writes
+// more, a held body replaced): observers keep them without a copy.
+func TestObservedHeadersUnchanged(t *testing.T) {
+	stream := "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"
+	for _, tc := range []struct{ name, ctype, body string }{
+		{"stream", "text/event-stream", stream},
+		{"held body", "application/json", `{"choices":[{"message":{"content":"a"},"finish_reason":"stop"}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", tc.ctype)
+				w.Header().Set("Content-Length", strconv.Itoa(len(tc.body)))
+				io.WriteString(w, tc.body)
+			}))
+			defer up.Close()
+			obs := &recordingObserver{}
+			_, px := newTestProxy(t, up.URL, func(o *Options) {
+				o.Finishers, o.Observers = []Finisher{grownFinisher{}}, []Observer{obs}
+			})
+			resp, got := do(t, rawClient(), "POST", px.URL+"/v1/chat/completions", []byte(chatBody), nil)
+			if len(got) <= len(tc.body) || resp.Header.Get("Content-Length") == strconv.Itoa(len(tc.body)) {
+				t.Fatalf("client got %d bytes (Content-Length %q): the finisher's answer should be longer than the upstream's %d", len(got), resp.Header.Get("Content-Length"), len(tc.body))
+			}
+			obs.waitEnd(t)
+			obs.mu.Lock()
+			defer obs.mu.Unlock()
+			if cl := obs.infos[0].Header.Get("Content-Length"); cl != strconv.Itoa(len(tc.body)) {
+				t.Fatalf("observed response header changed: Content-Length %q, upstream sent %d", cl, len(tc.body))
+			}
+		})
+	}
+}
+
+// grownFinisher answers with more than the upstream sent: an extra event
+// before a held stream's last events, or a longer body.
+type grownFinisher struct{}
+
+func (grownFinisher) Start(*Call, *ResponseInfo) FinishSession { return grownSession{} }
+
+type grownSession struct{ extraSession }
+
+func (grownSession) EndBody(_ context.Context, body []byte, _ KeepAlive) ([]byte, error) {
+	return append(bytes.Clone(body), ' ', ' '), nil
+}

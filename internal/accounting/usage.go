@@ -1,6 +1,8 @@
 package accounting
 
 import (
+	"strings"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -69,10 +71,11 @@ func (u Usage) nonNegative() Usage {
 }
 
 func parse(raw []byte) (Usage, Shape, bool) {
-	f := gjson.ParseBytes(raw)
-	if !f.IsObject() {
+	root := gjson.ParseBytes(raw)
+	if !root.IsObject() {
 		return Usage{}, "", false
 	}
+	f := readMembers(root)
 	switch {
 	case f.Get("prompt_cache_hit_tokens").Exists() || f.Get("prompt_cache_miss_tokens").Exists():
 		return deepseek(f), ShapeDeepSeek, true
@@ -89,7 +92,7 @@ func parse(raw []byte) (Usage, Shape, bool) {
 
 // deepseek reads prompt_cache_hit_tokens and prompt_cache_miss_tokens;
 // a missing one is what prompt_tokens leaves.
-func deepseek(f gjson.Result) Usage {
+func deepseek(f *members) Usage {
 	hit, miss := f.Get("prompt_cache_hit_tokens"), f.Get("prompt_cache_miss_tokens")
 	u := Usage{Prompt: f.Get("prompt_tokens").Int(), Hit: hit.Int(), Miss: miss.Int(), CacheReported: 1}
 	switch {
@@ -104,7 +107,7 @@ func deepseek(f gjson.Result) Usage {
 
 // openai reads prompt_tokens and prompt_tokens_details.cached_tokens
 // (with OpenRouter's cost when present).
-func openai(f gjson.Result) Usage {
+func openai(f *members) Usage {
 	cached := f.Get("prompt_tokens_details.cached_tokens")
 	u := split(f.Get("prompt_tokens").Int(), cached)
 	u.CacheWrite = min(f.Get("prompt_tokens_details.cache_write_tokens").Int(), u.Miss)
@@ -115,14 +118,14 @@ func openai(f gjson.Result) Usage {
 }
 
 // responses reads input_tokens and input_tokens_details.cached_tokens.
-func responses(f gjson.Result) Usage {
+func responses(f *members) Usage {
 	u := split(f.Get("input_tokens").Int(), f.Get("input_tokens_details.cached_tokens"))
 	return u.withOutput(f, "output_tokens", "output_tokens_details.reasoning_tokens")
 }
 
 // anthropic reads input_tokens, which counts only what neither hit nor
 // wrote the cache, and adds the cache reads and writes to it.
-func anthropic(f gjson.Result) Usage {
+func anthropic(f *members) Usage {
 	read, write := f.Get("cache_read_input_tokens"), f.Get("cache_creation_input_tokens")
 	u := Usage{Hit: read.Int(), CacheWrite: write.Int()}
 	u.Miss = f.Get("input_tokens").Int() + u.CacheWrite
@@ -143,7 +146,7 @@ func split(prompt int64, cached gjson.Result) Usage {
 	return u
 }
 
-func (u Usage) withOutput(f gjson.Result, output, reasoning string) Usage {
+func (u Usage) withOutput(f *members, output, reasoning string) Usage {
 	u.Output = f.Get(output).Int()
 	if reasoning != "" {
 		u.Reasoning = f.Get(reasoning).Int()
@@ -192,3 +195,48 @@ const (
 	KindPrimary  = "primary"
 	KindInternal = "internal"
 )
+
+// members are the top-level members of a usage object, read in one pass:
+// the shapes ask for up to a dozen keys, and a gjson lookup per key
+// scanned the object each time (a usage is read at the end of every call).
+type members struct {
+	keys [maxMembers]string
+	vals [maxMembers]gjson.Result
+	n    int
+	all  gjson.Result // looked up directly when it has more members than kept
+	over bool
+}
+
+const maxMembers = 32
+
+func readMembers(obj gjson.Result) *members {
+	m := &members{all: obj}
+	obj.ForEach(func(k, v gjson.Result) bool {
+		if m.n == maxMembers {
+			m.over = true
+			return false
+		}
+		m.keys[m.n], m.vals[m.n] = k.Str, v
+		m.n++
+		return true
+	})
+	return m
+}
+
+// Get returns the value at a path of plain keys ("a" or "a.b"), as
+// gjson's Get does (the first of repeated keys).
+func (m *members) Get(path string) gjson.Result {
+	if m.over {
+		return m.all.Get(path)
+	}
+	head, rest, nested := strings.Cut(path, ".")
+	for i := range m.n {
+		if m.keys[i] == head {
+			if nested {
+				return m.vals[i].Get(rest)
+			}
+			return m.vals[i]
+		}
+	}
+	return gjson.Result{}
+}

@@ -3,12 +3,14 @@ package accounting
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 
 	"github.com/shaperproxy/shaperproxy/fixtures"
 	"github.com/shaperproxy/shaperproxy/sse"
+	"github.com/tidwall/gjson"
 )
 
 // watch runs a recorded response through a Watcher as the proxy hands it
@@ -178,6 +180,32 @@ func TestKind(t *testing.T) {
 	}{{false, "", "primary"}, {true, "", "internal"}, {true, "review-child", "review-child"}, {false, "x", "primary"}} {
 		if got := Kind(tt.internal, tt.purpose); got != tt.want {
 			t.Errorf("Kind(%v, %q) = %q, want %q", tt.internal, tt.purpose, got, tt.want)
+		}
+	}
+}
+
+// TestMembersAsGjson: the one-pass member lookup answers every path the
+// shapes ask as gjson's own lookup does: repeated keys (the first wins),
+// nested paths, missing keys, and an object with more members than kept.
+func TestMembersAsGjson(t *testing.T) {
+	many := `{`
+	for i := range maxMembers + 5 {
+		many += fmt.Sprintf(`"k%d":%d,`, i, i)
+	}
+	many += `"prompt_tokens":7}`
+	for _, obj := range []string{
+		`{"prompt_tokens":5,"prompt_tokens":9,"prompt_tokens_details":{"cached_tokens":3},"cost":0.5}`,
+		`{"input_tokens":1,"cache_read_input_tokens":2,"output_tokens_details":{"reasoning_tokens":4}}`,
+		`{}`,
+		many,
+	} {
+		m := readMembers(gjson.Parse(obj))
+		for _, path := range []string{"prompt_tokens", "prompt_tokens_details.cached_tokens", "cost", "input_tokens",
+			"cache_read_input_tokens", "output_tokens_details.reasoning_tokens", "missing", "missing.inner", "k3", fmt.Sprintf("k%d", maxMembers+2)} {
+			got, want := m.Get(path), gjson.Get(obj, path)
+			if got.Raw != want.Raw || got.Exists() != want.Exists() {
+				t.Errorf("%s: Get(%q) = %q, gjson says %q", obj[:min(len(obj), 40)], path, got.Raw, want.Raw)
+			}
 		}
 	}
 }

@@ -44,11 +44,23 @@ type costSizes struct {
 	streamConc       int // concurrent streams per target per round, in the second streaming row
 	streamEvents     int
 	streamGap        time.Duration
-	parts            []string // of "latency", "saturation", "stream" (none: all)
+	parts            []string // of "latency", "saturation", "stream", and of the workloads "small", "large" (none of a kind: all of it)
 }
 
-// runs reports whether the section runs part.
-func (c costSizes) runs(part string) bool { return len(c.parts) == 0 || slices.Contains(c.parts, part) }
+// runs reports whether the section runs part (a measurement or a workload).
+func (c costSizes) runs(part string) bool {
+	kind := costMeasures
+	if slices.Contains(costWorkloads, part) {
+		kind = costWorkloads
+	}
+	named := slices.ContainsFunc(c.parts, func(p string) bool { return slices.Contains(kind, p) })
+	return !named || slices.Contains(c.parts, part)
+}
+
+var (
+	costMeasures  = []string{"latency", "saturation", "stream"}
+	costWorkloads = []string{"small", "large"}
+)
 
 func pickCost(quick bool) costSizes {
 	if quick {
@@ -101,20 +113,24 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 			}
 		}
 	}
-	if cs.runs("latency") {
+	if cs.runs("latency") && cs.runs("small") {
 		if err := costLatency(ctx, c, targets, small, cs.smallN, cs.rate, cs.rounds, w,
 			fmt.Sprintf("small non-stream (two messages), %d × %d requests at %d/s", cs.rounds, cs.smallN, cs.rate)); err != nil {
 			return err
 		}
+	}
+	if cs.runs("latency") && cs.runs("large") {
 		if err := costLatency(ctx, c, targets, large, cs.largeN, cs.bigRate, cs.rounds, w,
 			fmt.Sprintf("the seed's request (631 messages, %d KB), %d × %d requests at %d/s", len(large[0])>>10, cs.rounds, cs.largeN, cs.bigRate)); err != nil {
 			return err
 		}
 	}
-	if cs.runs("saturation") {
+	if cs.runs("saturation") && cs.runs("small") {
 		if err := costSaturation(ctx, c, targets, small, cs.satSmall, cs, w, "small non-stream at saturation"); err != nil {
 			return err
 		}
+	}
+	if cs.runs("saturation") && cs.runs("large") {
 		if err := costSaturation(ctx, c, targets, large, cs.satBig, cs, w, "the seed's request at saturation"); err != nil {
 			return err
 		}
@@ -142,7 +158,7 @@ func (e *env) costTargets() (targets []costTarget, separate bool, err error) {
 	separate = len(e.child) > 0
 	start := func(role string, args ...string) (string, int, error) {
 		if separate {
-			return e.spawn(append([]string{role}, args...))
+			return e.spawn(append([]string{role}, args...), true)
 		}
 		url, err := e.serveHere(role, args)
 		return url, 0, err

@@ -34,11 +34,13 @@ const ProfileEnv = "SHAPERPROXY_BENCH_PROFILE"
 
 // spawn runs a child (the command line in e.child with args appended),
 // reads the URL it prints and returns it with the child's process id.
-// The child ends when its stdin closes (e.close).
-func (e *env) spawn(args []string) (string, int, error) {
+// The child ends when its stdin closes (e.close). Only the cost section's
+// children are profiled (profiled set): the other sections' proxies carry
+// the same variant names, and their profiles would overwrite these.
+func (e *env) spawn(args []string, profiled bool) (string, int, error) {
 	cmd := exec.Command(e.child[0], append(append([]string(nil), e.child[1:]...), args...)...)
 	cmd.Env = os.Environ()
-	if e.profile != "" {
+	if profiled && e.profile != "" {
 		cmd.Env = append(cmd.Env, ProfileEnv+"="+e.profile)
 	}
 	stdin, err := cmd.StdinPipe()

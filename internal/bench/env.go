@@ -114,7 +114,7 @@ func (e *env) startProxy(variant string) error {
 // startChild runs the variant's proxy in a child process (the command
 // line in Options.Child, which runs ServeChild) and reads the URL it prints.
 func (e *env) startChild(variant string) error {
-	url, pid, err := e.spawn([]string{variant, e.fakeURL, e.streamURL, e.dir})
+	url, pid, err := e.spawn([]string{variant, e.fakeURL, e.streamURL, e.dir}, false)
 	if err != nil {
 		return err
 	}

@@ -251,7 +251,7 @@ func bodyChars(body []byte) (int, bool) {
 	if !conv.ValidJSON(body) {
 		return 0, false
 	}
-	choices := gjson.GetBytes(body, "choices").Array()
+	choices := gjson.Get(conv.AsString(body), "choices").Array() // read only while body lives
 	if len(choices) == 1 && choices[0].Get("index").Int() == 0 {
 		msg := choices[0].Get("message")
 		if c := msg.Get("content"); msg.IsObject() && (c.Type == gjson.String || c.Type == gjson.Null) {

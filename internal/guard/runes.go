@@ -5,7 +5,6 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/tidwall/gjson"
@@ -21,7 +20,7 @@ func reasoningRunes(data []byte, buf []byte) (int, []byte) {
 	if len(data) == 0 {
 		return 0, buf
 	}
-	delta := gjson.Get(unsafe.String(&data[0], len(data)), "choices.0.delta") // read only while data lives
+	delta := gjson.Get(conv.AsString(data), "choices.0.delta") // read only while data lives
 	if delta.IsObject() && conv.ValidJSONString(delta.Raw) {
 		// gjson's delta.Get decodes the string it finds, which allocates
 		// when it holds an escape (most reasoning chunks hold a "\n"):

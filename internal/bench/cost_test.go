@@ -1,0 +1,27 @@
+package bench
+
+import "testing"
+
+// TestCostParts: -only's parts of the cost section pick measurements and
+// workloads independently; naming none of a kind runs all of it.
+func TestCostParts(t *testing.T) {
+	for _, tc := range []struct {
+		only string
+		want map[string]bool
+	}{
+		{"cost", map[string]bool{"latency": true, "saturation": true, "stream": true, "small": true, "large": true}},
+		{"cost:saturation,cost:small", map[string]bool{"latency": false, "saturation": true, "stream": false, "small": true, "large": false}},
+		{"cost:large", map[string]bool{"latency": true, "saturation": true, "stream": true, "small": false, "large": true}},
+		{"cost:stream", map[string]bool{"latency": false, "saturation": false, "stream": true, "small": true, "large": true}},
+	} {
+		sz := pick(true)
+		if !selected(tc.only, "cost", &sz) {
+			t.Fatalf("%s: cost not selected", tc.only)
+		}
+		for part, want := range tc.want {
+			if got := sz.cost.runs(part); got != want {
+				t.Errorf("-only %s: runs(%q) = %v, want %v", tc.only, part, got, want)
+			}
+		}
+	}
+}
