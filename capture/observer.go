@@ -90,6 +90,42 @@ type captureSink struct {
 	where string
 	usage accounting.Watcher
 	seq   int
+	// A non-stream answer's records (response, body, end) are handed to
+	// the writer together when it ends, while its body is small (most
+	// are): one hand-over instead of three. held is the records kept,
+	// heldArr their room in the sink itself.
+	hold      bool
+	held      []queued
+	heldBytes int
+	heldArr   [4]queued
+}
+
+// maxHeldBody is the most of a non-stream body a sink keeps to hand over
+// with its end; past it the records go as they come.
+const maxHeldBody = 64 << 10
+
+// keep holds q, or enqueues it (and what was held) when the answer is not
+// held or no longer fits.
+func (s *captureSink) keep(q queued) {
+	if s.hold && s.heldBytes+len(q.Data) <= maxHeldBody {
+		if s.held == nil {
+			s.held = s.heldArr[:0]
+		}
+		q.Time = time.Now()
+		s.held = append(s.held, q)
+		s.heldBytes += len(q.Data)
+		return
+	}
+	s.release()
+	s.w.enqueueQ(q)
+}
+
+// release enqueues what is held, together, and holds nothing more.
+func (s *captureSink) release() {
+	if len(s.held) > 0 {
+		s.w.enqueueBatch(s.held)
+	}
+	s.hold, s.held = false, nil
 }
 
 func (s *captureSink) record(kind Kind, at time.Duration) Record {
@@ -104,7 +140,8 @@ func (s *captureSink) Response(info *proxy.ResponseInfo) {
 	}
 	r := s.record(KindResponse, s.call.Since())
 	r.Status, r.Header, r.Stream = info.Status, info.Header, info.Stream
-	s.w.Enqueue(r)
+	s.hold = !info.Stream
+	s.keep(queued{Record: r})
 }
 
 // Event records one event. An event longer than the proxy keeps comes
@@ -133,12 +170,17 @@ func (s *captureSink) Body(p []byte) {
 	r := s.record(KindBody, s.call.Since())
 	r.Seq = s.seq
 	s.seq++
-	s.w.EnqueueCopy(r, p)
+	s.keep(copied(r, p))
 }
 
 func (s *captureSink) End(end proxy.End) {
 	r := s.record(KindEnd, end.Duration)
 	r.Status, r.Outcome, r.Bytes, r.Events, r.Err, r.Usage = end.Status, string(end.Outcome), end.Bytes, end.Events, end.Err, s.usage.Raw()
 	r.Purpose, r.Conversation = s.call.Purpose, s.call.Conversation
+	if s.hold {
+		s.keep(queued{Record: r})
+		s.release()
+		return
+	}
 	s.w.Enqueue(r)
 }

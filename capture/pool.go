@@ -71,44 +71,24 @@ func classOf(n int) int {
 // writer goroutine (no lock). redact judges each value of a header by the
 // header's name and the value alone, so a value's redacted form is the one
 // redact.Header gives it in any header.
-//
-// The header it returns is scratch space of the memo's, valid until the
-// next call: the writer encodes it at once.
 type redactMemo struct {
-	m    map[[2]string]string
-	out  http.Header
-	vals []string
+	m map[[2]string]string
 }
 
 // maxRedactMemo bounds the values remembered (the memo starts again when
 // full: headers such as Date or a request id change every time).
 const maxRedactMemo = 4096
 
-// header returns redact.Header(h).
-func (r *redactMemo) header(h http.Header) http.Header {
-	if h == nil {
-		return nil
-	}
+// value returns the value of header name as redact.Header writes it.
+func (r *redactMemo) value(name, v string) string {
 	if r.m == nil || len(r.m) >= maxRedactMemo {
 		r.m = make(map[[2]string]string, 256)
 	}
-	if r.out == nil {
-		r.out = make(http.Header, 32)
+	k := [2]string{name, v}
+	red, ok := r.m[k]
+	if !ok {
+		red = redact.Header(http.Header{name: {v}})[name][0]
+		r.m[k] = red
 	}
-	clear(r.out)
-	r.vals = r.vals[:0]
-	for name, vals := range h {
-		start := len(r.vals)
-		for _, v := range vals {
-			k := [2]string{name, v}
-			red, ok := r.m[k]
-			if !ok {
-				red = redact.Header(http.Header{name: {v}})[name][0]
-				r.m[k] = red
-			}
-			r.vals = append(r.vals, red)
-		}
-		r.out[name] = r.vals[start:len(r.vals):len(r.vals)] // a later append reallocates, never overwrites it
-	}
-	return r.out
+	return red
 }

@@ -213,10 +213,33 @@ func appendRecordBody(b []byte, r *Record) []byte {
 
 // appendHeader encodes h as a bytes field of (name, count, values...).
 func appendHeader(b []byte, h http.Header) []byte {
-	n := 0 // the field's length, known before it is written: no buffer of its own
+	var sc headerScratch
+	return sc.append(b, h, nil)
+}
+
+// headerScratch is what encoding a header needs besides the output, kept
+// by the writer so that a record's header costs no allocation.
+type headerScratch struct {
+	names []string
+	nvals []int
+	vals  []string
+}
+
+// append appends h as the header field, each value passed through value
+// when it is set (the writer's redaction). The field's length is known
+// before it is written: no buffer of its own.
+func (sc *headerScratch) append(b []byte, h http.Header, value func(name, v string) string) []byte {
+	sc.names, sc.nvals, sc.vals = sc.names[:0], sc.nvals[:0], sc.vals[:0]
+	n := 0
 	for name, vals := range h {
+		sc.names = append(sc.names, name)
+		sc.nvals = append(sc.nvals, len(vals))
 		n += uvarintLen(uint64(len(name))) + len(name) + uvarintLen(uint64(len(vals)))
 		for _, v := range vals {
+			if value != nil {
+				v = value(name, v)
+			}
+			sc.vals = append(sc.vals, v)
 			n += uvarintLen(uint64(len(v))) + len(v)
 		}
 	}
@@ -225,14 +248,16 @@ func appendHeader(b []byte, h http.Header) []byte {
 	}
 	b = binary.AppendUvarint(b, fHeader)
 	b = binary.AppendUvarint(b, uint64(n))
-	for name, vals := range h {
+	vals := sc.vals
+	for i, name := range sc.names {
 		b = binary.AppendUvarint(b, uint64(len(name)))
 		b = append(b, name...)
-		b = binary.AppendUvarint(b, uint64(len(vals)))
-		for _, v := range vals {
+		b = binary.AppendUvarint(b, uint64(sc.nvals[i]))
+		for _, v := range vals[:sc.nvals[i]] {
 			b = binary.AppendUvarint(b, uint64(len(v)))
 			b = append(b, v...)
 		}
+		vals = vals[sc.nvals[i]:]
 	}
 	return b
 }

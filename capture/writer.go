@@ -163,6 +163,7 @@ type Writer struct {
 	report      lossReport
 	redact      redactMemo
 	head        []byte // encodeRecord's buffer
+	hdr         headerScratch
 }
 
 // blobKey finds a blob the segment already holds. It is two 64-bit
@@ -262,16 +263,7 @@ func (w *Writer) Enqueue(r Record) bool { return w.enqueue(r, nil) }
 // event, a piece of a body): the Writer copies data into a buffer of its
 // own, from a pool it returns the buffer to once the record is encoded, so
 // that a stream's events cost no allocation. r.Data is ignored.
-func (w *Writer) EnqueueCopy(r Record, data []byte) bool {
-	if len(data) > maxPooled {
-		r.Data = bytes.Clone(data)
-		return w.enqueue(r, nil)
-	}
-	buf := getBuf(len(data))
-	*buf = append((*buf)[:0], data...)
-	r.Data = *buf
-	return w.enqueue(r, buf)
-}
+func (w *Writer) EnqueueCopy(r Record, data []byte) bool { return w.enqueueQ(copied(r, data)) }
 
 // EnqueueRequest is Enqueue for a request record whose Data the proxy
 // parsed: view, when it is the view of r.Data (the very slice), tells the
@@ -288,20 +280,57 @@ func (w *Writer) EnqueueRequest(r Record, view *conv.Request) bool {
 // queued is a record waiting for the writer goroutine; buf, when set, is
 // the pooled buffer holding its Data, and view the view of a request's
 // Data.
+//
+// rest, when set, are records that follow this one in a single hand-over
+// (a non-stream answer's response, body and end: one channel send and
+// one wake-up of the writer instead of three); they carry no rest of
+// their own.
 type queued struct {
 	Record
 	buf  *[]byte
 	view *conv.Request
+	rest []queued
 }
 
 // held is the memory a queued record holds: its pooled buffer's
-// capacity (the size classes are 4× apart), else its data's length. The
-// queue's bound counts this.
+// capacity (the size classes are 4× apart), else its data's length, and
+// the same for the records of rest. The queue's bound counts this.
 func (q *queued) held() int64 {
+	n := int64(len(q.Data))
 	if q.buf != nil {
-		return int64(cap(*q.buf))
+		n = int64(cap(*q.buf))
 	}
-	return int64(len(q.Data))
+	for i := range q.rest {
+		n += q.rest[i].held()
+	}
+	return n
+}
+
+// records is how many records q hands over.
+func (q *queued) records() int64 { return 1 + int64(len(q.rest)) }
+
+// copied returns the record r with a pooled copy of data as its Data,
+// as EnqueueCopy enqueues it.
+func copied(r Record, data []byte) queued {
+	if len(data) > maxPooled {
+		r.Data = bytes.Clone(data)
+		return queued{Record: r}
+	}
+	buf := getBuf(len(data))
+	*buf = append((*buf)[:0], data...)
+	r.Data = *buf
+	return queued{Record: r, buf: buf}
+}
+
+// enqueueBatch hands qs over at once (qs[0] first); their Time must be
+// set. The writer owns qs and their buffers from here.
+func (w *Writer) enqueueBatch(qs []queued) bool {
+	if len(qs) == 0 {
+		return true
+	}
+	q := qs[0]
+	q.rest = qs[1:]
+	return w.enqueueQ(q)
 }
 
 func (w *Writer) enqueue(r Record, buf *[]byte) bool {
@@ -309,38 +338,40 @@ func (w *Writer) enqueue(r Record, buf *[]byte) bool {
 }
 
 func (w *Writer) enqueueQ(q queued) bool {
-	r, buf := q.Record, q.buf
-	if r.Time.IsZero() {
-		r.Time = time.Now()
+	if q.Time.IsZero() {
+		q.Time = time.Now()
 	}
 	n := q.held()
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if w.closed || n > maxRecordData {
-		w.drop(buf)
+		w.drop(&q)
 		return false
 	}
-	if q := w.queued.Add(n); q > w.opts.QueueBytes && q > n {
+	if total := w.queued.Add(n); total > w.opts.QueueBytes && total > n {
 		w.queued.Add(-n)
-		w.drop(buf)
+		w.drop(&q)
 		return false
 	}
-	q.Record = r
 	select {
 	case w.q <- q:
-		w.enqueued.Add(1)
+		w.enqueued.Add(q.records())
 		return true
 	default:
 		w.queued.Add(-n)
-		w.drop(buf)
+		w.drop(&q)
 		return false
 	}
 }
 
-func (w *Writer) drop(buf *[]byte) {
-	putBuf(buf)
-	w.dropped.Add(1)
-	w.pendingDrops.Add(1)
+// drop counts q's records as dropped and gives their buffers back.
+func (w *Writer) drop(q *queued) {
+	putBuf(q.buf)
+	for i := range q.rest {
+		putBuf(q.rest[i].buf)
+	}
+	w.dropped.Add(q.records())
+	w.pendingDrops.Add(q.records())
 }
 
 // Stats returns the Writer's counters. It is safe to call at any time.
@@ -466,9 +497,17 @@ func (w *Writer) drain(n int) {
 // take encodes one record, writing the frame before it when the record
 // would make it too large and after it when it is full.
 func (w *Writer) take(q queued) {
+	rest := q.rest
+	q.rest = nil // held() of the head alone from here
+	w.takeOne(q)
+	for _, r := range rest {
+		w.takeOne(r)
+	}
+}
+
+func (w *Writer) takeOne(q queued) {
 	r := q.Record
 	defer putBuf(q.buf) // encoded: the frame holds a copy
-	r.Header = w.redact.header(r.Header)
 	w.consumed++
 	w.queued.Add(-q.held())
 	// A request is mostly stored as blobs the segment already holds: its
@@ -552,7 +591,13 @@ func (w *Writer) addBlob(k blobKey, data []byte) uint32 {
 
 // encodeRecord appends r with payload under the given tag.
 func (w *Writer) encodeRecord(r *Record, tag uint64, payload []byte) {
+	// The header is redacted as it is encoded (each value through the
+	// memo): no redacted copy of it is built.
+	h := r.Header
+	r.Header = nil
 	head := appendRecordBody(w.head[:0], r) // a header makes it hundreds of bytes: one buffer for all
+	r.Header = h
+	head = w.hdr.append(head, h, w.redact.value)
 	w.appendFramed(head, tag, payload)
 	w.head = head[:0]
 	if t := r.Time.UnixNano(); t > w.fr.maxTime {

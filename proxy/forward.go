@@ -313,7 +313,7 @@ func removeHopHeaders(h http.Header) {
 		}
 	}
 	for _, name := range hopHeaders {
-		h.Del(name)
+		delete(h, name) // already canonical: Del would canonicalise each again
 	}
 }
 

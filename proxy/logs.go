@@ -22,6 +22,9 @@ func (p *Proxy) logCall(call *Call, end End) {
 	if end.Outcome != OutcomeComplete {
 		level = slog.LevelWarn
 	}
+	if !p.log.Enabled(context.Background(), level) {
+		return
+	}
 	attrs := make([]slog.Attr, 0, 16)
 	attrs = append(attrs,
 		slog.String("call", call.ID), slog.String("route", call.Route),

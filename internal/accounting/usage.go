@@ -75,7 +75,9 @@ func parse(raw []byte) (Usage, Shape, bool) {
 	if !root.IsObject() {
 		return Usage{}, "", false
 	}
-	f := readMembers(root)
+	var m members // on the stack: the shapes only read it
+	m.read(root)
+	f := &m
 	switch {
 	case f.Get("prompt_cache_hit_tokens").Exists() || f.Get("prompt_cache_miss_tokens").Exists():
 		return deepseek(f), ShapeDeepSeek, true
@@ -207,10 +209,10 @@ type members struct {
 	over bool
 }
 
-const maxMembers = 32
+const maxMembers = 16
 
-func readMembers(obj gjson.Result) *members {
-	m := &members{all: obj}
+func (m *members) read(obj gjson.Result) {
+	m.all = obj
 	obj.ForEach(func(k, v gjson.Result) bool {
 		if m.n == maxMembers {
 			m.over = true
@@ -220,7 +222,6 @@ func readMembers(obj gjson.Result) *members {
 		m.n++
 		return true
 	})
-	return m
 }
 
 // Get returns the value at a path of plain keys ("a" or "a.b"), as

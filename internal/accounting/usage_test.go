@@ -199,7 +199,8 @@ func TestMembersAsGjson(t *testing.T) {
 		`{}`,
 		many,
 	} {
-		m := readMembers(gjson.Parse(obj))
+		var m members
+		m.read(gjson.Parse(obj))
 		for _, path := range []string{"prompt_tokens", "prompt_tokens_details.cached_tokens", "cost", "input_tokens",
 			"cache_read_input_tokens", "output_tokens_details.reasoning_tokens", "missing", "missing.inner", "k3", fmt.Sprintf("k%d", maxMembers+2)} {
 			got, want := m.Get(path), gjson.Get(obj, path)

@@ -3,6 +3,7 @@ package accounting
 import (
 	"bytes"
 
+	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/tidwall/gjson"
 )
 
@@ -101,9 +102,14 @@ func (w *Watcher) Model() string { return w.model }
 // tail when the body was longer.
 func (w *Watcher) fromBody() {
 	if int64(len(w.tail)) == w.body {
-		r := gjson.GetManyBytes(w.tail, "usage", "model")
-		if r[0].IsObject() {
-			w.last = []byte(r[0].Raw)
+		// Read in place: the tail is not written again, so the usage and
+		// the model may keep pointing into it.
+		r := gjson.GetMany(conv.AsString(w.tail), "usage", "model")
+		if u := r[0]; u.IsObject() {
+			w.last = []byte(u.Raw)
+			if u.Index > 0 { // where gjson found it: no copy
+				w.last = w.tail[u.Index : u.Index+len(u.Raw)]
+			}
 		}
 		if r[1].Type == gjson.String {
 			w.model = r[1].String()

@@ -1,0 +1,72 @@
+package capture
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shaperproxy/shaperproxy/proxy"
+)
+
+// TestHeldAnswerRecords: a non-stream answer's records are handed over
+// together at its end; whatever its size, the log holds every one, in
+// order (response, the body pieces as they came, end), with the body
+// whole and each record's time when it was taken.
+func TestHeldAnswerRecords(t *testing.T) {
+	for _, size := range []int{300, maxHeldBody - 10, 3 * maxHeldBody} {
+		w, dir := openTest(t, Options{})
+		o := NewObserver(w, false)
+		call := &proxy.Call{ID: "c", Route: "r", Model: "m", Chat: true, Start: time.Now()}
+		sink := o.Request(call, &proxy.Upstream{Method: "POST", URL: "http://up/v1/chat/completions", Body: []byte(`{"messages":[]}`)})
+		sink.Response(&proxy.ResponseInfo{Status: 200})
+		body := []byte(`{"choices":[{"message":{"content":"` + strings.Repeat("x", size) + `"}}]}`)
+		for rest := body; len(rest) > 0; {
+			k := min(32<<10, len(rest))
+			sink.Body(rest[:k])
+			rest = rest[k:]
+		}
+		sink.End(proxy.End{Outcome: proxy.OutcomeComplete, Status: 200, Bytes: int64(len(body))})
+		mustFlush(t, w)
+		var kinds []string
+		var got []byte
+		var last time.Time
+		for _, l := range scanAll(t, openReaderTest(t, dir)) {
+			kinds = append(kinds, l.Record.Kind.String())
+			if l.Record.Kind == KindBody {
+				got = append(got, l.Record.Data...)
+			}
+			if l.Record.Time.Before(last) {
+				t.Errorf("size %d: %s record's time %v before the previous one's", size, l.Record.Kind, l.Record.Time)
+			}
+			last = l.Record.Time
+		}
+		pieces := (len(body) + 32<<10 - 1) / (32 << 10)
+		want := "request response" + strings.Repeat(" body", pieces) + " end"
+		if strings.Join(kinds, " ") != want || !bytes.Equal(got, body) {
+			t.Errorf("size %d: records %q (body %d of %d bytes), want %q", size, kinds, len(got), len(body), want)
+		}
+		if st := w.Stats(); st.Enqueued != int64(3+pieces) || st.Written != st.Enqueued || st.Dropped != 0 {
+			t.Errorf("size %d: stats %+v, want %d records enqueued and written", size, st, 3+pieces)
+		}
+	}
+}
+
+// TestHeldAnswerDropped: an answer held together and refused (here the
+// writer is closed) is counted as dropped record by record, and its
+// buffers go back.
+func TestHeldAnswerDropped(t *testing.T) {
+	w, _ := openTest(t, Options{})
+	o := NewObserver(w, false)
+	call := &proxy.Call{ID: "c", Route: "r", Chat: true, Start: time.Now()}
+	sink := o.Request(call, &proxy.Upstream{Method: "POST", URL: "http://up/v1/chat/completions"})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sink.Response(&proxy.ResponseInfo{Status: 200})
+	sink.Body(bytes.Repeat([]byte("y"), 4000))
+	sink.End(proxy.End{Outcome: proxy.OutcomeComplete, Status: 200})
+	if st := w.Stats(); st.Dropped != 3 || st.Enqueued != 1 {
+		t.Fatalf("stats %+v: want the request enqueued and the answer's 3 records dropped", st)
+	}
+}
