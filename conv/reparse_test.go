@@ -226,7 +226,7 @@ func BenchmarkParseRequestSeed(b *testing.B) {
 func TestReparserBytesExact(t *testing.T) {
 	const bound = 15000
 	p := NewReparser(bound)
-	p.minBytes = 0 // these bodies are small: keep them all the same
+	p.minBytes = 0             // these bodies are small: keep them all the same
 	for n := 1; n <= 70; n++ { // up to ~3 KB each, 8 of them: past the bound
 		for c := range 8 {
 			body := fmt.Appendf(nil, `{"model":"m","messages":[{"role":"system","content":"conversation %d"}`, c)
