@@ -32,7 +32,6 @@ import (
 type Reparser struct {
 	seed     maphash.Seed
 	maxBytes int
-	minBytes int // smaller bodies are parsed alone (reparseMinBytes)
 
 	mu     sync.Mutex
 	recent map[uint64][]*Request
@@ -49,20 +48,11 @@ const reparseKeyBytes = 2048
 
 // NewReparser returns a Reparser keeping at most maxBytes of bodies.
 func NewReparser(maxBytes int) *Reparser {
-	return &Reparser{seed: maphash.MakeSeed(), maxBytes: maxBytes, minBytes: reparseMinBytes, recent: make(map[uint64][]*Request)}
+	return &Reparser{seed: maphash.MakeSeed(), maxBytes: maxBytes, recent: make(map[uint64][]*Request)}
 }
-
-// reparseMinBytes is the size below which a body is parsed alone and not
-// kept: it parses in a few microseconds, less than finding, comparing
-// and keeping an earlier one costs (a conversation's first request of
-// this size is parsed whole once; the later ones reuse it).
-const reparseMinBytes = 4 << 10
 
 // Parse returns ParseRequest(body).
 func (p *Reparser) Parse(body []byte) (*Request, error) {
-	if len(body) < p.minBytes {
-		return ParseRequest(body)
-	}
 	k := maphash.Bytes(p.seed, body[:min(len(body), reparseKeyBytes)])
 	p.mu.Lock()
 	cands := p.recent[k]

@@ -226,7 +226,6 @@ func BenchmarkParseRequestSeed(b *testing.B) {
 func TestReparserBytesExact(t *testing.T) {
 	const bound = 15000
 	p := NewReparser(bound)
-	p.minBytes = 0             // these bodies are small: keep them all the same
 	for n := 1; n <= 70; n++ { // up to ~3 KB each, 8 of them: past the bound
 		for c := range 8 {
 			body := fmt.Appendf(nil, `{"model":"m","messages":[{"role":"system","content":"conversation %d"}`, c)
@@ -279,28 +278,5 @@ func TestReparserSharedBeginning(t *testing.T) {
 			want, _ := ParseRequest(body(c, n))
 			sameView(t, got, want)
 		}
-	}
-}
-
-// TestReparserSmallAlone: a body under reparseMinBytes is parsed alone
-// and not kept; the first one over it is kept for the next request.
-func TestReparserSmallAlone(t *testing.T) {
-	p := NewReparser(32 << 20)
-	small := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
-	got, err := p.Parse(small)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, _ := ParseRequest(small)
-	sameView(t, got, want)
-	if len(p.recent) != 0 || p.bytes != 0 {
-		t.Fatalf("a %d-byte body was kept (%d bytes held)", len(small), p.bytes)
-	}
-	big := fmt.Appendf(nil, `{"model":"m","messages":[{"role":"user","content":%q}]}`, strings.Repeat("x", reparseMinBytes))
-	if _, err := p.Parse(big); err != nil {
-		t.Fatal(err)
-	}
-	if p.bytes != len(big) {
-		t.Fatalf("a %d-byte body: %d bytes held, want it kept", len(big), p.bytes)
 	}
 }
