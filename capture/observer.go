@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/shaperproxy/shaperproxy/internal/accounting"
 	"github.com/shaperproxy/shaperproxy/proxy"
 	"github.com/shaperproxy/shaperproxy/sse"
 )
@@ -88,7 +87,6 @@ type captureSink struct {
 	base  Record
 	call  *proxy.Call
 	where string
-	usage accounting.Watcher
 	seq   int
 	// A non-stream answer's records (response, body, end) are handed to
 	// the writer together when it ends, while its body is small (most
@@ -97,7 +95,7 @@ type captureSink struct {
 	hold      bool
 	held      []queued
 	heldBytes int
-	heldArr   [4]queued
+	heldArr   [3]queued
 }
 
 // maxHeldBody is the most of a non-stream body a sink keeps to hand over
@@ -149,9 +147,6 @@ func (s *captureSink) Response(info *proxy.ResponseInfo) {
 // record holds that beginning, its Bytes the event's whole size and its
 // Err says it was cut, so nothing reads it as the whole event.
 func (s *captureSink) Event(ev *sse.Event, seq int, at time.Duration) {
-	if ev.HasData && !ev.Truncated {
-		s.usage.Event(ev.Data)
-	}
 	r := s.record(KindEvent, at)
 	r.Seq = seq
 	if ev.Truncated {
@@ -166,7 +161,6 @@ func (s *captureSink) Event(ev *sse.Event, seq int, at time.Duration) {
 const TruncatedErr = "truncated"
 
 func (s *captureSink) Body(p []byte) {
-	s.usage.Body(p)
 	r := s.record(KindBody, s.call.Since())
 	r.Seq = s.seq
 	s.seq++
@@ -175,7 +169,7 @@ func (s *captureSink) Body(p []byte) {
 
 func (s *captureSink) End(end proxy.End) {
 	r := s.record(KindEnd, end.Duration)
-	r.Status, r.Outcome, r.Bytes, r.Events, r.Err, r.Usage = end.Status, string(end.Outcome), end.Bytes, end.Events, end.Err, s.usage.Raw()
+	r.Status, r.Outcome, r.Bytes, r.Events, r.Err, r.Usage = end.Status, string(end.Outcome), end.Bytes, end.Events, end.Err, end.Usage
 	r.Purpose, r.Conversation = s.call.Purpose, s.call.Conversation
 	if s.hold {
 		s.keep(queued{Record: r})

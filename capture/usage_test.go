@@ -44,8 +44,8 @@ func TestRecordFormatCompatible(t *testing.T) {
 
 // TestObserverRecordsUsage runs calls through the capture observer: the
 // request and end records carry the purpose and the conversation, and the
-// end record the usage found in a stream, in a body (a chunk at a time),
-// and in Anthropic's two stream objects merged.
+// end record the usage the proxy found in the response (proxy.End.Usage;
+// proxy's TestEndCarriesUsage finds it in real streams and bodies).
 func TestObserverRecordsUsage(t *testing.T) {
 	w, dir := openTest(t, Options{})
 	o := NewObserver(w, false)
@@ -58,7 +58,7 @@ func TestObserverRecordsUsage(t *testing.T) {
 	} {
 		sink.Event(&sse.Event{Raw: []byte("data: " + data + "\n\n"), Data: []byte(data), HasData: true}, i, 0)
 	}
-	sink.End(proxy.End{Outcome: proxy.OutcomeComplete, Status: 200})
+	sink.End(proxy.End{Outcome: proxy.OutcomeComplete, Status: 200, Usage: []byte(`{"prompt_tokens":100,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":64}}`)})
 
 	child := &proxy.Call{ID: "c1", Route: "r", Model: "m", Conversation: "k1", Internal: true, Parent: "p1", Purpose: "review-child", Chat: true, Start: time.Now()}
 	sink = o.Request(child, &proxy.Upstream{Method: "POST", URL: "http://up/chat/completions", Body: []byte(`{"messages":[]}`)})
@@ -69,7 +69,7 @@ func TestObserverRecordsUsage(t *testing.T) {
 		sink.Body(body[:k])
 		body = body[k:]
 	}
-	sink.End(proxy.End{Outcome: proxy.OutcomeComplete, Status: 200})
+	sink.End(proxy.End{Outcome: proxy.OutcomeComplete, Status: 200, Usage: []byte(`{"prompt_tokens":90,"prompt_cache_hit_tokens":80,"prompt_cache_miss_tokens":10,"completion_tokens":3}`)})
 	mustFlush(t, w)
 
 	got := map[string]Record{}

@@ -68,7 +68,8 @@ type Call struct {
 
 	times callTimes // when the upstream answered (metrics and the log line)
 
-	values     map[any]any // typed per-call values (Key)
+	values     []keyValue // typed per-call values (Key)
+	valueRoom  [2]keyValue
 	p          *Proxy
 	clientView *conv.Request
 	nextView   *conv.Request // the view a transform gave of its output (SetView)
@@ -94,17 +95,32 @@ func NewKey[T any]() *Key[T] { return new(Key[T]) }
 
 // Set stores v on the call.
 func (k *Key[T]) Set(c *Call, v T) {
-	if c.values == nil {
-		c.values = map[any]any{}
+	for i := range c.values {
+		if c.values[i].k == k {
+			c.values[i].v = v
+			return
+		}
 	}
-	c.values[k] = v
+	if c.values == nil {
+		c.values = c.valueRoom[:0] // a call holds a few values: no map, no allocation
+	}
+	c.values = append(c.values, keyValue{k, v})
 }
 
 // Get returns the value stored on the call, and whether there was one.
 func (k *Key[T]) Get(c *Call) (T, bool) {
-	v, ok := c.values[k].(T)
-	return v, ok
+	for i := range c.values {
+		if c.values[i].k == k {
+			v, ok := c.values[i].v.(T)
+			return v, ok
+		}
+	}
+	var zero T
+	return zero, false
 }
+
+// keyValue is a value stored on a call under a Key.
+type keyValue struct{ k, v any }
 
 // Annotator is implemented by observers that record what hooks note about
 // a call (the capture log).
@@ -242,6 +258,11 @@ type End struct {
 	Events int
 	// Err is a short description of what went wrong, "" when complete.
 	Err string
+	// Usage is the usage object the response reported, as the upstream
+	// wrote it (conv.UsageWatcher: Anthropic's two objects merged), nil
+	// when it reported none; UsageModel is the model named beside it.
+	Usage      []byte
+	UsageModel string
 }
 
 // Observer watches calls. Its methods run on the request path and must

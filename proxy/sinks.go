@@ -11,6 +11,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/sse"
 )
 
@@ -18,10 +19,14 @@ import (
 // panics (an observer's bug, or input it did not expect) is logged and
 // left out for the rest of the attempt: the client's call goes on, and a
 // sink called from the decoder goroutine cannot take the process down.
+//
+// The list also reads, once for all of them, the usage the response
+// reports (conv.UsageWatcher), and hands it over with the end.
 type sinkList struct {
-	s   []ResponseSink
-	log *slog.Logger
-	id  string // the call, for the log line
+	s     []ResponseSink
+	log   *slog.Logger
+	id    string // the call, for the log line
+	usage *conv.UsageWatcher
 }
 
 // observe asks every observer for a sink for this attempt.
@@ -30,7 +35,7 @@ func (p *Proxy) observe(call *Call, out *http.Request, body []byte) sinkList {
 		return sinkList{}
 	}
 	up := &Upstream{Method: out.Method, URL: out.URL.String(), Header: out.Header, Body: body}
-	sinks := sinkList{log: p.log, id: call.ID}
+	sinks := sinkList{log: p.log, id: call.ID, s: make([]ResponseSink, 0, len(p.opts.Observers)), usage: new(conv.UsageWatcher)}
 	for _, o := range p.opts.Observers {
 		if s := o.Request(call, up); s != nil {
 			sinks.s = append(sinks.s, s)
@@ -50,6 +55,9 @@ func (s sinkList) Response(info *ResponseInfo) {
 }
 
 func (s sinkList) Event(ev *sse.Event, seq int, at time.Duration) {
+	if s.usage != nil && ev.HasData && !ev.Truncated {
+		s.usage.Event(ev.Data)
+	}
 	for i, k := range s.s {
 		if k != nil {
 			s.event(i, k, ev, seq, at)
@@ -58,6 +66,9 @@ func (s sinkList) Event(ev *sse.Event, seq int, at time.Duration) {
 }
 
 func (s sinkList) Body(p []byte) {
+	if s.usage != nil {
+		s.usage.Body(p)
+	}
 	for i, k := range s.s {
 		if k != nil {
 			s.body(i, k, p)
@@ -66,6 +77,9 @@ func (s sinkList) Body(p []byte) {
 }
 
 func (s sinkList) End(end End) {
+	if s.usage != nil {
+		end.Usage, end.UsageModel = s.usage.Raw(), s.usage.Model()
+	}
 	for i, k := range s.s {
 		if k != nil {
 			s.end(i, k, end)

@@ -9,13 +9,13 @@
 // reasoning tokens under completion_tokens_details or
 // output_tokens_details. In a stream the usage comes inline with the
 // finish, in a chunk of its own with "choices": [], or split over
-// Anthropic's message_start and message_delta. Parse normalises one usage
-// object (a pure function); a Watcher finds the usage in a response as it
-// passes; Price prices a sum with a rendering profile's prices:
+// Anthropic's message_start and message_delta. The proxy finds the usage
+// object in each response as it passes (conv.UsageWatcher, once for all
+// observers) and hands it over with the call's end (proxy.End.Usage).
+// Parse normalises one usage object (a pure function); Price prices a sum
+// with a rendering profile's prices:
 //
-//	var w accounting.Watcher
-//	for each event { w.Event(ev.Data) }       // or w.Body(p) for a body
-//	u, shape, ok := accounting.Parse(w.Raw())
+//	u, shape, ok := accounting.Parse(end.Usage)
 //	cost := accounting.Price(profiles.ForRoute(route, model).Prices, u)
 //
 // A Meter is the proxy observer that counts the usages per route, model

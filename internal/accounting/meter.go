@@ -19,7 +19,7 @@ const DefaultMaxModels = 8
 const OtherModel = "other"
 
 // Meter counts the tokens the upstreams report (Parse, from what a
-// Watcher finds) and their cost at the route's profile prices, per route,
+// proxy found, conv.UsageWatcher) and their cost at the route's profile prices, per route,
 // model and kind of call (Kind), as Prometheus counters. It is a
 // proxy.Observer; it keeps nothing of a response but its usage. Safe for
 // concurrent use.
@@ -97,15 +97,14 @@ func (m *Meter) Request(call *proxy.Call, _ *proxy.Upstream) proxy.ResponseSink 
 }
 
 // record counts one ended call.
-func (m *Meter) record(call *proxy.Call, w *Watcher) {
-	raw := w.Raw()
-	u, _, ok := Parse(raw)
+func (m *Meter) record(call *proxy.Call, end proxy.End) {
+	u, _, ok := Parse(end.Usage)
 	if !ok && !call.Chat {
 		return
 	}
 	model := call.Model
 	if model == "" {
-		model = w.Model()
+		model = end.UsageModel
 	}
 	set := m.set(call.Route, model, Kind(call.Internal, call.Purpose))
 	if !ok {
@@ -184,28 +183,22 @@ func (m *Meter) set(route, model, kind string) *meterSet {
 	return s
 }
 
-// meterSink watches one response.
+// meterSink counts one response at its end, from the usage the proxy
+// found in it (proxy.End.Usage).
 type meterSink struct {
 	m    *Meter
 	call *proxy.Call
-	w    Watcher
 }
 
-func (s *meterSink) Response(*proxy.ResponseInfo) {}
-
-func (s *meterSink) Event(ev *sse.Event, _ int, _ time.Duration) {
-	if ev.HasData && !ev.Truncated {
-		s.w.Event(ev.Data)
-	}
-}
-
-func (s *meterSink) Body(p []byte) { s.w.Body(p) }
+func (s *meterSink) Response(*proxy.ResponseInfo)         {}
+func (s *meterSink) Event(*sse.Event, int, time.Duration) {}
+func (s *meterSink) Body([]byte)                          {}
 
 func (s *meterSink) End(end proxy.End) {
 	if end.Outcome == proxy.OutcomeRetried {
 		return // an attempt dropped for a retry: the call is counted once, by the attempt that answered
 	}
-	s.m.record(s.call, &s.w)
+	s.m.record(s.call, end)
 }
 
 // modelLabels bounds the model label: the first max models seen on each

@@ -9,22 +9,28 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/proxy"
 	"github.com/shaperproxy/shaperproxy/sse"
 )
 
 // end runs one call through the meter: a stream whose last chunk
-// carries the usage, or a body.
+// carries the usage, or a body, with the usage the proxy finds in it on
+// the end (conv.UsageWatcher, as the proxy runs it).
 func end(m *Meter, call *proxy.Call, usage string, stream bool) {
 	s := m.Request(call, &proxy.Upstream{})
 	s.Response(&proxy.ResponseInfo{Status: 200, Stream: stream})
 	data := `{"choices":[],"usage":` + usage + `}`
+	var w conv.UsageWatcher
 	if stream {
-		s.Event(&sse.Event{Data: []byte(data), HasData: true}, 0, time.Millisecond)
+		ev := &sse.Event{Data: []byte(data), HasData: true}
+		w.Event(ev.Data)
+		s.Event(ev, 0, time.Millisecond)
 	} else {
+		w.Body([]byte(data))
 		s.Body([]byte(data))
 	}
-	s.End(proxy.End{Outcome: proxy.OutcomeComplete})
+	s.End(proxy.End{Outcome: proxy.OutcomeComplete, Usage: w.Raw(), UsageModel: w.Model()})
 }
 
 // scrape returns what /metrics serves for reg.
@@ -91,8 +97,7 @@ func TestMeterHostileUsage(t *testing.T) {
 	end(m, call, `{"prompt_tokens":-5,"prompt_cache_hit_tokens":-1,"prompt_cache_miss_tokens":-4,"completion_tokens":-9,"cost":-1}`, false)
 	end(m, call, `{"input_tokens":-3,"output_tokens":-2,"cache_read_input_tokens":-7}`, true)
 	s := m.Request(call, &proxy.Upstream{})
-	s.Body([]byte(`{"choices":[],"usage":{"prompt_tokens":1000,"completion_tokens":1}}`))
-	s.End(proxy.End{Outcome: proxy.OutcomeRetried})
+	s.End(proxy.End{Outcome: proxy.OutcomeRetried, Usage: []byte(`{"prompt_tokens":1000,"completion_tokens":1}`)})
 
 	got := scrape(t, reg)
 	for _, line := range []string{

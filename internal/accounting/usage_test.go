@@ -5,19 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"testing"
 
+	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/fixtures"
 	"github.com/shaperproxy/shaperproxy/sse"
 	"github.com/tidwall/gjson"
 )
 
-// watch runs a recorded response through a Watcher as the proxy hands it
-// over: event by event, or a body in pieces of n bytes.
-func watch(t *testing.T, body []byte, stream bool, n int) *Watcher {
+// watch runs a recorded response through the proxy's usage watcher as
+// the proxy hands it over: event by event, or a body in pieces of n bytes.
+func watch(t *testing.T, body []byte, stream bool, n int) *conv.UsageWatcher {
 	t.Helper()
-	w := &Watcher{}
+	w := &conv.UsageWatcher{}
 	if !stream {
 		for len(body) > 0 {
 			k := min(n, len(body))
@@ -121,53 +121,6 @@ func TestParseShapes(t *testing.T) {
 		got, shape, ok := Parse([]byte(tt.raw))
 		if got != tt.want || shape != tt.shape || ok != tt.ok {
 			t.Errorf("%s: Parse = %+v, %q, %v; want %+v, %q, %v", tt.name, got, shape, ok, tt.want, tt.shape, tt.ok)
-		}
-	}
-}
-
-// TestWatcher finds the usage where each kind of stream and body puts it.
-func TestWatcher(t *testing.T) {
-	long := strings.Repeat("x", 3*tailBytes)
-	tests := []struct {
-		name   string
-		events []string // stream data payloads; nil: body
-		body   string
-		want   string
-	}{
-		{"inline with the finish", []string{
-			`{"choices":[{"index":0,"delta":{"content":"a"}}],"usage":null}`,
-			`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}`,
-			`[DONE]`,
-		}, "", `{"prompt_tokens":3,"completion_tokens":1}`},
-		{"separate choices [] chunk", []string{
-			`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}`,
-			`{"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":2}}`,
-		}, "", `{"prompt_tokens":4,"completion_tokens":2}`},
-		{"anthropic old delta", []string{
-			`{"type":"message_start","message":{"model":"claude","usage":{"input_tokens":25,"cache_read_input_tokens":100,"output_tokens":1}}}`,
-			`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":15}}`,
-		}, "", `{"output_tokens":15,"input_tokens":25,"cache_read_input_tokens":100}`},
-		{"content that mentions usage", []string{
-			`{"choices":[{"index":0,"delta":{"content":"the \"usage\":{\"prompt_tokens\":9} key"}}]}`,
-		}, "", ``},
-		{"small body", nil, `{"id":"x","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1},"system_fingerprint":"fp"}`, `{"prompt_tokens":5,"completion_tokens":1}`},
-		{"long body, usage in the tail", nil,
-			`{"choices":[{"message":{"content":"` + long + ` \"usage\": {\"prompt_tokens\": 1}"}}], "usage" : {"prompt_tokens":7,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":1}}, "x":"}"}`,
-			`{"prompt_tokens":7,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":1}}`},
-		{"long body without usage", nil, `{"content":"` + long + `"}`, ``},
-	}
-	for _, tt := range tests {
-		w := &Watcher{}
-		for _, e := range tt.events {
-			w.Event([]byte(e))
-		}
-		for b := []byte(tt.body); len(b) > 0; {
-			k := min(1000, len(b))
-			w.Body(b[:k])
-			b = b[k:]
-		}
-		if got := string(w.Raw()); got != tt.want {
-			t.Errorf("%s: Raw = %s, want %s", tt.name, got, tt.want)
 		}
 	}
 }

@@ -1,18 +1,19 @@
-package accounting
+package conv
 
 import (
 	"bytes"
 
-	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/tidwall/gjson"
 )
 
-// tailBytes is how much of the end of a non-stream body a Watcher keeps:
+// tailBytes is how much of the end of a non-stream body a UsageWatcher keeps:
 // the usage object comes last or nearly (after it only short keys such as
 // system_fingerprint or service_tier).
 const tailBytes = 32 << 10
 
-// Watcher finds the usage a response reports as it passes:
+// UsageWatcher finds the usage a response reports as it passes (the proxy
+// runs one per call and hands what it found to every observer with the
+// call's end, proxy.End.Usage; internal/accounting reads it):
 //
 //   - in stream events: "usage" of a chat chunk, inline with the finish
 //     or in a chunk of its own with "choices": [] (OpenAI's
@@ -23,8 +24,8 @@ const tailBytes = 32 << 10
 //   - at the end of a non-stream body: its top-level "usage".
 //
 // It keeps the usage objects it found and the last 32 KiB of a body, no
-// more. The zero Watcher is ready; it is not safe for concurrent use.
-type Watcher struct {
+// more. The zero UsageWatcher is ready; it is not safe for concurrent use.
+type UsageWatcher struct {
 	start []byte // Anthropic's message_start usage
 	last  []byte // the last top-level or response usage
 	model string // the model a usage-bearing payload named
@@ -36,7 +37,7 @@ var usageKey = []byte(`"usage"`)
 
 // Event looks at the data of one SSE event (whole, not truncated). Most
 // chunks carry no usage, or "usage": null: one key lookup.
-func (w *Watcher) Event(data []byte) {
+func (w *UsageWatcher) Event(data []byte) {
 	if !bytes.Contains(data, usageKey) {
 		return
 	}
@@ -69,7 +70,7 @@ var (
 )
 
 // noteModel keeps the first model named at path.
-func (w *Watcher) noteModel(data []byte, path string) {
+func (w *UsageWatcher) noteModel(data []byte, path string) {
 	if w.model == "" {
 		if m := gjson.GetBytes(data, path); m.Type == gjson.String {
 			w.model = m.String()
@@ -78,7 +79,7 @@ func (w *Watcher) noteModel(data []byte, path string) {
 }
 
 // Body looks at the next bytes of a non-stream body.
-func (w *Watcher) Body(p []byte) {
+func (w *UsageWatcher) Body(p []byte) {
 	w.body += int64(len(p))
 	w.tail = append(w.tail, p...)
 	if len(w.tail) > 2*tailBytes {
@@ -88,7 +89,7 @@ func (w *Watcher) Body(p []byte) {
 
 // Raw returns the usage found, as the upstream wrote it (Anthropic's two
 // objects merged into one), or nil.
-func (w *Watcher) Raw() []byte {
+func (w *UsageWatcher) Raw() []byte {
 	if w.last == nil && w.start == nil && w.body > 0 {
 		w.fromBody()
 	}
@@ -96,15 +97,15 @@ func (w *Watcher) Raw() []byte {
 }
 
 // Model returns the model named next to the usage, or "".
-func (w *Watcher) Model() string { return w.model }
+func (w *UsageWatcher) Model() string { return w.model }
 
 // fromBody reads the usage of a whole body, or finds it in the body's
 // tail when the body was longer.
-func (w *Watcher) fromBody() {
+func (w *UsageWatcher) fromBody() {
 	if int64(len(w.tail)) == w.body {
 		// Read in place: the tail is not written again, so the usage and
 		// the model may keep pointing into it.
-		r := gjson.GetMany(conv.AsString(w.tail), "usage", "model")
+		r := gjson.GetMany(AsString(w.tail), "usage", "model")
 		if u := r[0]; u.IsObject() {
 			w.last = []byte(u.Raw)
 			if u.Index > 0 { // where gjson found it: no copy

@@ -1,0 +1,52 @@
+package proxy
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+// TestEndCarriesUsage: the observers get, with the end of each call, the
+// usage the response reported, read once by the proxy: from a stream's
+// usage chunk, a plain body, and a gzip body (decoded).
+func TestEndCarriesUsage(t *testing.T) {
+	const usage = `{"prompt_tokens":12,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":8}}`
+	stream := "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\n" +
+		"data: {\"model\":\"m-stream\",\"choices\":[],\"usage\":" + usage + "}\n\ndata: [DONE]\n\n"
+	body := `{"model":"m-body","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":` + usage + `}`
+	var zbuf bytes.Buffer
+	zw := gzip.NewWriter(&zbuf)
+	_, _ = io.WriteString(zw, body)
+	_ = zw.Close()
+	for _, tc := range []struct{ name, ctype, encoding, model string }{
+		{"stream", "text/event-stream", "", "m-stream"},
+		{"body", "application/json", "", "m-body"},
+		{"gzip body", "application/json", "gzip", "m-body"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", tc.ctype)
+				switch {
+				case tc.encoding != "":
+					w.Header().Set("Content-Encoding", tc.encoding)
+					_, _ = w.Write(zbuf.Bytes())
+				case tc.ctype == "text/event-stream":
+					_, _ = io.WriteString(w, stream)
+				default:
+					_, _ = io.WriteString(w, body)
+				}
+			}))
+			defer up.Close()
+			obs := &recordingObserver{}
+			_, px := newTestProxy(t, up.URL, func(o *Options) { o.Observers = []Observer{obs} })
+			do(t, rawClient(), "POST", px.URL+"/v1/chat/completions", []byte(chatBody), http.Header{"Accept-Encoding": {"gzip"}})
+			end := obs.waitEnd(t)
+			if string(end.Usage) != usage || end.UsageModel != tc.model {
+				t.Fatalf("end usage %s (model %q), want %s (%q)", end.Usage, end.UsageModel, usage, tc.model)
+			}
+		})
+	}
+}
