@@ -460,7 +460,13 @@ type idleReader struct {
 
 func (i *idleReader) Read(p []byte) (int, error) {
 	n, err := i.r.Read(p)
-	i.t.Reset(i.d)
+	if err != nil {
+		// The body is over: what follows (a finisher's own calls, under
+		// the call's context) is not the upstream's silence.
+		i.t.Stop()
+	} else {
+		i.t.Reset(i.d)
+	}
 	if n > 0 && i.first == 0 {
 		i.first = max(time.Since(i.start), 1)
 	}

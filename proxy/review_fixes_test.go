@@ -178,3 +178,60 @@ type grownSession struct{ extraSession }
 func (grownSession) EndBody(_ context.Context, body []byte, _ KeepAlive) ([]byte, error) {
 	return append(bytes.Clone(body), ' ', ' '), nil
 }
+
+// TestFinisherOutlivesIdleTimeout: a finisher whose own work (a review's
+// side calls) takes longer than the stream idle timeout, after the
+// upstream's body has ended, keeps its context: the idle timer watches
+// the upstream, not what follows it.
+func TestFinisherOutlivesIdleTimeout(t *testing.T) {
+	stream := "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n" +
+		"data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, stream)
+	}))
+	defer up.Close()
+	fin := &slowFinisher{wait: 400 * time.Millisecond, err: make(chan error, 1)}
+	_, px := newTestProxy(t, up.URL, func(o *Options) {
+		o.Finishers, o.StreamIdleTimeout = []Finisher{fin}, 150*time.Millisecond
+	})
+	_, got := do(t, rawClient(), "POST", px.URL+"/v1/chat/completions", []byte(chatBody), nil)
+	if err := <-fin.err; err != nil {
+		t.Fatalf("the finisher's context was cancelled while it worked: %v", err)
+	}
+	if !bytes.HasSuffix(got, []byte("data: [DONE]\n\n")) {
+		t.Fatalf("client got %q", got)
+	}
+}
+
+// slowFinisher holds the finish chunk, works for wait, and reports
+// whether its context was still alive.
+type slowFinisher struct {
+	wait time.Duration
+	err  chan error
+}
+
+func (f *slowFinisher) Start(*Call, *ResponseInfo) FinishSession { return f }
+
+func (f *slowFinisher) Hold(ev *sse.Event) bool {
+	return bytes.Contains(ev.Data, []byte(`"finish_reason":"stop"`))
+}
+
+func (f *slowFinisher) End(ctx context.Context, held [][]byte, out *EventWriter) error {
+	select {
+	case <-time.After(f.wait):
+		f.err <- nil
+	case <-ctx.Done():
+		f.err <- context.Cause(ctx)
+	}
+	for _, h := range held {
+		if err := out.Write(h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *slowFinisher) EndBody(_ context.Context, body []byte, _ KeepAlive) ([]byte, error) {
+	return body, nil
+}
