@@ -70,3 +70,27 @@ func TestHeldAnswerDropped(t *testing.T) {
 		t.Fatalf("stats %+v: want the request enqueued and the answer's 3 records dropped", st)
 	}
 }
+
+// TestHeldAnswerTrickled: a non-stream body that comes a byte a read is
+// not piled up in the sink outside the writer's queue bounds: the sink
+// holds at most maxHeldRecords records and maxHeldBody of buffers, and
+// the rest goes through the queue as it comes.
+func TestHeldAnswerTrickled(t *testing.T) {
+	w, _ := openTest(t, Options{})
+	o := NewObserver(w, false)
+	call := &proxy.Call{ID: "c", Route: "r", Chat: true, Start: time.Now()}
+	sink := o.Request(call, &proxy.Upstream{Method: "POST", URL: "http://up/v1/chat/completions"})
+	sink.Response(&proxy.ResponseInfo{Status: 200})
+	cs := sink.(*captureSink)
+	for i := range 2000 {
+		sink.Body([]byte{' '})
+		if len(cs.held) > maxHeldRecords || cs.heldBytes > maxHeldBody {
+			t.Fatalf("after %d pieces the sink holds %d records, %d bytes", i+1, len(cs.held), cs.heldBytes)
+		}
+	}
+	sink.End(proxy.End{Outcome: proxy.OutcomeComplete, Status: 200})
+	mustFlush(t, w)
+	if st := w.Stats(); st.Enqueued+st.Dropped != 2+2000+1 {
+		t.Fatalf("stats %+v: want every record enqueued or counted dropped", st)
+	}
+}

@@ -95,23 +95,29 @@ type captureSink struct {
 	hold      bool
 	held      []queued
 	heldBytes int
-	heldArr   [3]queued
+	heldArr   [maxHeldRecords]queued
 }
 
-// maxHeldBody is the most of a non-stream body a sink keeps to hand over
-// with its end; past it the records go as they come.
-const maxHeldBody = 64 << 10
+// maxHeldBody is the most memory (pooled buffers counted whole) a sink
+// holds of a non-stream body to hand over with its end, and
+// maxHeldRecords the most records: past either the records go as they
+// come, under the writer's queue bounds (a body trickled a byte a read
+// must not pile up records outside them).
+const (
+	maxHeldBody    = 64 << 10
+	maxHeldRecords = 4
+)
 
 // keep holds q, or enqueues it (and what was held) when the answer is not
 // held or no longer fits.
 func (s *captureSink) keep(q queued) {
-	if s.hold && s.heldBytes+len(q.Data) <= maxHeldBody {
+	if n := q.held(); s.hold && s.heldBytes+int(n) <= maxHeldBody && len(s.held) < maxHeldRecords {
 		if s.held == nil {
 			s.held = s.heldArr[:0]
 		}
 		q.Time = time.Now()
 		s.held = append(s.held, q)
-		s.heldBytes += len(q.Data)
+		s.heldBytes += int(n)
 		return
 	}
 	s.release()

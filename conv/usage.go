@@ -109,7 +109,7 @@ func (w *UsageWatcher) fromBody() {
 		if u := r[0]; u.IsObject() {
 			w.last = []byte(u.Raw)
 			if u.Index > 0 { // where gjson found it: no copy
-				w.last = w.tail[u.Index : u.Index+len(u.Raw)]
+				w.last = w.tail[u.Index : u.Index+len(u.Raw) : u.Index+len(u.Raw)] // no room to append into the body
 			}
 		}
 		if r[1].Type == gjson.String {

@@ -51,7 +51,7 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 	defer idle.Stop()
 	ir := &idleReader{r: resp.Body, t: idle, d: p.opts.StreamIdleTimeout, start: call.Start}
 	resp.Body = readCloser{ir, resp.Body}
-	if p.askRetry(call, resp) {
+	if p.askRetry(call, resp, ir) {
 		sinks.End(End{Outcome: OutcomeRetried, Status: resp.StatusCode, Duration: call.Since()})
 		return true
 	}
@@ -100,7 +100,12 @@ const maxRetryInspect = 64 << 10
 // askRetry asks the transforms that changed the request whether an error
 // answer should be retried without them. When none does, the bytes read
 // to ask are put back in front of the body.
-func (p *Proxy) askRetry(call *Call, resp *http.Response) bool {
+//
+// The idle timer is paused while the Retriers decide (their time is not
+// the upstream's silence, and the timer cancels the call itself, the
+// second attempt included); it runs again for the rest of the body when
+// none retries.
+func (p *Proxy) askRetry(call *Call, resp *http.Response, ir *idleReader) bool {
 	if call.Retry || resp.StatusCode < 400 || len(call.changedBy) == 0 {
 		return false
 	}
@@ -115,8 +120,8 @@ func (p *Proxy) askRetry(call *Call, resp *http.Response) bool {
 	}
 	head, err := io.ReadAll(io.LimitReader(resp.Body, maxRetryInspect))
 	resp.Body = readCloser{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
-	if err != nil {
-		return false
+	if err != nil || !ir.pause() || (resp.Request != nil && errors.Is(context.Cause(resp.Request.Context()), errIdle)) {
+		return false // the body failed or went silent: this attempt is the answer
 	}
 	errBody := head
 	if enc := contentEncoding(resp.Header); enc != "" {
@@ -127,6 +132,7 @@ func (p *Proxy) askRetry(call *Call, resp *http.Response) bool {
 			return true
 		}
 	}
+	ir.resume()
 	return false
 }
 
@@ -456,6 +462,18 @@ type idleReader struct {
 	d     time.Duration
 	start time.Time
 	first time.Duration
+	ended bool // the body ended (or failed): the timer is stopped for good
+}
+
+// pause stops the timer; false when it had already fired (the call is
+// cancelled).
+func (i *idleReader) pause() bool { return i.t.Stop() || i.ended }
+
+// resume starts the timer again after pause, unless the body has ended.
+func (i *idleReader) resume() {
+	if !i.ended {
+		i.t.Reset(i.d)
+	}
 }
 
 func (i *idleReader) Read(p []byte) (int, error) {
@@ -464,6 +482,7 @@ func (i *idleReader) Read(p []byte) (int, error) {
 		// The body is over: what follows (a finisher's own calls, under
 		// the call's context) is not the upstream's silence.
 		i.t.Stop()
+		i.ended = true
 	} else {
 		i.t.Reset(i.d)
 	}

@@ -3,11 +3,13 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // rewriter changes "hi" to "HI" unless Call.Retry, and asks for a retry
@@ -67,5 +69,41 @@ func TestRetryWithoutTransform(t *testing.T) {
 	resp, got = do(t, rawClient(), "POST", px.URL+"/v1/chat/completions", []byte(body), nil)
 	if n := len(rec.all()); resp.StatusCode != 401 || len(got) != 70<<10 || n != 3 {
 		t.Fatalf("non-retried error: %d, %d bytes, %d upstream requests in all", resp.StatusCode, len(got), n)
+	}
+}
+
+// slowRetrier is rewriter with a decision that takes a while.
+type slowRetrier struct {
+	rewriter
+	wait time.Duration
+}
+
+func (r *slowRetrier) RetryWithout(c *Call, status int, errBody []byte) bool {
+	time.Sleep(r.wait)
+	return r.rewriter.RetryWithout(c, status, errBody)
+}
+
+// TestRetryAfterSlowDecision: a Retrier that takes longer than the
+// stream idle timeout to decide, on an error body longer than what it is
+// shown (the rest still unread), still gets its second attempt: the idle
+// timer watches the upstream, not the decision.
+func TestRetryAfterSlowDecision(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte(`"HI"`)) {
+			w.WriteHeader(400)
+			_, _ = io.WriteString(w, `{"error":"reasoning not allowed"}`+strings.Repeat(" ", 100<<10))
+			return
+		}
+		_, _ = io.WriteString(w, `{"choices":[]}`)
+	}))
+	defer up.Close()
+	_, px := newTestProxy(t, up.URL, func(o *Options) {
+		o.Transforms = []RequestTransform{&slowRetrier{wait: 300 * time.Millisecond}}
+		o.StreamIdleTimeout = 100 * time.Millisecond
+	})
+	resp, got := do(t, rawClient(), "POST", px.URL+"/v1/chat/completions", []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), nil)
+	if resp.StatusCode != 200 || string(got) != `{"choices":[]}` {
+		t.Fatalf("got %d %q, want the second attempt's 200", resp.StatusCode, got)
 	}
 }

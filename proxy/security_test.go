@@ -322,10 +322,18 @@ func TestMethodLabelBounded(t *testing.T) {
 		do(t, rawClient(), fmt.Sprintf("M%dX", i), px.URL+"/v1/models", nil, nil)
 	}
 	do(t, rawClient(), "GET", px.URL+"/v1/models", nil, nil)
-	_, metrics := do(t, rawClient(), "GET", px.URL+"/metrics", nil, nil)
-	methods := map[string]bool{}
-	for _, m := range regexp.MustCompile(`shaperproxy_requests_total\{[^}]*method="([^"]*)"`).FindAllSubmatch(metrics, -1) {
-		methods[string(m[1])] = true
+	// A call's metrics are recorded after its answer is sent: the last
+	// one may be a moment late.
+	var methods map[string]bool
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_, metrics := do(t, rawClient(), "GET", px.URL+"/metrics", nil, nil)
+		methods = map[string]bool{}
+		for _, m := range regexp.MustCompile(`shaperproxy_requests_total\{[^}]*method="([^"]*)"`).FindAllSubmatch(metrics, -1) {
+			methods[string(m[1])] = true
+		}
+		if methods["GET"] || time.Now().After(deadline) {
+			break
+		}
 	}
 	if len(methods) != 2 || !methods["other"] || !methods["GET"] {
 		t.Fatalf("method labels = %v, want GET and other", methods)

@@ -177,14 +177,22 @@ func every(ctx context.Context, period time.Duration, fn func()) {
 	}
 }
 
-// Flush writes what the queues hold (originals and capture) to disk.
+// Flush writes what the queues hold (originals and capture) to disk,
+// first letting the calls in flight end (up to flushWait): a call's last
+// records are handed over after its client has the answer.
 func (st *stack) Flush() error {
+	for deadline := time.Now().Add(flushWait); st.Proxy != nil && st.InFlight() > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	st.originals.Flush()
 	if st.capture != nil {
 		return st.capture.Flush()
 	}
 	return nil
 }
+
+// flushWait bounds how long Flush waits for the calls in flight.
+const flushWait = 5 * time.Second
 
 // Close releases what the stack opened, in reverse order.
 func (st *stack) Close() error {

@@ -188,27 +188,45 @@ func TestCaptureStatsUsageMatchesUpstream(t *testing.T) {
 // what the upstream billed.
 func checkUsageMetrics(t *testing.T, url string, want map[string]tokenSum) {
 	t.Helper()
+	// A call is counted after its answer is sent: the last one may be a
+	// moment late.
+	var missing []string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		missing = missingUsageMetrics(t, url, want)
+		if len(missing) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, m := range missing {
+		t.Errorf("/metrics lacks %s", m)
+	}
+}
+
+func missingUsageMetrics(t *testing.T, url string, want map[string]tokenSum) []string {
+	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
+	var missing []string
 	for kind, w := range want {
 		for name, v := range map[string]int64{"prompt": w.prompt, "cache_hit": w.hit, "cache_miss": w.prompt - w.hit, "completion": w.output, "reasoning": w.reasoning} {
 			series := fmt.Sprintf(`shaperproxy_usage_%s_tokens_total{kind="%s",model="%s",route="default"} %d`, name, kind, accountingModel, v)
 			if !bytes.Contains(body, []byte(series+"\n")) {
-				t.Errorf("/metrics lacks %s", series)
+				missing = append(missing, series)
 			}
 		}
 		calls := fmt.Sprintf(`shaperproxy_usage_calls_total{kind="%s",model="%s",route="default",usage="reported"} %d`, kind, accountingModel, w.calls)
 		if !bytes.Contains(body, []byte(calls+"\n")) {
-			t.Errorf("/metrics lacks %s", calls)
+			missing = append(missing, calls)
 		}
 	}
 	if !bytes.Contains(body, []byte(`shaperproxy_usage_cost_dollars_total{kind="primary",model="`+accountingModel+`",route="default"}`)) {
-		t.Errorf("/metrics has no cost for the primary calls")
+		missing = append(missing, "a cost for the primary calls")
 	}
+	return missing
 }
 
 // checkShowChild shows the first review child: its kind, purpose and

@@ -233,10 +233,13 @@ func (m *members) Get(path string) gjson.Result {
 	head, rest, nested := strings.Cut(path, ".")
 	for i := range m.n {
 		if m.keys[i] == head {
-			if nested {
-				return m.vals[i].Get(rest)
+			if !nested {
+				return m.vals[i]
 			}
-			return m.vals[i]
+			if v := m.vals[i].Get(rest); v.Exists() {
+				return v
+			}
+			return m.all.Get(path) // a repeated key: gjson looks on in the later ones
 		}
 	}
 	return gjson.Result{}

@@ -150,6 +150,7 @@ func TestMembersAsGjson(t *testing.T) {
 		`{"prompt_tokens":5,"prompt_tokens":9,"prompt_tokens_details":{"cached_tokens":3},"cost":0.5}`,
 		`{"input_tokens":1,"cache_read_input_tokens":2,"output_tokens_details":{"reasoning_tokens":4}}`,
 		`{}`,
+		`{"prompt_tokens_details":null,"prompt_tokens_details":{"cached_tokens":2}}`,
 		many,
 	} {
 		var m members
