@@ -74,7 +74,7 @@ type Record struct {
 	Model    string
 	Method   string
 	URL      string      // redacted by the Writer
-	Header   http.Header // redacted by Enqueue
+	Header   http.Header // redacted by the Writer as it encodes the record; not to be changed once enqueued
 	Status   int
 	Stream   bool
 	Data     []byte // request body, event raw bytes, body bytes, note JSON
@@ -171,7 +171,8 @@ func appendStringField(b []byte, tag uint64, v string) []byte {
 }
 
 // appendRecordBody appends the encoding of r without its Data; the caller
-// adds fData or fSkeleton. r.Header and r.URL must be redacted already.
+// adds fData or fSkeleton. r.URL must be redacted already, and r.Header
+// too (the Writer leaves it out here and encodes it redacted itself).
 func appendRecordBody(b []byte, r *Record) []byte {
 	var flags byte
 	if r.Internal {
