@@ -29,13 +29,7 @@ func newStatsAcc() *statsAcc {
 }
 
 func (a *statsAcc) route(route, model string) *RouteReasoning {
-	k := [2]string{route, model}
-	rr := a.routes[k]
-	if rr == nil {
-		rr = &RouteReasoning{Route: route, Model: model}
-		a.routes[k] = rr
-	}
-	return rr
+	return entry(a.routes, [2]string{route, model}, func() *RouteReasoning { return &RouteReasoning{Route: route, Model: model} })
 }
 
 // end adds the usage of an end record: a chat call's (its record names a
@@ -65,23 +59,13 @@ func (a *statsAcc) end(r *Record) {
 }
 
 func (a *statsAcc) usageRow(route, model, kind string) *UsageRow {
-	k := [3]string{route, model, kind}
-	row := a.usage[k]
-	if row == nil {
-		row = &UsageRow{Route: route, Model: model, Kind: kind}
-		a.usage[k] = row
-	}
-	return row
+	return entry(a.usage, [3]string{route, model, kind}, func() *UsageRow { return &UsageRow{Route: route, Model: model, Kind: kind} })
 }
 
 func (a *statsAcc) conversation(key, route, model string) *ConversationUsage {
-	k := [3]string{key, route, model}
-	cv := a.convs[k]
-	if cv == nil {
-		cv = &ConversationUsage{Conversation: key, Route: route, Model: model}
-		a.convs[k] = cv
-	}
-	return cv
+	return entry(a.convs, [3]string{key, route, model}, func() *ConversationUsage {
+		return &ConversationUsage{Conversation: key, Route: route, Model: model}
+	})
 }
 
 // fill sorts what was gathered into st.
@@ -124,11 +108,7 @@ func (s *Stats) UsageByKind() []UsageRow {
 	m := map[string]*UsageRow{}
 	var out []UsageRow
 	for _, row := range s.Usage {
-		k := m[row.Kind]
-		if k == nil {
-			k = &UsageRow{Kind: row.Kind}
-			m[row.Kind] = k
-		}
+		k := entry(m, row.Kind, func() *UsageRow { return &UsageRow{Kind: row.Kind} })
 		k.Calls += row.Calls
 		k.Reported += row.Reported
 		k.Add(row.Usage)
@@ -170,4 +150,14 @@ func (m *markerSeen) request(body []byte) (blocks, found int64) {
 		}
 	}
 	return blocks, found
+}
+
+// entry returns m[k], made by mk and stored first when there is none.
+func entry[K comparable, V any](m map[K]*V, k K, mk func() *V) *V {
+	v := m[k]
+	if v == nil {
+		v = mk()
+		m[k] = v
+	}
+	return v
 }
