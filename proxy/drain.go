@@ -20,7 +20,8 @@ type flight struct {
 	servers  map[*http.Server]bool
 	tunnels  map[*tunnel]bool
 	draining bool
-	changed  chan struct{} // closed (and replaced) when the last call ends while draining
+	waiters  int           // Wait calls waiting
+	changed  chan struct{} // closed (and replaced) when the last call ends while draining or waited for
 }
 
 func (f *flight) init() {
@@ -50,7 +51,7 @@ func (p *Proxy) end(call *Call) {
 	if cancel, ok := f.calls[call]; ok {
 		cancel(nil)
 		delete(f.calls, call)
-		if f.draining && len(f.calls) == 0 { // what Drain waits for; nothing else does
+		if (f.draining || f.waiters > 0) && len(f.calls) == 0 { // what Drain and Wait wait for; nothing else does
 			close(f.changed)
 			f.changed = make(chan struct{})
 		}
@@ -108,6 +109,30 @@ func (p *Proxy) Drain(ctx context.Context) error {
 		go func() { _ = s.Shutdown(ctx) }()
 	}
 	f.mu.Unlock()
+	return f.wait(ctx)
+}
+
+// Wait returns nil once no call is in flight, or ctx's error when it ends
+// first. Unlike Drain it changes nothing: new calls go on being served
+// (a caller that wants every record of the calls it made, such as a
+// flush of the capture, waits for them to end: a call's last records are
+// handed over after its client has the answer).
+func (p *Proxy) Wait(ctx context.Context) error {
+	f := &p.flight
+	f.mu.Lock()
+	f.waiters++
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.waiters--
+		f.mu.Unlock()
+	}()
+	return f.wait(ctx)
+}
+
+// wait waits until no call is in flight; the caller has made end signal
+// (draining or waiters).
+func (f *flight) wait(ctx context.Context) error {
 	for {
 		f.mu.Lock()
 		n, changed := len(f.calls), f.changed

@@ -38,8 +38,8 @@ type stack struct {
 }
 
 // build assembles the stack for c. c must be valid; c.DataDir must be set.
-// The transforms run in this order: restore revised turns, the guard
-// (reads the history as the client sent it), shaping.
+// The transforms run in this order: restore revised turns, the deliberate
+// tool, the guard (reads the history as the client sent it), shaping.
 func build(c config.Config, logger *slog.Logger) (_ *stack, err error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -181,8 +181,10 @@ func every(ctx context.Context, period time.Duration, fn func()) {
 // first letting the calls in flight end (up to flushWait): a call's last
 // records are handed over after its client has the answer.
 func (st *stack) Flush() error {
-	for deadline := time.Now().Add(flushWait); st.Proxy != nil && st.InFlight() > 0 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
+	if st.Proxy != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), flushWait)
+		_ = st.Wait(ctx) // past flushWait, what has ended is written
+		cancel()
 	}
 	st.originals.Flush()
 	if st.capture != nil {

@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -44,8 +45,9 @@ type Options struct {
 	// Child is the command line that runs ServeChild in a new process
 	// (with Subprocess); the variant's arguments are appended.
 	Child []string
-	// Profile, when set, is a directory where the cost section's proxy
-	// children write their CPU and allocation profiles (ProfileEnv).
+	// Profile, when set, is a directory where the cost section's children
+	// (the proxy variants, the reverse proxy, the upstream) write their CPU
+	// and allocation profiles (ProfileEnv).
 	Profile string
 }
 
@@ -68,25 +70,21 @@ func pickSizes(quick bool) sizes {
 func Run(ctx context.Context, out io.Writer, o Options) error {
 	quick, subprocess, only := o.Quick, o.Subprocess, o.Only
 	sz := pick(quick)
+	if err := checkOnly(only, sections); err != nil {
+		return err
+	}
 	e, err := newEnv(o)
 	if err != nil {
 		return err
 	}
 	defer e.close()
 	t := &table{}
-	sections := []struct {
-		name string
-		fn   func(context.Context, *env, sizes, *table) error
-	}{
-		{"nonstream", benchNonStream}, {"stream", benchStream}, {"rss", benchRSS},
-		{"shaping", benchShaping}, {"review", benchReview}, {"abuse", benchAbuse}, {"cost", benchCost},
-	}
 	for _, sec := range sections {
 		if only != "" && !selected(only, sec.name, &sz) {
 			continue
 		}
 		if only == "" && sec.name == "cost" && !subprocess {
-			continue // in one process its figures say nothing: -subprocess, or -only cost, runs it
+			continue // long, and meant for separate processes: -subprocess, or -only cost, runs it (with a Child command it always runs its own processes)
 		}
 		if err := sec.fn(ctx, e, sz, t); err != nil {
 			return fmt.Errorf("%s: %w", sec.name, err)
@@ -99,6 +97,36 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 	fmt.Fprintf(out, "shaperproxy bench (%s, GOMAXPROCS=%d, %s; direct = straight to the fake upstream, proxy = through shaperproxy)\n\n", mode(quick), gomaxprocs(), where)
 	t.print(out)
 	return nil
+}
+
+// checkOnly refuses a -only list that names a section, or a part of the
+// cost section, that does not exist: a typo must not run everything.
+func checkOnly(only string, sections []section) error {
+	if only == "" {
+		return nil
+	}
+	for _, item := range strings.Split(only, ",") {
+		name, part, hasPart := strings.Cut(item, ":")
+		if !slices.ContainsFunc(sections, func(s section) bool { return s.name == name }) {
+			return fmt.Errorf("-only: no section %q", name)
+		}
+		if hasPart && (name != "cost" || !slices.Contains(costMeasures, part) && !slices.Contains(costWorkloads, part)) {
+			return fmt.Errorf("-only: %q is not a part of %s (cost has %s)", part, name, strings.Join(append(slices.Clone(costMeasures), costWorkloads...), ", "))
+		}
+	}
+	return nil
+}
+
+// section is one part of the table.
+type section struct {
+	name string
+	fn   func(context.Context, *env, sizes, *table) error
+}
+
+// sections are the table's parts, in their order.
+var sections = []section{
+	{"nonstream", benchNonStream}, {"stream", benchStream}, {"rss", benchRSS},
+	{"shaping", benchShaping}, {"review", benchReview}, {"abuse", benchAbuse}, {"cost", benchCost},
 }
 
 // selected reports whether the -only list names section name, and takes

@@ -103,10 +103,15 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 	w.title = fmt.Sprintf("Per-request cost (%s; GOMAXPROCS=%d in each)", where, gomaxprocs())
 	small := smallBodies(16)
 	large := [][]byte{seedBody()}
-	for _, w := range []struct {
+	type warmup struct {
 		bodies [][]byte
 		n      int
-	}{{small, 20}, {large, 2}} {
+	}
+	warm := []warmup{{small, 20}}
+	if (cs.runs("latency") || cs.runs("saturation")) && cs.runs("large") { // the seed's warm-up is 8 × 938 KB, shaped once
+		warm = append(warm, warmup{large, 2})
+	}
+	for _, w := range warm {
 		for _, tg := range targets { // warm every path: connections, memos, the seed's first shaping
 			if _, err := fireBodies(ctx, c, tg.url+chatPath, w.bodies, w.n, 50); err != nil {
 				return fmt.Errorf("warm-up %s: %w", tg.name, err)

@@ -1,6 +1,9 @@
 package bench
 
-import "testing"
+import (
+	"io"
+	"testing"
+)
 
 // TestCostParts: -only's parts of the cost section pick measurements and
 // workloads independently; naming none of a kind runs all of it.
@@ -23,5 +26,22 @@ func TestCostParts(t *testing.T) {
 				t.Errorf("-only %s: runs(%q) = %v, want %v", tc.only, part, got, want)
 			}
 		}
+	}
+}
+
+// TestOnlyRefusesUnknown: a -only list naming a section or a cost part
+// that does not exist is an error before anything starts, not a run of
+// everything.
+func TestOnlyRefusesUnknown(t *testing.T) {
+	for only, ok := range map[string]bool{
+		"": true, "cost": true, "cost:small,cost:saturation": true, "nonstream,cost:stream": true,
+		"cost:smal": false, "cost:latncy": false, "costs": false, "stream:small": false,
+	} {
+		if err := checkOnly(only, sections); (err == nil) != ok {
+			t.Errorf("-only %q: err %v, want ok=%v", only, err, ok)
+		}
+	}
+	if err := Run(t.Context(), io.Discard, Options{Only: "cost:smal"}); err == nil {
+		t.Error("Run with an unknown cost part did not fail")
 	}
 }

@@ -191,7 +191,7 @@ func cpuTime(pid int) time.Duration {
 	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
-// startProfile starts the CPU profile of a child proxy when ProfileEnv is
+// startProfile starts the CPU profile of a cost child when ProfileEnv is
 // set; the returned func stops it and writes the allocation profile.
 func startProfile(variant string) func() {
 	dir := os.Getenv(ProfileEnv)
