@@ -36,7 +36,6 @@ func (f *flight) init() {
 func (p *Proxy) begin(w http.ResponseWriter, r *http.Request, call *Call) *http.Request {
 	w.Header().Set(CallIDHeader, call.ID)
 	ctx, cancel := context.WithCancelCause(r.Context())
-	call.cancel = cancel
 	p.flight.mu.Lock()
 	p.flight.calls[call] = cancel
 	p.flight.mu.Unlock()

@@ -18,13 +18,14 @@ import (
 // the client, telling the observers as it goes. It returns true, having
 // written nothing to the client, when a Retrier asked for a second attempt.
 //
-// The upstream request runs under the call's context (begin's): the
-// client leaving, a stop (cause errShutdown) or the idle timer (cause
-// errIdle) cancels it; classifyEnd tells them apart by the cause.
+// The attempt runs under a context of its own, a child of the call's: the
+// idle timer cancels the attempt (cause errIdle), never the call, whose
+// context the finishers and a second attempt still use.
 func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, body []byte) (retry bool) {
-	ctx := out.Context()
-	clientCtx := ctx
-	cancel := call.cancel
+	clientCtx := out.Context()
+	ctx, cancel := context.WithCancelCause(clientCtx)
+	defer cancel(nil)
+	out = out.WithContext(ctx)
 	sinks := p.observe(call, out, body)
 	p.debugRequest(call, body)
 	resp, err := p.transportFor(call.route).RoundTrip(out)
@@ -51,7 +52,7 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 	defer idle.Stop()
 	ir := &idleReader{r: resp.Body, t: idle, d: p.opts.StreamIdleTimeout, start: call.Start}
 	resp.Body = readCloser{ir, resp.Body}
-	if p.askRetry(call, resp, ir) {
+	if p.askRetry(call, resp) {
 		sinks.End(End{Outcome: OutcomeRetried, Status: resp.StatusCode, Duration: call.Since()})
 		return true
 	}
@@ -100,12 +101,7 @@ const maxRetryInspect = 64 << 10
 // askRetry asks the transforms that changed the request whether an error
 // answer should be retried without them. When none does, the bytes read
 // to ask are put back in front of the body.
-//
-// The idle timer is paused while the Retriers decide (their time is not
-// the upstream's silence, and the timer cancels the call itself, the
-// second attempt included); it runs again for the rest of the body when
-// none retries.
-func (p *Proxy) askRetry(call *Call, resp *http.Response, ir *idleReader) bool {
+func (p *Proxy) askRetry(call *Call, resp *http.Response) bool {
 	if call.Retry || resp.StatusCode < 400 || len(call.changedBy) == 0 {
 		return false
 	}
@@ -120,8 +116,8 @@ func (p *Proxy) askRetry(call *Call, resp *http.Response, ir *idleReader) bool {
 	}
 	head, err := io.ReadAll(io.LimitReader(resp.Body, maxRetryInspect))
 	resp.Body = readCloser{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
-	if err != nil || !ir.pause() || (resp.Request != nil && errors.Is(context.Cause(resp.Request.Context()), errIdle)) {
-		return false // the body failed or went silent: this attempt is the answer
+	if err != nil {
+		return false
 	}
 	errBody := head
 	if enc := contentEncoding(resp.Header); enc != "" {
@@ -132,7 +128,6 @@ func (p *Proxy) askRetry(call *Call, resp *http.Response, ir *idleReader) bool {
 			return true
 		}
 	}
-	ir.resume()
 	return false
 }
 
@@ -151,11 +146,10 @@ func classifyEnd(end End, ctx, clientCtx context.Context) End {
 		end.Outcome = OutcomeComplete
 	case errors.Is(context.Cause(clientCtx), errShutdown):
 		end.Outcome, end.Err = OutcomeShutdown, "cut: "+errShutdown.Error()
-	case end.Outcome == OutcomeClientCancelled:
+	case end.Outcome == OutcomeClientCancelled || clientCtx.Err() != nil:
+		end.Outcome = OutcomeClientCancelled
 	case errors.Is(context.Cause(ctx), errIdle):
 		end.Outcome, end.Err = OutcomeTimeout, errIdle.Error()
-	case clientCtx.Err() != nil:
-		end.Outcome = OutcomeClientCancelled
 	default:
 		end.Outcome = OutcomeUpstreamError
 	}
@@ -462,27 +456,12 @@ type idleReader struct {
 	d     time.Duration
 	start time.Time
 	first time.Duration
-	ended bool // the body ended (or failed): the timer is stopped for good
-}
-
-// pause stops the timer; false when it had already fired (the call is
-// cancelled).
-func (i *idleReader) pause() bool { return i.t.Stop() || i.ended }
-
-// resume starts the timer again after pause, unless the body has ended.
-func (i *idleReader) resume() {
-	if !i.ended {
-		i.t.Reset(i.d)
-	}
 }
 
 func (i *idleReader) Read(p []byte) (int, error) {
 	n, err := i.r.Read(p)
 	if err != nil {
-		// The body is over: what follows (a finisher's own calls, under
-		// the call's context) is not the upstream's silence.
-		i.t.Stop()
-		i.ended = true
+		i.t.Stop() // the body is over: what follows is not the upstream's silence
 	} else {
 		i.t.Reset(i.d)
 	}
@@ -517,9 +496,6 @@ func (p *Proxy) upstreamFailure(w http.ResponseWriter, call *Call, clientCtx con
 		end.Outcome, end.Status, end.Err = OutcomeShutdown, http.StatusServiceUnavailable, "cut: "+errShutdown.Error()
 		writeError(w, end.Status, "shutting_down", "shaperproxy: the proxy is stopping; the call was cut before the upstream answered")
 		return end
-	case errors.Is(context.Cause(clientCtx), errIdle): // a retry's first attempt went idle
-		end.Outcome, end.Status, end.Err = OutcomeTimeout, http.StatusGatewayTimeout, errIdle.Error()
-		writeError(w, end.Status, "upstream_timeout", "shaperproxy: "+which+" went silent ("+end.Err+")")
 	case clientCtx.Err() != nil:
 		end.Outcome = OutcomeClientCancelled
 		return end

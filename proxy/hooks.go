@@ -75,7 +75,6 @@ type Call struct {
 	nextView   *conv.Request // the view a transform gave of its output (SetView)
 	changedBy  []RequestTransform
 	route      *Route
-	cancel     context.CancelCauseFunc // the call context's (begin): a stop cuts with errShutdown, the idle timer with errIdle
 }
 
 // ReasoningCount counts the reasoning blocks of an outgoing request.
