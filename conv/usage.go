@@ -2,6 +2,7 @@ package conv
 
 import (
 	"bytes"
+	"strings"
 
 	"github.com/tidwall/gjson"
 )
@@ -41,7 +42,10 @@ func (w *UsageWatcher) Event(data []byte) {
 	if !bytes.Contains(data, usageKey) {
 		return
 	}
-	if u := gjson.GetBytes(data, "usage"); u.Exists() {
+	// Read in place (GetBytes copies each result; most chunks carry
+	// "usage": null); what is kept is copied.
+	js := AsString(data)
+	if u := gjson.Get(js, "usage"); u.Exists() {
 		// A top-level usage key ("usage": null in most chat chunks):
 		// never an Anthropic or Responses event, whose usage is nested.
 		if u.IsObject() {
@@ -52,12 +56,12 @@ func (w *UsageWatcher) Event(data []byte) {
 	}
 	switch {
 	case bytes.Contains(data, messageStart): // Anthropic: input and cache tokens come first
-		if u := gjson.GetBytes(data, "message.usage"); u.IsObject() {
+		if u := gjson.Get(js, "message.usage"); u.IsObject() {
 			w.start = []byte(u.Raw)
 			w.noteModel(data, "message.model")
 		}
 	case bytes.Contains(data, responseEvent): // Responses: response.completed
-		if u := gjson.GetBytes(data, "response.usage"); u.IsObject() {
+		if u := gjson.Get(js, "response.usage"); u.IsObject() {
 			w.last = []byte(u.Raw)
 			w.noteModel(data, "response.model")
 		}
@@ -72,8 +76,8 @@ var (
 // noteModel keeps the first model named at path.
 func (w *UsageWatcher) noteModel(data []byte, path string) {
 	if w.model == "" {
-		if m := gjson.GetBytes(data, path); m.Type == gjson.String {
-			w.model = m.String()
+		if m := gjson.Get(AsString(data), path); m.Type == gjson.String {
+			w.model = strings.Clone(m.String()) // data is the caller's buffer
 		}
 	}
 }

@@ -51,3 +51,22 @@ func TestUsageWatcher(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageWatcherInPlace: a chunk with "usage": null costs no
+// allocation (OpenAI's include_usage puts it on every chunk), and what
+// is kept survives the caller reusing its buffer.
+func TestUsageWatcherInPlace(t *testing.T) {
+	var w UsageWatcher
+	null := []byte(`{"model":"m","choices":[{"index":0,"delta":{"content":"a"}}],"usage":null}`)
+	if n := testing.AllocsPerRun(100, func() { w.Event(null) }); n != 0 {
+		t.Errorf("%v allocations per usage:null chunk", n)
+	}
+	buf := []byte(`{"model":"m-1","choices":[],"usage":{"prompt_tokens":3}}`)
+	w.Event(buf)
+	for i := range buf {
+		buf[i] = 'x'
+	}
+	if string(w.Raw()) != `{"prompt_tokens":3}` || w.Model() != "m-1" {
+		t.Fatalf("after the buffer was reused: usage %s, model %q", w.Raw(), w.Model())
+	}
+}
