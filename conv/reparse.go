@@ -46,7 +46,8 @@ const maxPerBeginning = 8
 // request.
 const reparseKeyBytes = 2048
 
-// NewReparser returns a Reparser keeping at most maxBytes of bodies.
+// NewReparser returns a Reparser keeping views of at most maxBytes in all
+// (bodies and what the views hold besides, heldBytes).
 func NewReparser(maxBytes int) *Reparser {
 	return &Reparser{seed: maphash.MakeSeed(), maxBytes: maxBytes, recent: make(map[uint64][]*Request)}
 }
@@ -59,7 +60,7 @@ func (p *Reparser) Parse(body []byte) (*Request, error) {
 	p.mu.Unlock()
 	prev := closest(cands, body)
 	r, err := parseReusing(body, prev)
-	if err != nil || len(body) > p.maxBytes/4 {
+	if err != nil || r.heldBytes() > p.maxBytes/4 {
 		return r, err
 	}
 	if !follows(r, prev) {
@@ -107,12 +108,13 @@ func closest(cands []*Request, body []byte) *Request {
 // keep records r under beginning k, in place of prev (the request it was
 // read against, which it follows) when prev is there, else as a new one
 // (the oldest of k going when k has maxPerBeginning); then keeps the
-// bodies within maxBytes. p.mu is held.
+// views within maxBytes (heldBytes: a view is its body and more). p.mu is
+// held.
 func (p *Reparser) keep(k uint64, prev, r *Request) {
 	list := p.recent[k]
 	delete(p.recent, k) // out of the map while the rest is made room for: counted once
 	for _, c := range list {
-		p.bytes -= len(c.Body)
+		p.bytes -= c.heldBytes()
 	}
 	i := slices.Index(list, prev)
 	switch {
@@ -126,23 +128,44 @@ func (p *Reparser) keep(k uint64, prev, r *Request) {
 	list = append(list, r)
 	size := 0
 	for _, c := range list {
-		size += len(c.Body)
+		size += c.heldBytes()
 	}
 	for k2, old := range p.recent { // over the bound: any goes (it is only a guess)
 		if p.bytes+size <= p.maxBytes {
 			break
 		}
 		for _, c := range old {
-			p.bytes -= len(c.Body)
+			p.bytes -= c.heldBytes()
 		}
 		delete(p.recent, k2)
 	}
 	for len(list) > 1 && p.bytes+size > p.maxBytes { // still over: this beginning's oldest go
-		size -= len(list[0].Body)
+		size -= list[0].heldBytes()
 		list = list[1:]
 	}
 	p.recent[k] = list
 	p.bytes += size
+}
+
+// heldBytes is the memory a kept view holds, to bound the Reparser by:
+// its body, the decoded strings of its messages (copies when the JSON
+// held escapes), the message and field structs, and a fixed share for the
+// request and its place in the map. A body of two million empty messages
+// holds far more than its bytes. Computed once, before the view is kept.
+func (r *Request) heldBytes() int {
+	if r.held > 0 {
+		return r.held
+	}
+	n := len(r.Body) + 512 + len(r.fields)*int(unsafe.Sizeof(Field{})) + len(r.Messages)*int(unsafe.Sizeof(Message{}))
+	for i := range r.Messages {
+		m := &r.Messages[i]
+		n += len(m.Reasoning) + len(m.Content) + len(m.ToolCalls)*int(unsafe.Sizeof(ToolCall{}))
+		for _, tc := range m.ToolCalls {
+			n += len(tc.Arguments)
+		}
+	}
+	r.held = n
+	return n
 }
 
 // parseReusing is ParseRequest(body), reusing the messages of prev (nil:

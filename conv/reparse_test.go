@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -224,7 +225,7 @@ func BenchmarkParseRequestSeed(b *testing.B) {
 // side, the bytes the Reparser counts are the bytes it holds, and stay
 // within its bound.
 func TestReparserBytesExact(t *testing.T) {
-	const bound = 15000
+	const bound = 40000
 	p := NewReparser(bound)
 	for n := 1; n <= 70; n++ { // up to ~3 KB each, 8 of them: past the bound
 		for c := range 8 {
@@ -239,7 +240,7 @@ func TestReparserBytesExact(t *testing.T) {
 			held := 0
 			for _, list := range p.recent {
 				for _, r := range list {
-					held += len(r.Body)
+					held += r.heldBytes()
 				}
 			}
 			if held != p.bytes || held > bound {
@@ -278,5 +279,58 @@ func TestReparserSharedBeginning(t *testing.T) {
 			want, _ := ParseRequest(body(c, n))
 			sameView(t, got, want)
 		}
+	}
+}
+
+// TestReparserBoundsViews: the bound counts what a kept view holds, not
+// only its body: bodies of many empty messages (views far larger than
+// their bytes), then many tiny requests of distinct beginnings (a view
+// and a map entry each), stay within it in memory as well as in the count.
+func TestReparserBoundsViews(t *testing.T) {
+	const bound = 4 << 20
+	empties := func(c int) []byte {
+		body := fmt.Appendf(nil, `{"model":"m%d","messages":[`, c)
+		for i := range 50000 {
+			if i > 0 {
+				body = append(body, ',')
+			}
+			body = append(body, "{}"...)
+		}
+		return append(body, "]}"...)
+	}
+	tiny := func(c int) []byte {
+		return fmt.Appendf(nil, `{"model":"t%d","messages":[{"role":"user","content":"hi"}]}`, c)
+	}
+	for _, tc := range []struct {
+		name string
+		n    int
+		body func(int) []byte
+	}{{"empty messages", 5, empties}, {"tiny requests", 200000, tiny}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var base, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&base)
+			p := NewReparser(bound)
+			for c := range tc.n {
+				if _, err := p.Parse(tc.body(c)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			held := 0
+			for _, list := range p.recent {
+				for _, r := range list {
+					held += r.heldBytes()
+				}
+			}
+			if held != p.bytes || held > bound {
+				t.Fatalf("counted %d, held %d (bound %d)", p.bytes, held, bound)
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			if grew := int64(after.HeapAlloc) - int64(base.HeapAlloc); grew > 3*bound {
+				t.Fatalf("the heap grew by %d MB for a %d MB bound", grew>>20, bound>>20)
+			}
+			runtime.KeepAlive(p)
+		})
 	}
 }

@@ -51,6 +51,8 @@ type Request struct {
 	// msgDup is true when a message object repeats a key (DuplicateKeys
 	// less the top level's).
 	msgDup bool
+	// held is heldBytes, once a Reparser has asked.
+	held int
 }
 
 // Field is one member of a request's top-level object: its key and the

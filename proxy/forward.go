@@ -82,7 +82,7 @@ func (p *Proxy) parse(call *Call, body []byte) {
 }
 
 // reparseBytes bounds the earlier requests the proxy keeps to parse the
-// next ones faster (their bodies: the views are small beside them).
+// next ones faster (their bodies and their views).
 const reparseBytes = 32 << 20
 
 // SetView gives the proxy the view of the body a transform is about to
