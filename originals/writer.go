@@ -72,6 +72,7 @@ func (s *Store) Async(queue int) *Writer {
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		overflow: make(map[string]int),
+		put:      putMemo{now: time.Now, refresh: s.opts.TTL / 2}, // not the store's clock: Put runs on the request path
 	}
 	go w.loop()
 	return w
@@ -115,14 +116,27 @@ func (w *Writer) Put(entries []Entry) {
 // maxBegun conversations or maxPutKeys texts in one it starts over, and
 // it forgets everything when a commit refused, evicted or failed
 // (forgetting costs one transaction more, never an entry).
+//
+// A conversation's memo lasts refresh (half the table's TTL): an entry
+// re-sent after that is queued again, which keeps the conversation seen
+// while its turn goes on. Otherwise a turn paused past the TTL would have
+// its entries purged and never stored again.
 type putMemo struct {
-	seed  maphash.Seed
-	convs map[string]*turnPuts
+	seed    maphash.Seed
+	convs   map[string]*turnPuts
+	now     func() time.Time
+	refresh time.Duration
 }
 
 type turnPuts struct {
 	turn int
+	at   time.Time // when the memo of this turn began
 	keys map[putKey]struct{}
+}
+
+// current reports whether t is the memo of turn, young enough to skip by.
+func (m *putMemo) current(t *turnPuts, turn int) bool {
+	return t != nil && t.turn == turn && m.now().Sub(t.at) < m.refresh
 }
 
 // putKey names an entry: the hashes and lengths of its shaped text and
@@ -148,7 +162,7 @@ func (m *putMemo) fresh(entries []Entry) []Entry {
 	var out []Entry
 	for i := range entries {
 		e := &entries[i]
-		if t, ok := m.convs[e.Conversation]; ok && t.turn == e.Turn {
+		if t := m.convs[e.Conversation]; m.current(t, e.Turn) {
 			if _, dup := t.keys[m.key(e)]; dup {
 				if out == nil {
 					out = append(make([]Entry, 0, len(entries)), entries[:i]...)
@@ -174,8 +188,8 @@ func (m *putMemo) remember(entries []Entry) {
 	for i := range entries {
 		e := &entries[i]
 		t := m.convs[e.Conversation]
-		if t == nil || t.turn != e.Turn || len(t.keys) >= maxPutKeys {
-			t = &turnPuts{turn: e.Turn, keys: map[putKey]struct{}{}}
+		if !m.current(t, e.Turn) || len(t.keys) >= maxPutKeys {
+			t = &turnPuts{turn: e.Turn, at: m.now(), keys: map[putKey]struct{}{}}
 			m.convs[e.Conversation] = t
 		}
 		t.keys[m.key(e)] = struct{}{}

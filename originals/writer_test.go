@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/shaperproxy/shaperproxy/internal/testenv"
 )
 
 // gate is an Options.Now that, once armed, blocks the next caller until
@@ -275,5 +277,29 @@ func TestWriterPutsAnEntryOnce(t *testing.T) {
 	want := []string{"a/2/x", "b/1/x", "c/1/full0", "c/1/lost", "stall/1/stall"}
 	if got := listKeys(t, s, ""); !slices.Equal(got, want) {
 		t.Errorf("stored: got %q, want %q", got, want)
+	}
+}
+
+// TestWriterPausedTurnOutlivesPurge: a turn that pauses past the table's
+// TTL has its entries purged; when the agent goes on and re-sends the
+// turn's blocks, they are stored again (the Writer's memo of what it
+// queued lasts half the TTL), not skipped as already queued.
+func TestWriterPausedTurnOutlivesPurge(t *testing.T) {
+	c := testenv.NewClock()
+	s := openTest(t, Options{Now: c.Now, TTL: time.Hour})
+	w := s.Async(16)
+	defer w.Close()
+	w.put.now = c.Now
+	e := entry("a", 1, "decided: read the config", "o")
+	w.Put([]Entry{e})
+	w.Flush()
+	c.Add(2 * time.Hour)
+	if n, err := s.Purge(c.Now()); err != nil || n != 1 {
+		t.Fatalf("Purge: %d, %v; want the idle conversation removed", n, err)
+	}
+	w.Put([]Entry{e}) // the turn goes on
+	w.Flush()
+	if got := listKeys(t, s, "a"); !slices.Equal(got, []string{"a/1/decided: read the config"}) {
+		t.Fatalf("stored after the pause: %q", got)
 	}
 }
