@@ -171,8 +171,8 @@ func appendStringField(b []byte, tag uint64, v string) []byte {
 }
 
 // appendRecordBody appends the encoding of r without its Data; the caller
-// adds fData or fSkeleton. r.URL must be redacted already, and r.Header
-// too (the Writer leaves it out here and encodes it redacted itself).
+// adds the header (headerScratch.append, redacting) and fData or
+// fSkeleton. r.URL must be redacted already.
 func appendRecordBody(b []byte, r *Record) []byte {
 	var flags byte
 	if r.Internal {
@@ -198,9 +198,6 @@ func appendRecordBody(b []byte, r *Record) []byte {
 	b = appendStringField(b, fModel, r.Model)
 	b = appendStringField(b, fMethod, r.Method)
 	b = appendStringField(b, fURL, r.URL)
-	if len(r.Header) > 0 {
-		b = appendHeader(b, r.Header)
-	}
 	b = appendVarintField(b, fStatus, int64(r.Status))
 	b = appendVarintField(b, fShaped, int64(r.ReasoningShaped))
 	b = appendVarintField(b, fRaw, int64(r.ReasoningRaw))
@@ -212,13 +209,8 @@ func appendRecordBody(b []byte, r *Record) []byte {
 	return appendVarintField(b, fDropped, r.DroppedCount)
 }
 
-// appendHeader encodes h as a bytes field of (name, count, values...).
-func appendHeader(b []byte, h http.Header) []byte {
-	var sc headerScratch
-	return sc.append(b, h, nil)
-}
-
-// headerScratch is what encoding a header needs besides the output, kept
+// headerScratch is what encoding a header (a bytes field of name, count,
+// values...) needs besides the output, kept
 // by the writer so that a record's header costs no allocation.
 type headerScratch struct {
 	names []string

@@ -257,7 +257,7 @@ func Open(opts Options) (*Writer, error) {
 // afterwards (the header is read, and redacted, on the writer goroutine;
 // the proxy never changes the headers it hands its observers, so the
 // Observer passes them on without a copy).
-func (w *Writer) Enqueue(r Record) bool { return w.enqueue(r, nil) }
+func (w *Writer) Enqueue(r Record) bool { return w.enqueueQ(queued{Record: r}) }
 
 // EnqueueCopy is Enqueue for a record whose Data the caller keeps (an SSE
 // event, a piece of a body): the Writer copies data into a buffer of its
@@ -272,7 +272,7 @@ func (w *Writer) EnqueueCopy(r Record, data []byte) bool { return w.enqueueQ(cop
 // not).
 func (w *Writer) EnqueueRequest(r Record, view *conv.Request) bool {
 	if view == nil || !sameBytes(view.Body, r.Data) {
-		return w.enqueue(r, nil)
+		return w.enqueueQ(queued{Record: r})
 	}
 	return w.enqueueQ(queued{Record: r, view: view})
 }
@@ -331,10 +331,6 @@ func (w *Writer) enqueueBatch(qs []queued) bool {
 	q := qs[0]
 	q.rest = qs[1:]
 	return w.enqueueQ(q)
-}
-
-func (w *Writer) enqueue(r Record, buf *[]byte) bool {
-	return w.enqueueQ(queued{Record: r, buf: buf})
 }
 
 func (w *Writer) enqueueQ(q queued) bool {
@@ -593,11 +589,8 @@ func (w *Writer) addBlob(k blobKey, data []byte) uint32 {
 func (w *Writer) encodeRecord(r *Record, tag uint64, payload []byte) {
 	// The header is redacted as it is encoded (each value through the
 	// memo): no redacted copy of it is built.
-	h := r.Header
-	r.Header = nil
 	head := appendRecordBody(w.head[:0], r) // a header makes it hundreds of bytes: one buffer for all
-	r.Header = h
-	head = w.hdr.append(head, h, w.redact.value)
+	head = w.hdr.append(head, r.Header, w.redact.value)
 	w.appendFramed(head, tag, payload)
 	w.head = head[:0]
 	if t := r.Time.UnixNano(); t > w.fr.maxTime {
