@@ -90,8 +90,7 @@ func (w *Writer) Put(entries []Entry) {
 	// Remembered before they are queued, so that a commit that fails
 	// forgets them whenever it runs; forgotten again if they are dropped.
 	w.bmu.Lock()
-	entries = w.put.fresh(entries)
-	w.put.remember(entries)
+	entries = w.put.admit(entries)
 	w.bmu.Unlock()
 	if len(entries) == 0 {
 		return
@@ -153,23 +152,29 @@ func (m *putMemo) key(e *Entry) putKey {
 	return putKey{maphash.String(m.seed, e.Shaped), maphash.String(m.seed, e.Original), len(e.Shaped), len(e.Original)}
 }
 
-// fresh returns the entries not yet queued for their conversation and
-// turn (entries itself when all are new).
-func (m *putMemo) fresh(entries []Entry) []Entry {
-	if m.convs == nil {
-		return entries
+// admit returns the entries not yet queued for their conversation and
+// turn (entries itself when all are new), and records them as queued:
+// one hash of each entry.
+func (m *putMemo) admit(entries []Entry) []Entry {
+	if m.convs == nil || len(m.convs) >= maxBegun {
+		m.seed, m.convs = maphash.MakeSeed(), map[string]*turnPuts{}
 	}
-	var out []Entry
+	var out []Entry // nil while every entry so far is new
 	for i := range entries {
 		e := &entries[i]
-		if t := m.convs[e.Conversation]; m.current(t, e.Turn) {
-			if _, dup := t.keys[m.key(e)]; dup {
-				if out == nil {
-					out = append(make([]Entry, 0, len(entries)), entries[:i]...)
-				}
-				continue
-			}
+		t := m.convs[e.Conversation]
+		if !m.current(t, e.Turn) || len(t.keys) >= maxPutKeys {
+			t = &turnPuts{turn: e.Turn, at: m.now(), keys: map[putKey]struct{}{}}
+			m.convs[e.Conversation] = t
 		}
+		k := m.key(e)
+		if _, dup := t.keys[k]; dup {
+			if out == nil {
+				out = append(make([]Entry, 0, len(entries)), entries[:i]...)
+			}
+			continue
+		}
+		t.keys[k] = struct{}{}
 		if out != nil {
 			out = append(out, *e)
 		}
@@ -178,22 +183,6 @@ func (m *putMemo) fresh(entries []Entry) []Entry {
 		return entries
 	}
 	return out
-}
-
-// remember records entries as queued.
-func (m *putMemo) remember(entries []Entry) {
-	if m.convs == nil || len(m.convs) >= maxBegun {
-		m.seed, m.convs = maphash.MakeSeed(), map[string]*turnPuts{}
-	}
-	for i := range entries {
-		e := &entries[i]
-		t := m.convs[e.Conversation]
-		if !m.current(t, e.Turn) || len(t.keys) >= maxPutKeys {
-			t = &turnPuts{turn: e.Turn, at: m.now(), keys: map[putKey]struct{}{}}
-			m.convs[e.Conversation] = t
-		}
-		t.keys[m.key(e)] = struct{}{}
-	}
 }
 
 // maxBegun bounds the conversations whose last begun turn the Writer
