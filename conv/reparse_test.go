@@ -237,15 +237,7 @@ func TestReparserBytesExact(t *testing.T) {
 			if _, err := p.Parse(body); err != nil {
 				t.Fatal(err)
 			}
-			held := 0
-			for _, list := range p.recent {
-				for _, r := range list {
-					held += r.heldBytes()
-				}
-			}
-			if held != p.bytes || held > bound {
-				t.Fatalf("after %d×%d: counted %d bytes, held %d (bound %d)", n, c, p.bytes, held, bound)
-			}
+			checkHeld(t, p, bound, fmt.Sprintf("after %d×%d", n, c))
 		}
 	}
 }
@@ -316,15 +308,7 @@ func TestReparserBoundsViews(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			held := 0
-			for _, list := range p.recent {
-				for _, r := range list {
-					held += r.heldBytes()
-				}
-			}
-			if held != p.bytes || held > bound {
-				t.Fatalf("counted %d, held %d (bound %d)", p.bytes, held, bound)
-			}
+			checkHeld(t, p, bound, tc.name)
 			runtime.GC()
 			runtime.ReadMemStats(&after)
 			if grew := int64(after.HeapAlloc) - int64(base.HeapAlloc); grew > 3*bound {
@@ -332,5 +316,20 @@ func TestReparserBoundsViews(t *testing.T) {
 			}
 			runtime.KeepAlive(p)
 		})
+	}
+}
+
+// checkHeld fails when the bytes p counts are not what its kept views
+// hold, or are over bound.
+func checkHeld(t *testing.T, p *Reparser, bound int, when string) {
+	t.Helper()
+	held := 0
+	for _, list := range p.recent {
+		for _, r := range list {
+			held += r.heldBytes()
+		}
+	}
+	if held != p.bytes || held > bound {
+		t.Fatalf("%s: counted %d bytes, held %d (bound %d)", when, p.bytes, held, bound)
 	}
 }
