@@ -55,8 +55,9 @@ func NewReparser(maxBytes int) *Reparser {
 // Parse returns ParseRequest(body).
 func (p *Reparser) Parse(body []byte) (*Request, error) {
 	k := maphash.Bytes(p.seed, body[:min(len(body), reparseKeyBytes)])
+	var buf [maxPerBeginning]*Request
 	p.mu.Lock()
-	cands := p.recent[k]
+	cands := append(buf[:0], p.recent[k]...) // a copy: keep changes the lists in place
 	p.mu.Unlock()
 	prev := closest(cands, body)
 	r, err := parseReusing(body, prev)
@@ -109,42 +110,40 @@ func closest(cands []*Request, body []byte) *Request {
 // read against, which it follows) when prev is there, else as a new one
 // (the oldest of k going when k has maxPerBeginning); then keeps the
 // views within maxBytes (heldBytes: a view is its body and more). p.mu is
-// held.
+// held; readers copy a list under it, so the lists change in place.
 func (p *Reparser) keep(k uint64, prev, r *Request) {
 	list := p.recent[k]
-	delete(p.recent, k) // out of the map while the rest is made room for: counted once
-	for _, c := range list {
-		p.bytes -= c.heldBytes()
+	i := -1
+	if prev != nil {
+		i = slices.Index(list, prev)
 	}
-	i := slices.Index(list, prev)
 	switch {
-	case prev != nil && i >= 0:
-		list = slices.Delete(slices.Clone(list), i, i+1)
+	case i >= 0:
+		p.bytes -= prev.heldBytes()
+		list = slices.Delete(list, i, i+1)
 	case len(list) >= maxPerBeginning:
-		list = slices.Clone(list[1:])
-	default:
-		list = slices.Clone(list)
+		p.bytes -= list[0].heldBytes()
+		list = slices.Delete(list, 0, 1)
 	}
 	list = append(list, r)
-	size := 0
-	for _, c := range list {
-		size += c.heldBytes()
-	}
-	for k2, old := range p.recent { // over the bound: any goes (it is only a guess)
-		if p.bytes+size <= p.maxBytes {
+	p.bytes += r.heldBytes()
+	for k2, old := range p.recent { // over the bound: any other goes (it is only a guess)
+		if p.bytes <= p.maxBytes {
 			break
+		}
+		if k2 == k {
+			continue
 		}
 		for _, c := range old {
 			p.bytes -= c.heldBytes()
 		}
 		delete(p.recent, k2)
 	}
-	for len(list) > 1 && p.bytes+size > p.maxBytes { // still over: this beginning's oldest go
-		size -= list[0].heldBytes()
-		list = list[1:]
+	for len(list) > 1 && p.bytes > p.maxBytes { // still over: this beginning's oldest go
+		p.bytes -= list[0].heldBytes()
+		list = slices.Delete(list, 0, 1)
 	}
 	p.recent[k] = list
-	p.bytes += size
 }
 
 // heldBytes is the memory a kept view holds, to bound the Reparser by:

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/shaperproxy/shaperproxy/fixtures"
@@ -332,4 +333,49 @@ func checkHeld(t *testing.T, p *Reparser, bound int, when string) {
 	if held != p.bytes || held > bound {
 		t.Fatalf("%s: counted %d bytes, held %d (bound %d)", when, p.bytes, held, bound)
 	}
+}
+
+// TestReparserConcurrent: conversations sharing a beginning parsed from
+// many goroutines at once (keep changes the kept lists in place; Parse
+// reads a copy taken under the lock) give ParseRequest's views, and the
+// count of held bytes stays exact. Run with -race, as CI does.
+func TestReparserConcurrent(t *testing.T) {
+	const bound = 64 << 10
+	p := NewReparser(bound)
+	body := func(c, n int) []byte {
+		b := fmt.Appendf(nil, `{"model":"m","messages":[{"role":"system","content":%q}`, strings.Repeat("shared ", 300)) // over reparseKeyBytes
+		for i := range n {
+			b = fmt.Appendf(b, `,{"role":"user","content":"conversation %d, message %d"}`, c, i)
+		}
+		return append(b, "]}"...)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 16)
+	for c := range 16 { // twice maxPerBeginning conversations of one beginning
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 1; n <= 40; n++ {
+				b := body(c, n)
+				got, err := p.Parse(b)
+				want, werr := ParseRequest(b)
+				if err != nil || werr != nil || len(got.Messages) != len(want.Messages) || !bytes.Equal(got.Body, want.Body) {
+					errs <- fmt.Sprintf("conversation %d, request %d: %v %v", c, n, err, werr)
+					return
+				}
+				for i := range got.Messages {
+					if got.Messages[i].Content != want.Messages[i].Content || got.Messages[i].Start != want.Messages[i].Start {
+						errs <- fmt.Sprintf("conversation %d, request %d: message %d differs", c, n, i)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	checkHeld(t, p, bound, "after the concurrent parses")
 }

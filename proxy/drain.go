@@ -32,14 +32,14 @@ func (f *flight) init() {
 }
 
 // begin registers a call the proxy serves: the response carries its id,
-// and the returned request's context is the call's, which Cut cancels.
-func (p *Proxy) begin(w http.ResponseWriter, r *http.Request, call *Call) *http.Request {
-	w.Header().Set(CallIDHeader, call.ID)
+// and the returned context is the call's, which Cut cancels.
+func (p *Proxy) begin(w http.ResponseWriter, r *http.Request, call *Call) context.Context {
+	w.Header()[CallIDHeader] = []string{call.ID}
 	ctx, cancel := context.WithCancelCause(r.Context())
 	p.flight.mu.Lock()
 	p.flight.calls[call] = cancel
 	p.flight.mu.Unlock()
-	return r.WithContext(ctx)
+	return ctx
 }
 
 // end forgets a call registered by begin.

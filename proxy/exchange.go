@@ -18,14 +18,10 @@ import (
 // the client, telling the observers as it goes. It returns true, having
 // written nothing to the client, when a Retrier asked for a second attempt.
 //
-// The attempt runs under a context of its own, a child of the call's: the
-// idle timer cancels the attempt (cause errIdle), never the call, whose
-// context the finishers and a second attempt still use.
-func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, body []byte) (retry bool) {
-	clientCtx := out.Context()
-	ctx, cancel := context.WithCancelCause(clientCtx)
-	defer cancel(nil)
-	out = out.WithContext(ctx)
+// out runs under the attempt's context, which cancel cancels; clientCtx is
+// the call's.
+func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, body []byte, clientCtx context.Context, cancel context.CancelCauseFunc) (retry bool) {
+	ctx := out.Context()
 	sinks := p.observe(call, out, body)
 	p.debugRequest(call, body)
 	resp, err := p.transportFor(call.route).RoundTrip(out)
@@ -82,7 +78,7 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 		// handler returns, so the observers' end of the call and the
 		// metrics are no longer part of its latency. (A body of known
 		// length is still sent in one write.)
-		_ = http.NewResponseController(w).Flush()
+		flush(w)
 	}
 	sinks.End(end)
 	p.finish(call, info, end)
@@ -407,7 +403,6 @@ func safeEndBody(ctx context.Context, fin FinishSession, body []byte, keepAlive 
 // the observers get the decoded bytes. A small answer goes out in one
 // write: the first flush sends the header with it.
 func (p *Proxy) copyRaw(w http.ResponseWriter, src io.Reader, call *Call, info *ResponseInfo, sinks sinkList) End {
-	rc := http.NewResponseController(w)
 	tee := p.newTee(sinks, call, info)
 	defer func() {
 		tee.Close()
@@ -426,7 +421,7 @@ func (p *Proxy) copyRaw(w http.ResponseWriter, src io.Reader, call *Call, info *
 				return clientGone(end)
 			}
 			end.Bytes += int64(n)
-			_ = rc.Flush()
+			flush(w)
 			tee.Write(buf[:n])
 		}
 		if err != nil {
@@ -442,6 +437,16 @@ func (p *Proxy) copyRaw(w http.ResponseWriter, src io.Reader, call *Call, info *
 // copyBufs holds the buffers of copyRaw: one 32 KiB allocation per
 // request would be most of the proxy's garbage.
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// flush sends what w holds to the client: through the proxy's own
+// clientWriter without building a ResponseController per call.
+func flush(w http.ResponseWriter) {
+	if f, ok := w.(interface{ FlushError() error }); ok {
+		_ = f.FlushError()
+		return
+	}
+	_ = http.NewResponseController(w).Flush()
+}
 
 func clientGone(end End) End {
 	end.Outcome, end.Err = OutcomeClientCancelled, errClientWrite.Error()

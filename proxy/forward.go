@@ -23,14 +23,14 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, route *Route, pa
 		ID: newCallID(), Route: route.Name, Method: r.Method, Path: path,
 		RawQuery: r.URL.RawQuery, Header: r.Header, Start: time.Now(), route: route, p: p,
 	}
-	r = p.begin(w, r, call) // the response carries the call id; a stop can cut the call
+	ctx := p.begin(w, r, call) // the response carries the call id; a stop can cut the call
 	defer p.end(call)
 	p.metrics.inflight.Inc()
 	defer p.metrics.inflight.Dec()
 	cw := newClientWriter(w, p.opts.ClientIdleTimeout)
 	w = cw
 	defer cw.extend() // the server's last write, after the handler, gets its own deadline
-	body, rest, err := p.readBody(w, r)
+	body, rest, err := p.readBody(cw.rc, r)
 	if err != nil {
 		p.finish(call, nil, p.badBody(w, err))
 		return
@@ -42,17 +42,25 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, route *Route, pa
 		}
 	}
 	for {
-		out := p.transform(r.Context(), call, body)
-		up, err := p.newUpstreamRequest(r.Context(), r, route, path, out, rest)
+		out := p.transform(ctx, call, body)
+		// The attempt runs under a context of its own, a child of the
+		// call's: the idle timer cancels the attempt (cause errIdle),
+		// never the call, whose context the finishers and a second
+		// attempt still use.
+		attempt, cancel := context.WithCancelCause(ctx)
+		up, err := p.newUpstreamRequest(attempt, r, route, path, out, rest)
 		if err == nil && call.ReadsResponse {
 			up.Header.Del("Accept-Encoding") // a finisher must read the answer
 		}
 		if err != nil {
+			cancel(nil)
 			writeError(w, http.StatusBadGateway, "bad_upstream_request", "shaperproxy: could not build the upstream request")
 			p.finish(call, nil, End{Outcome: OutcomeUpstreamError, Status: http.StatusBadGateway, Err: err.Error()})
 			return
 		}
-		if !p.exchange(w, call, up, out) {
+		retry := p.exchange(w, call, up, out, ctx, cancel)
+		cancel(nil)
+		if !retry {
 			return
 		}
 		call.Retry = true
@@ -149,12 +157,12 @@ func safeTransform(ctx context.Context, t RequestTransform, call *Call, body []b
 // the client idle timeout and the whole within RequestBodyTimeout. A
 // larger body is not held: body is nil and rest streams all of it (what
 // was read included), each read within the idle timeout.
-func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (body []byte, rest io.Reader, err error) {
+func (p *Proxy) readBody(rc *http.ResponseController, r *http.Request) (body []byte, rest io.Reader, err error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return []byte{}, nil, nil
 	}
 	limit := p.opts.MaxBodyBytes
-	br := &bodyReader{r: r.Body, rc: http.NewResponseController(w), idle: p.opts.ClientIdleTimeout}
+	br := &bodyReader{r: r.Body, rc: rc, idle: p.opts.ClientIdleTimeout}
 	if r.ContentLength > limit {
 		return nil, br, nil
 	}
@@ -219,14 +227,18 @@ func describeBodyErr(err error) string {
 // newUpstreamRequest builds the request to send upstream: same method,
 // path (joined to the route's base), query and end-to-end headers.
 func (p *Proxy) newUpstreamRequest(ctx context.Context, r *http.Request, route *Route, path string, body []byte, rest io.Reader) (*http.Request, error) {
-	target := *route.Upstream
+	target := new(url.URL)
+	*target = *route.Upstream
 	target.Path, target.RawPath = joinURLPath(route.Upstream, &url.URL{Path: path, RawPath: rawPathFor(r, path)})
 	target.RawQuery = r.URL.RawQuery
 	target.Fragment = ""
-	out, err := http.NewRequestWithContext(ctx, r.Method, target.String(), nil)
+	// The URL is built, not printed and parsed again: NewRequest with an
+	// empty URL, then this one.
+	out, err := http.NewRequestWithContext(ctx, r.Method, "", nil)
 	if err != nil {
 		return nil, err
 	}
+	out.URL, out.Host = target, strings.TrimSuffix(target.Host, ":") // as NewRequest's removeEmptyPort
 	out.Header = r.Header.Clone()
 	removeHopHeaders(out.Header)
 	removeOwnHeaders(out.Header)

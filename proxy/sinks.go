@@ -34,14 +34,22 @@ func (p *Proxy) observe(call *Call, out *http.Request, body []byte) sinkList {
 	if len(p.opts.Observers) == 0 {
 		return sinkList{}
 	}
-	up := &Upstream{Method: out.Method, URL: out.URL.String(), Header: out.Header, Body: body}
-	sinks := sinkList{log: p.log, id: call.ID, s: make([]ResponseSink, 0, len(p.opts.Observers)), usage: new(conv.UsageWatcher)}
+	o := &observed{up: Upstream{Method: out.Method, URL: out.URL.String(), Header: out.Header, Body: body}}
+	up := &o.up
+	sinks := sinkList{log: p.log, id: call.ID, s: o.sinks[:0], usage: &o.usage}
 	for _, o := range p.opts.Observers {
 		if s := o.Request(call, up); s != nil {
 			sinks.s = append(sinks.s, s)
 		}
 	}
 	return sinks
+}
+
+// observed is what observe allocates for an attempt, in one piece.
+type observed struct {
+	up    Upstream
+	usage conv.UsageWatcher
+	sinks [4]ResponseSink // room for the usual observers; more grow the slice
 }
 
 func (s sinkList) empty() bool { return len(s.s) == 0 }

@@ -251,9 +251,17 @@ func bodyChars(body []byte) (int, bool) {
 	if !conv.ValidJSON(body) {
 		return 0, false
 	}
-	choices := gjson.Get(conv.AsString(body), "choices").Array() // read only while body lives
-	if len(choices) == 1 && choices[0].Get("index").Int() == 0 {
-		msg := choices[0].Get("message")
+	var first gjson.Result // read only while body lives
+	n := 0
+	if choices := gjson.Get(conv.AsString(body), "choices"); choices.IsArray() {
+		choices.ForEach(func(_, c gjson.Result) bool { // no slice of the choices: two at most are looked at
+			n++
+			first = c
+			return n < 2
+		})
+	}
+	if n == 1 && first.Get("index").Int() == 0 {
+		msg := first.Get("message")
 		if c := msg.Get("content"); msg.IsObject() && (c.Type == gjson.String || c.Type == gjson.Null) {
 			return stepChars(conv.Choice{Reasoning: conv.DeltaReasoning(msg), Content: c.Str}), true
 		}

@@ -167,8 +167,12 @@ func (s *Shaper) profile(route, model string) *profile.Profile {
 // count records the request's blocks in the metrics: one addition per
 // reason, not per block (a long history has hundreds).
 func (s *Shaper) count(route string, res result) {
-	s.counter(s.blocks, route, "shaped").Add(float64(res.Shaped))
-	s.counter(s.blocks, route, "raw").Add(float64(res.Raw))
+	if res.Shaped > 0 { // most requests carry no reasoning: no counter looked up
+		s.counter(s.blocks, route, "shaped").Add(float64(res.Shaped))
+	}
+	if res.Raw > 0 {
+		s.counter(s.blocks, route, "raw").Add(float64(res.Raw))
+	}
 	var n [len(blockReasons)]int
 	for _, b := range res.Blocks {
 		if i := slices.Index(blockReasons[:], b.Reason); i >= 0 {
