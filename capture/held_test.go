@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shaperproxy/shaperproxy/proxy"
+	"github.com/shaperproxy/shaperproxy/sse"
 )
 
 // TestHeldAnswerRecords: a non-stream answer's records are handed over
@@ -66,8 +67,54 @@ func TestHeldAnswerDropped(t *testing.T) {
 	sink.Response(&proxy.ResponseInfo{Status: 200})
 	sink.Body(bytes.Repeat([]byte("y"), 4000))
 	sink.End(proxy.End{Outcome: proxy.OutcomeComplete, Status: 200})
-	if st := w.Stats(); st.Dropped != 3 || st.Enqueued != 1 {
-		t.Fatalf("stats %+v: want the request enqueued and the answer's 3 records dropped", st)
+	if st := w.Stats(); st.Dropped != 4 || st.Enqueued != 0 {
+		t.Fatalf("stats %+v: want the request and the answer's 3 records, held together, dropped", st)
+	}
+}
+
+// TestRequestRecordWaits: the request record is handed to the writer with
+// the answer's header at the earliest (the writer is not woken while the
+// request goes upstream): with a non-stream answer's records at its end,
+// before a stream's first event, and with the end when no answer came.
+// Each time it comes first, with the time it was taken.
+func TestRequestRecordWaits(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer func(proxy.ResponseSink)
+		want   string
+	}{
+		{"non-stream", func(s proxy.ResponseSink) {
+			s.Response(&proxy.ResponseInfo{Status: 200})
+			s.Body([]byte(`{"choices":[]}`))
+		}, "request response body end"},
+		{"stream", func(s proxy.ResponseSink) {
+			s.Response(&proxy.ResponseInfo{Status: 200, Stream: true})
+			s.Event(&sse.Event{Raw: []byte("data: {}\n\n"), Data: []byte("{}"), HasData: true}, 0, time.Millisecond)
+		}, "request response event end"},
+		{"no answer", func(proxy.ResponseSink) {}, "request end"},
+	} {
+		w, dir := openTest(t, Options{})
+		o := NewObserver(w, false)
+		call := &proxy.Call{ID: "c", Route: "r", Chat: true, Start: time.Now()}
+		before := time.Now()
+		sink := o.Request(call, &proxy.Upstream{Method: "POST", URL: "http://up/v1/chat/completions", Body: []byte(`{"messages":[]}`)})
+		if st := w.Stats(); st.Enqueued != 0 {
+			t.Fatalf("%s: %d records enqueued before the answer", tc.name, st.Enqueued)
+		}
+		time.Sleep(2 * time.Millisecond)
+		tc.answer(sink)
+		sink.End(proxy.End{Outcome: proxy.OutcomeComplete, Status: 200})
+		mustFlush(t, w)
+		var kinds []string
+		for i, l := range scanAll(t, openReaderTest(t, dir)) {
+			kinds = append(kinds, l.Record.Kind.String())
+			if i == 0 && (l.Record.Time.Before(before) || !l.Record.Time.Before(before.Add(2*time.Millisecond))) {
+				t.Errorf("%s: request record's time %v, want when the request was sent (%v)", tc.name, l.Record.Time, before)
+			}
+		}
+		if got := strings.Join(kinds, " "); got != tc.want {
+			t.Errorf("%s: records %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
 

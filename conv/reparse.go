@@ -276,7 +276,7 @@ func trimSpaceEnd(body []byte, start, end int) int {
 // the array ends.
 func (r *Request) walkMessages(body []byte, v int, prev *Request, same *span) (int, bool) {
 	s := bodyString(body)
-	r.Messages = make([]Message, 0, len(prev.Messages)+4)
+	r.Messages = make([]Message, 0, len(prev.Messages)+2) // an agent's next request adds a message or two
 	reuse := true
 	i := skipSpace(body, v+1)
 	if i < len(body) && body[i] == ']' {
