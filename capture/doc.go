@@ -12,6 +12,12 @@
 //	...
 //	err = w.Close()
 //
+// The proxy's Observer hands a call's request record over with the
+// answer's header (a non-stream answer's records, small ones, all at its
+// end): the writer is not woken while the request goes upstream. A call
+// still waiting for its upstream's first byte is not in the log yet; the
+// record keeps the time the request was sent.
+//
 // Nothing the disk does holds up traffic. A failed write loses its frame
 // (counted in WriterStats.Lost) and the writer backs off, then tries again
 // by itself; the losses, and the records a full queue dropped, go into the
