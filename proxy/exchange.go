@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shaperproxy/shaperproxy/sse"
@@ -18,10 +19,12 @@ import (
 // the client, telling the observers as it goes. It returns true, having
 // written nothing to the client, when a Retrier asked for a second attempt.
 //
-// out runs under the attempt's context, which cancel cancels; clientCtx is
-// the call's.
-func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, body []byte, clientCtx context.Context, cancel context.CancelCauseFunc) (retry bool) {
-	ctx := out.Context()
+// out runs under the call's context. The stream idle timer ends the
+// attempt, never the call (whose context the finishers and a second
+// attempt still use): it closes the upstream's body, and the reads that
+// follow fail with errIdle. No context is made per attempt.
+func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, body []byte) (retry bool) {
+	clientCtx := out.Context()
 	sinks := p.observe(call, out, body)
 	p.debugRequest(call, body)
 	resp, err := p.transportFor(call.route).RoundTrip(out)
@@ -44,10 +47,14 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 	p.debugResponse(call, info)
 	// The idle limit covers every read of the body, the few the retry
 	// question makes included.
-	idle := time.AfterFunc(p.opts.StreamIdleTimeout, func() { cancel(errIdle) })
-	defer idle.Stop()
-	ir := &idleReader{r: resp.Body, t: idle, d: p.opts.StreamIdleTimeout, start: call.Start}
-	resp.Body = readCloser{ir, resp.Body}
+	upBody := resp.Body
+	ir := &idleReader{r: upBody, d: p.opts.StreamIdleTimeout, start: call.Start}
+	ir.t = time.AfterFunc(p.opts.StreamIdleTimeout, func() {
+		ir.fired.Store(true)
+		_ = upBody.Close() // a read waiting on the upstream returns; the transport drops the connection
+	})
+	defer ir.t.Stop()
+	resp.Body = readCloser{ir, upBody}
 	if p.askRetry(call, resp) {
 		sinks.End(End{Outcome: OutcomeRetried, Status: resp.StatusCode, Duration: call.Since()})
 		return true
@@ -70,7 +77,7 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 		end = p.copyRaw(w, src, call, info, sinks)
 	}
 	end.Status = resp.StatusCode
-	end = classifyEnd(end, ctx, clientCtx)
+	end = classifyEnd(end, ir.fired.Load(), clientCtx)
 	end.Duration = call.Since()
 	call.times.firstByte = ir.first
 	if end.Outcome == OutcomeComplete {
@@ -136,7 +143,8 @@ type readCloser struct {
 var errClientWrite = errors.New("client write failed")
 
 // classifyEnd turns the copy error recorded in end.Err into an outcome.
-func classifyEnd(end End, ctx, clientCtx context.Context) End {
+// idle is whether the stream idle timer ended the attempt.
+func classifyEnd(end End, idle bool, clientCtx context.Context) End {
 	switch {
 	case end.Err == "":
 		end.Outcome = OutcomeComplete
@@ -144,7 +152,7 @@ func classifyEnd(end End, ctx, clientCtx context.Context) End {
 		end.Outcome, end.Err = OutcomeShutdown, "cut: "+errShutdown.Error()
 	case end.Outcome == OutcomeClientCancelled || clientCtx.Err() != nil:
 		end.Outcome = OutcomeClientCancelled
-	case errors.Is(context.Cause(ctx), errIdle):
+	case idle:
 		end.Outcome, end.Err = OutcomeTimeout, errIdle.Error()
 	default:
 		end.Outcome = OutcomeUpstreamError
@@ -461,10 +469,14 @@ type idleReader struct {
 	d     time.Duration
 	start time.Time
 	first time.Duration
+	fired atomic.Bool // the timer closed the body: reads fail with errIdle
 }
 
 func (i *idleReader) Read(p []byte) (int, error) {
 	n, err := i.r.Read(p)
+	if err != nil && i.fired.Load() {
+		err = errIdle // what the closed body says is not the upstream's doing
+	}
 	if err != nil {
 		i.t.Stop() // the body is over: what follows is not the upstream's silence
 	} else {

@@ -218,30 +218,50 @@ func TestResponseHeaderTimeout(t *testing.T) {
 	}
 }
 
+// TestStreamIdleTimeout: an upstream that goes quiet mid-stream is cut
+// after the idle timeout: the client gets the events sent, then a cut
+// stream; the observers an OutcomeTimeout; the upstream its request
+// cancelled (the proxy closes the body: over HTTP/1 the connection
+// closes, over HTTP/2 the stream is reset).
 func TestStreamIdleTimeout(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprint(w, "data: {\"a\":1}\n\n")
-		_ = http.NewResponseController(w).Flush()
-		<-r.Context().Done()
-	}))
-	defer up.Close()
-	obs := &recordingObserver{}
-	_, px := newTestProxy(t, up.URL, func(o *Options) {
-		o.StreamIdleTimeout = 150 * time.Millisecond
-		o.Observers = []Observer{obs}
-	})
-	resp, err := rawClient().Post(px.URL+"/v1/chat/completions", "application/json", strings.NewReader(chatBody))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err == nil || string(got) != "data: {\"a\":1}\n\n" {
-		t.Fatalf("got %q, err %v; want the first event then a cut", got, err)
-	}
-	if end := obs.waitEnd(t); end.Outcome != OutcomeTimeout {
-		t.Fatalf("outcome = %s", end.Outcome)
+	for _, h2 := range []bool{false, true} {
+		released := make(chan int, 1)
+		up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "data: {\"a\":1}\n\n")
+			_ = http.NewResponseController(w).Flush()
+			<-r.Context().Done()
+			released <- r.ProtoMajor
+		}))
+		up.EnableHTTP2 = h2
+		up.StartTLS()
+		obs := &recordingObserver{}
+		_, px := newTestProxy(t, up.URL, func(o *Options) {
+			o.StreamIdleTimeout = 150 * time.Millisecond
+			o.Observers = []Observer{obs}
+			o.Transport = up.Client().Transport
+		})
+		resp, err := rawClient().Post(px.URL+"/v1/chat/completions", "application/json", strings.NewReader(chatBody))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil || string(got) != "data: {\"a\":1}\n\n" {
+			t.Fatalf("h2 %v: got %q, err %v; want the first event then a cut", h2, got, err)
+		}
+		if end := obs.waitEnd(t); end.Outcome != OutcomeTimeout || end.Err != errIdle.Error() {
+			t.Fatalf("h2 %v: outcome %s (%s)", h2, end.Outcome, end.Err)
+		}
+		select {
+		case proto := <-released:
+			if want := map[bool]int{false: 1, true: 2}[h2]; proto != want {
+				t.Fatalf("upstream spoke HTTP/%d, want HTTP/%d", proto, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("h2 %v: the upstream's request was not cancelled", h2)
+		}
+		up.Close()
 	}
 }
 

@@ -43,24 +43,16 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, route *Route, pa
 	}
 	for {
 		out := p.transform(ctx, call, body)
-		// The attempt runs under a context of its own, a child of the
-		// call's: the idle timer cancels the attempt (cause errIdle),
-		// never the call, whose context the finishers and a second
-		// attempt still use.
-		attempt, cancel := context.WithCancelCause(ctx)
-		up, err := p.newUpstreamRequest(attempt, r, route, path, out, rest)
+		up, err := p.newUpstreamRequest(ctx, r, route, path, out, rest)
 		if err == nil && call.ReadsResponse {
 			up.Header.Del("Accept-Encoding") // a finisher must read the answer
 		}
 		if err != nil {
-			cancel(nil)
 			writeError(w, http.StatusBadGateway, "bad_upstream_request", "shaperproxy: could not build the upstream request")
 			p.finish(call, nil, End{Outcome: OutcomeUpstreamError, Status: http.StatusBadGateway, Err: err.Error()})
 			return
 		}
-		retry := p.exchange(w, call, up, out, ctx, cancel)
-		cancel(nil)
-		if !retry {
+		if !p.exchange(w, call, up, out) {
 			return
 		}
 		call.Retry = true
@@ -347,5 +339,6 @@ func newCallID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// errIdle is the cause of a call cancelled by the stream idle timeout.
+// errIdle is the error of an upstream body read after the stream idle
+// timeout ended the attempt.
 var errIdle = errors.New("upstream stream idle timeout")

@@ -67,7 +67,7 @@ func pickCost(quick bool) costSizes {
 		return costSizes{rounds: 2, smallN: 40, rate: 400, largeN: 3, bigRate: 20, satRounds: 1, satDur: 300 * time.Millisecond,
 			satSmall: 8, satBig: 2, streamRounds: 1, streamConc: 2, streamEvents: 30, streamGap: time.Millisecond}
 	}
-	return costSizes{rounds: 10, smallN: 500, rate: 500, largeN: 30, bigRate: 20, satRounds: 5, satDur: 3 * time.Second,
+	return costSizes{rounds: 10, smallN: 500, rate: 500, largeN: 30, bigRate: 20, satRounds: 9, satDur: 3 * time.Second,
 		satSmall: 32, satBig: 4, streamRounds: 8, streamConc: 4, streamEvents: 1000, streamGap: time.Millisecond}
 }
 
@@ -385,8 +385,27 @@ func costSaturation(ctx context.Context, c *http.Client, targets []costTarget, b
 	for _, tg := range targets {
 		row = append(row, fmt.Sprintf("%.0f", median(perCore[tg.name])))
 	}
-	w.add(append(row, fmt.Sprintf("%.2f (target ≥ 0.9)", median(perCore[costAll])/median(perCore[stdlib])))...)
+	w.add(append(row, satRatio(perCore[costAll], perCore[stdlib]))...)
 	return nil
+}
+
+// satRatio is the ratio of the medians of a and b (rates per round), with
+// the median and range of the per-round ratios (a round measures every
+// target within seconds: its ratio is the least moved by the machine's
+// drift).
+func satRatio(a, b []float64) string {
+	s := fmt.Sprintf("%.2f", median(a)/median(b))
+	var rs []float64
+	for i := range min(len(a), len(b)) {
+		if b[i] > 0 {
+			rs = append(rs, a[i]/b[i])
+		}
+	}
+	if len(rs) >= 3 {
+		slices.Sort(rs)
+		s += fmt.Sprintf(" (rounds: median %.2f, %.2f to %.2f)", rs[len(rs)/2], rs[0], rs[len(rs)-1])
+	}
+	return s + " (target ≥ 0.9)"
 }
 
 // saturate sends requests from workers goroutines, each as soon as the

@@ -45,3 +45,18 @@ func TestOnlyRefusesUnknown(t *testing.T) {
 		t.Error("Run with an unknown cost part did not fail")
 	}
 }
+
+// TestSatRatio: the per-core ratio is the ratio of the medians, and the
+// rounds' own ratios (round i of a against round i of b) are shown with
+// their median and range.
+func TestSatRatio(t *testing.T) {
+	a := []float64{90, 80, 100, 70, 95} // median 90
+	b := []float64{100, 100, 100, 100, 100}
+	want := "0.90 (rounds: median 0.90, 0.70 to 1.00) (target ≥ 0.9)"
+	if got := satRatio(a, b); got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	if got := satRatio([]float64{8}, []float64{10}); got != "0.80 (target ≥ 0.9)" {
+		t.Fatalf("one round: got %q", got)
+	}
+}
