@@ -17,7 +17,10 @@ const minWholeValue = 1024
 var arrayKeys = map[string]bool{"messages": true, "input": true}
 
 // span is a [start, end) range of a request body.
-type span struct{ start, end int }
+type span struct {
+	start, end int
+	key        blobKey // the bytes' key when known (a message's, from the proxy's view), else zero
+}
 
 // splitBody finds the parts of a JSON request body stored as blobs: each
 // element of the message array and any other large top-level value. The
@@ -36,7 +39,7 @@ func splitBody(body []byte) []span {
 	root := gjson.Parse(conv.AsString(body))
 	var spans []span
 	add := func(v gjson.Result) {
-		spans = append(spans, span{v.Index, v.Index + len(v.Raw)})
+		spans = append(spans, span{start: v.Index, end: v.Index + len(v.Raw)})
 	}
 	root.ForEach(func(k, v gjson.Result) bool {
 		switch {

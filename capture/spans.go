@@ -17,11 +17,12 @@ func spansOf(view *conv.Request) []span {
 		case f.Key == "input":
 			return nil
 		case f.Key == "messages":
-			for _, m := range view.Messages {
-				spans = append(spans, span{m.Start, m.End})
+			for i := range view.Messages {
+				m := &view.Messages[i]
+				spans = append(spans, span{m.Start, m.End, blobKey(m.RawKey())}) // keyed when parsed, not hashed again
 			}
 		case f.End-f.Start >= minWholeValue:
-			spans = append(spans, span{f.Start, f.End})
+			spans = append(spans, span{start: f.Start, end: f.End})
 		}
 	}
 	if !spansValid(view.Body, spans) {

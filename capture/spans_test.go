@@ -35,8 +35,16 @@ func TestSpansOf(t *testing.T) {
 		if got == nil {
 			continue // left to splitBody
 		}
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("body %d: spansOf %v, splitBody %v", i, got, want)
+		ranges := make([]span, len(got))
+		for k, sp := range got {
+			ranges[k] = span{start: sp.start, end: sp.end}
+			// A key the view gave is the key of those very bytes.
+			if sp.key != (blobKey{}) && sp.key != keyOf(view.Body[sp.start:sp.end]) {
+				t.Errorf("body %d: span %d's key is not its bytes' key", i, k)
+			}
+		}
+		if !reflect.DeepEqual(ranges, want) {
+			t.Errorf("body %d: spansOf %v, splitBody %v", i, ranges, want)
 		}
 	}
 }

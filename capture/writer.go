@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"io/fs"
 	"log/slog"
 	"path/filepath"
@@ -166,18 +165,15 @@ type Writer struct {
 	hdr         headerScratch
 }
 
-// blobKey finds a blob the segment already holds. It is two 64-bit
-// maphash sums under seeds of this process: 128 bits, as unlikely to
-// collide as the SHA-256 the blob is stored under, a tenth of its cost
-// (every element of every request is hashed; only new ones get a
-// SHA-256), and not predictable from outside the process.
+// blobKey finds a blob the segment already holds: conv.RawKeyOf its
+// bytes, 128 bits under seeds of this process, as unlikely to collide as
+// the SHA-256 the blob is stored under, a tenth of its cost (only new
+// blobs get a SHA-256), and not predictable from outside the process. A
+// message's key comes with the proxy's view (computed once when the
+// message was first parsed), so a history is not hashed again per request.
 type blobKey [2]uint64
 
-var blobSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
-
-func keyOf(b []byte) blobKey {
-	return blobKey{maphash.Bytes(blobSeeds[0], b), maphash.Bytes(blobSeeds[1], b)}
-}
+func keyOf(b []byte) blobKey { return blobKey(conv.RawKeyOf(b)) }
 
 // segState is the segment being written. Its file is created with the
 // first frame.
@@ -556,7 +552,10 @@ func (w *Writer) encodeRequest(r *Record, spans []span) {
 	ords := w.fr.ords[:0]
 	for _, s := range spans {
 		elem := r.Data[s.start:s.end]
-		k := keyOf(elem)
+		k := s.key
+		if k == (blobKey{}) {
+			k = keyOf(elem)
+		}
 		ord, ok := w.seg.blobs[k]
 		if !ok {
 			ord = w.addBlob(k, elem)

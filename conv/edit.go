@@ -69,6 +69,7 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 			m.ReasoningStart, m.ReasoningEnd = rs, rs+len(e.Repl)
 			m.Reasoning = gjson.Parse(s[rs:m.ReasoningEnd]).Str
 			m.Start, m.End = start, end
+			m.key = rawKeyString(s[start:end])
 		case 2:
 			elem := body[start:end]
 			if r.msgDup || !utf8.Valid(elem) || !valid(elem, MaxDepth-2) {

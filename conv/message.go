@@ -61,7 +61,16 @@ type Message struct {
 	ToolCallID string
 
 	dup bool // the message object repeats a key
+	// key is RawKeyOf the message's bytes (Body[Start:End]), computed
+	// when they are read and carried with the message when it moves (the
+	// Reparser, Apply): readers that key or hash whole messages (the
+	// capture's blobs, the guard's prefix check) use it instead of
+	// hashing a history again on every request.
+	key RawKey
 }
+
+// RawKey returns RawKeyOf(Body[m.Start:m.End]) of the message's request.
+func (m *Message) RawKey() RawKey { return m.key }
 
 // ToolCall is one tool call of an assistant message or of a response.
 type ToolCall struct {
@@ -87,6 +96,7 @@ func parseMessage(i int, v gjson.Result, dup *bool) Message {
 	m := Message{
 		Index: i, Start: v.Index, End: v.Index + len(v.Raw),
 		ReasoningStart: -1, ReasoningEnd: -1,
+		key: rawKeyString(v.Raw),
 	}
 	if !v.IsObject() {
 		return m

@@ -254,11 +254,11 @@ func turnSteps(req *conv.Request) []int {
 // are unchanged; a history that was edited, reordered or shortened is
 // folded again from the start. The result always equals Guard.Fold.
 //
-// The check hashes every message's bytes with hash/maphash (a seed per
-// projection; it guards against accidents, not adversaries) and compares
-// the count and the hash of the prefix. The cost is one pass of a fast
-// hash over the body, instead of parsing failures and canonical JSON for
-// every call again.
+// The check hashes every message's key (conv.RawKey, 128 bits of its
+// bytes) with hash/maphash (a seed per projection) and compares the count
+// and the hash of the prefix. The keys come with the view, computed once
+// per message; the check costs 16 bytes of hashing per message instead of
+// parsing failures and canonical JSON for every call again.
 //
 // A projection belongs to the Guard that made it: a changed Config needs
 // new Projections. It is not safe for concurrent use.
@@ -299,7 +299,7 @@ func (p *projection) Update(req *conv.Request) (signals, stats) {
 	h.SetSeed(p.seed)
 	start := 0
 	if p.n > 0 && len(msgs) >= p.n {
-		hashMessages(&h, req.Body, msgs[:p.n])
+		hashMessages(&h, msgs[:p.n])
 		if h.Sum64() == p.sum {
 			start = p.n
 		}
@@ -312,19 +312,21 @@ func (p *projection) Update(req *conv.Request) (signals, stats) {
 	for i := start; i < len(msgs); i++ {
 		p.f.add(p.g, req.Body, &msgs[i])
 	}
-	hashMessages(&h, req.Body, msgs[start:])
+	hashMessages(&h, msgs[start:])
 	p.n, p.sum = len(msgs), h.Sum64()
 	st.Processed = len(msgs) - start
 	return p.f.signals(p.g), st
 }
 
-// hashMessages writes each message's length and bytes.
-func hashMessages(h *maphash.Hash, body []byte, msgs []conv.Message) {
-	var n [8]byte
+// hashMessages writes each message's key (conv.RawKey: 128 bits of its
+// bytes, computed when the message was first parsed and carried by the
+// Reparser, so a history is not hashed again on every request).
+func hashMessages(h *maphash.Hash, msgs []conv.Message) {
+	var n [16]byte
 	for i := range msgs {
-		m := &msgs[i]
-		binary.LittleEndian.PutUint64(n[:], uint64(m.End-m.Start))
+		k := msgs[i].RawKey()
+		binary.LittleEndian.PutUint64(n[:8], k[0])
+		binary.LittleEndian.PutUint64(n[8:], k[1])
 		h.Write(n[:])
-		h.Write(body[m.Start:m.End])
 	}
 }
