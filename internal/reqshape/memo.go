@@ -2,23 +2,25 @@ package reqshape
 
 import (
 	"container/list"
-	"hash/maphash"
 	"strings"
 	"sync"
 
+	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/jsonstr"
 	"github.com/shaperproxy/shaperproxy/shaping"
 )
 
 // memo remembers shaped texts so that the history an agent re-sends with
-// every request is shaped once, not once per request. It is keyed by the
-// text and the options, and holds at most a fixed number of entries (least
-// recently used out first). A memo never changes a result: Shape gives
-// exactly what shaping.Shape gives. The zero value is not usable; use
-// NewMemo. A memo is safe for concurrent use.
+// every request is shaped once, not once per request. It is keyed by where
+// the text was read (source: the key of the message's bytes, which the
+// view computed once when the message was first parsed, and which part of
+// it) and the options, so that a hit costs no pass over the text; it holds
+// at most a fixed number of entries (least recently used out first). A
+// memo never changes a result: Shape gives exactly what shaping.Shape
+// gives (the same message bytes hold the same text). The zero value is
+// not usable; use newMemo. A memo is safe for concurrent use.
 type memo struct {
 	mu    sync.Mutex
-	seed  maphash.Seed
 	max   int
 	order *list.List // front = most recent; values are *memoEntry
 	items map[memoKey]*list.Element
@@ -26,15 +28,26 @@ type memo struct {
 	miss  uint64
 }
 
+// source says where a text was read: the message (the key of its bytes,
+// conv.Message.RawKey) and the part of it.
+type source struct {
+	msg  conv.RawKey
+	part uint8 // partReasoning or partThink
+}
+
+const (
+	partReasoning uint8 = iota + 1 // the message's reasoning field
+	partThink                      // the <think> block of its content
+)
+
 type memoKey struct {
-	h    uint64
-	n    int // length of the text, to make a hash collision harmless in practice
+	src  source
+	n    int // length of the text
 	opts shaping.Options
 }
 
 type memoEntry struct {
 	key     memoKey
-	text    string
 	out     string
 	quoted  []byte // jsonstr.Quote(out), made on the first ask (nil: not yet)
 	changed bool
@@ -42,12 +55,13 @@ type memoEntry struct {
 
 // newMemo returns a Memo holding up to max entries.
 func newMemo(max int) *memo {
-	return &memo{seed: maphash.MakeSeed(), max: max, order: list.New(), items: map[memoKey]*list.Element{}}
+	return &memo{max: max, order: list.New(), items: map[memoKey]*list.Element{}}
 }
 
-// Shape returns shaping.Shape(text, o), from memory when it can.
-func (m *memo) Shape(text string, o shaping.Options) (string, bool) {
-	out, _, changed := m.shape(text, o, false)
+// Shape returns shaping.Shape(text, o), from memory when it can; text is
+// what src holds.
+func (m *memo) Shape(src source, text string, o shaping.Options) (string, bool) {
+	out, _, changed := m.shape(src, text, o, false)
 	return out, changed
 }
 
@@ -55,21 +69,21 @@ func (m *memo) Shape(text string, o shaping.Options) (string, bool) {
 // string token (jsonstr.Quote(out)), remembered with out: the history an
 // agent re-sends is quoted once, not once per request. The quoted slice is
 // shared: callers must not modify it.
-func (m *memo) ShapeQuoted(text string, o shaping.Options) (out string, quoted []byte, changed bool) {
-	return m.shape(text, o, true)
+func (m *memo) ShapeQuoted(src source, text string, o shaping.Options) (out string, quoted []byte, changed bool) {
+	return m.shape(src, text, o, true)
 }
 
-func (m *memo) shape(text string, o shaping.Options, quote bool) (string, []byte, bool) {
+func (m *memo) shape(src source, text string, o shaping.Options, quote bool) (string, []byte, bool) {
 	if o.Op == shaping.OpKeep {
-		return text, nil, false // what shaping.Shape gives, without hashing text
+		return text, nil, false // what shaping.Shape gives, without looking text up
 	}
 	if m == nil {
 		out, changed := shaping.Shape(text, o)
 		return out, quoteIf(quote && changed, out), changed
 	}
-	k := memoKey{h: maphash.String(m.seed, text), n: len(text), opts: o}
+	k := memoKey{src: src, n: len(text), opts: o}
 	m.mu.Lock()
-	if el, ok := m.items[k]; ok && el.Value.(*memoEntry).text == text {
+	if el, ok := m.items[k]; ok {
 		m.order.MoveToFront(el)
 		e := el.Value.(*memoEntry)
 		m.hits++
@@ -81,6 +95,9 @@ func (m *memo) shape(text string, o shaping.Options, quote bool) (string, []byte
 		if !quote || !e.changed {
 			q = nil
 		}
+		if !e.changed {
+			return text, q, false
+		}
 		return e.out, q, e.changed
 	}
 	m.miss++
@@ -88,9 +105,9 @@ func (m *memo) shape(text string, o shaping.Options, quote bool) (string, []byte
 	out, changed := shaping.Shape(text, o)
 	// The memo outlives the request: its strings must not share the
 	// memory of the request's body (a view's strings do), or each entry
-	// would keep a whole history alive.
-	e := &memoEntry{key: k, text: strings.Clone(text), changed: changed}
-	if e.out = e.text; out != text {
+	// would keep a whole history alive. An unchanged text is not kept.
+	e := &memoEntry{key: k, changed: changed}
+	if changed {
 		e.out = strings.Clone(out)
 	}
 	if quote && changed {

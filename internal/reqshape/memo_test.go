@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/jsonstr"
 	"github.com/shaperproxy/shaperproxy/shaping"
 )
@@ -21,16 +22,17 @@ func TestMemoShapeQuoted(t *testing.T) {
 			for _, text := range texts {
 				for _, o := range opts {
 					want, wchanged := shaping.Shape(text, o)
+					src := source{conv.RawKeyOf([]byte(text)), partReasoning}
 					var out string
 					var q []byte
 					var changed bool
 					if round == 1 && m != nil {
-						out, changed = m.Shape(text, o) // an entry made without the quote
+						out, changed = m.Shape(src, text, o) // an entry made without the quote
 						if changed {
-							_, q, _ = m.ShapeQuoted(text, o)
+							_, q, _ = m.ShapeQuoted(src, text, o)
 						}
 					} else {
-						out, q, changed = m.ShapeQuoted(text, o)
+						out, q, changed = m.ShapeQuoted(src, text, o)
 					}
 					if out != want || changed != wchanged {
 						t.Fatalf("round %d op %v: got (%q, %v), want (%q, %v)", round, o.Op, out, changed, want, wchanged)
@@ -47,17 +49,37 @@ func TestMemoShapeQuoted(t *testing.T) {
 	}
 }
 
-// TestMemoKeepSkips: under OpKeep the memo neither hashes nor remembers
+// TestMemoKeepSkips: under OpKeep the memo neither looks up nor remembers
 // the text (Shape leaves it as it is anyway).
 func TestMemoKeepSkips(t *testing.T) {
 	m := newMemo(16)
 	text := strings.Repeat("reasoning ", 1000)
 	for range 3 {
-		if out, changed := m.Shape(text, shaping.Options{Op: shaping.OpKeep}); out != text || changed {
+		if out, changed := m.Shape(source{conv.RawKeyOf([]byte(text)), partReasoning}, text, shaping.Options{Op: shaping.OpKeep}); out != text || changed {
 			t.Fatalf("keep changed the text")
 		}
 	}
 	if hits, misses := m.Stats(); hits != 0 || misses != 0 || m.order.Len() != 0 {
 		t.Fatalf("keep used the memo: %d hits, %d misses, %d entries", hits, misses, m.order.Len())
+	}
+}
+
+// TestMemoBySource: the memo finds a text by where it was read (the
+// message's key and the part), so a hit costs no pass over the text: the
+// same text read from another message, or from the other part, is an
+// entry of its own, and the hit returns what shaping.Shape gives.
+func TestMemoBySource(t *testing.T) {
+	m := newMemo(16)
+	text := strings.Repeat("Hmm, wait. The answer is 42 because the tests say so. ", 40)
+	o := shaping.Options{Op: shaping.OpExtract, MaxChars: 120}
+	want, _ := shaping.Shape(text, o)
+	a, b := conv.RawKeyOf([]byte("message a")), conv.RawKeyOf([]byte("message b"))
+	for _, src := range []source{{a, partReasoning}, {a, partReasoning}, {b, partReasoning}, {a, partThink}, {b, partReasoning}} {
+		if out, _ := m.Shape(src, text, o); out != want {
+			t.Fatalf("%v: got %q, want %q", src, out, want)
+		}
+	}
+	if hits, misses := m.Stats(); hits != 2 || misses != 3 {
+		t.Fatalf("%d hits, %d misses; want 2 hits (the repeated sources) and 3 misses", hits, misses)
 	}
 }

@@ -373,7 +373,7 @@ func reasoningCand(body []byte, m *conv.Message, rule shapeRule, memo *memo, all
 		}
 		opts.Op = shaping.OpExtract // the protocol needs the field: keep it, shaped
 	}
-	out, quoted, changed := memo.ShapeQuoted(m.Reasoning, opts)
+	out, quoted, changed := memo.ShapeQuoted(source{m.RawKey(), partReasoning}, m.Reasoning, opts)
 	if !changed || out == "" {
 		return c, true
 	}
@@ -465,7 +465,7 @@ func thinkCand(body []byte, m *conv.Message, rule shapeRule, memo *memo, allowed
 	if opts.Op == shaping.OpDrop {
 		opts.Op = shaping.OpExtract
 	}
-	out, changed := memo.Shape(inner, opts)
+	out, changed := memo.Shape(source{m.RawKey(), partThink}, inner, opts)
 	if !changed || out == "" {
 		return c, true
 	}
