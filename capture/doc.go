@@ -12,11 +12,10 @@
 //	...
 //	err = w.Close()
 //
-// The proxy's Observer hands a call's request record over with the
-// answer's header (a non-stream answer's records, small ones, all at its
-// end): the writer is not woken while the request goes upstream. A call
-// still waiting for its upstream's first byte is not in the log yet; the
-// record keeps the time the request was sent.
+// The proxy's Observer queues a call's request record as the request goes
+// upstream, in its place, but without waking the writer (the call's later
+// records do, as do the frame timer, Flush and Close); a non-stream
+// answer's records, when small, are handed over together at its end.
 //
 // Nothing the disk does holds up traffic. A failed write loses its frame
 // (counted in WriterStats.Lost) and the writer backs off, then tries again

@@ -76,16 +76,11 @@ func (o *Observer) Request(call *proxy.Call, up *proxy.Upstream) proxy.ResponseS
 	r.Method, r.URL, r.Header, r.Data = up.Method, up.URL, up.Header, up.Body
 	r.ReasoningShaped, r.ReasoningRaw = call.Reasoning.Shaped, call.Reasoning.Raw
 	r.Purpose, r.Conversation = call.Purpose, call.Conversation
-	// The record waits in the sink for the answer's header (for a
-	// non-stream answer, for its end, with the answer's records): the
-	// writer is not woken before the request is on its way, nor once per
-	// record.
-	r.Time = time.Now()
-	q := queued{Record: r}
-	if view := call.View; view != nil && sameBytes(view.Body, r.Data) {
-		q.view = view // the proxy's view of the body saves the writer reading it again
-	}
-	return &captureSink{w: o.w, base: base, call: call, where: whereWire, req: q, pending: true}
+	// Queued in its place, without waking the writer while the request
+	// goes upstream: the call's later records wake it. The proxy's view of
+	// the body, when it is one, saves the writer reading it again.
+	o.w.enqueueQuiet(requestQ(r, call.View))
+	return &captureSink{w: o.w, base: base, call: call, where: whereWire}
 }
 
 // captureSink records one response as it passes, and the usage it
@@ -101,8 +96,6 @@ type captureSink struct {
 	// are): one hand-over instead of three. held is the records kept,
 	// heldArr their room in the sink itself.
 	hold      bool
-	req       queued // the request record, until pending is false
-	pending   bool
 	held      []queued
 	heldBytes int
 	heldArr   [maxHeldRecords]queued
@@ -119,21 +112,13 @@ const (
 )
 
 // keep holds q, or enqueues it (and what was held) when the answer is not
-// held or no longer fits. The request record held first is not counted
-// against maxHeldBody: its data is the proxy's body of the call, not a
-// buffer of the writer's.
+// held or no longer fits.
 func (s *captureSink) keep(q queued) {
-	n := q.held()
-	if q.Kind == KindRequest {
-		n = 0
-	}
-	if s.hold && s.heldBytes+int(n) <= maxHeldBody && len(s.held) < maxHeldRecords {
+	if n := q.held(); s.hold && s.heldBytes+int(n) <= maxHeldBody && len(s.held) < maxHeldRecords {
 		if s.held == nil {
 			s.held = s.heldArr[:0]
 		}
-		if q.Time.IsZero() {
-			q.Time = time.Now()
-		}
+		q.Time = time.Now()
 		s.held = append(s.held, q)
 		s.heldBytes += int(n)
 		return
@@ -163,18 +148,7 @@ func (s *captureSink) Response(info *proxy.ResponseInfo) {
 	r := s.record(KindResponse, s.call.Since())
 	r.Status, r.Header, r.Stream = info.Status, info.Header, info.Stream
 	s.hold = !info.Stream
-	s.sendRequest()
 	s.keep(queued{Record: r})
-}
-
-// sendRequest puts the request record first: held with the answer's
-// records, or enqueued.
-func (s *captureSink) sendRequest() {
-	if s.pending {
-		s.pending = false
-		s.keep(s.req)
-		s.req = queued{}
-	}
 }
 
 // Event records one event. An event longer than the proxy keeps comes
@@ -206,10 +180,6 @@ func (s *captureSink) End(end proxy.End) {
 	r := s.record(KindEnd, end.Duration)
 	r.Status, r.Outcome, r.Bytes, r.Events, r.Err, r.Usage = end.Status, string(end.Outcome), end.Bytes, end.Events, end.Err, end.Usage
 	r.Purpose, r.Conversation = s.call.Purpose, s.call.Conversation
-	if s.pending { // no answer came: the request goes with the end
-		s.hold = true
-		s.sendRequest()
-	}
 	if s.hold {
 		s.keep(queued{Record: r})
 		s.release()

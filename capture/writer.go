@@ -129,6 +129,7 @@ type Writer struct {
 	q        chan queued
 	flushReq chan flushReq
 	stop     chan struct{}
+	kick     chan struct{} // wakes the writer: records wait in q
 	done     chan struct{}
 
 	mu     sync.RWMutex // guards closed against Enqueue
@@ -230,6 +231,7 @@ func Open(opts Options) (*Writer, error) {
 		q:          make(chan queued, opts.QueueSize),
 		flushReq:   make(chan flushReq),
 		stop:       make(chan struct{}),
+		kick:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
 		enc:        enc,
 		nextNum:    1,
@@ -267,10 +269,16 @@ func (w *Writer) EnqueueCopy(r Record, data []byte) bool { return w.enqueueQ(cop
 // to store them as blobs. The view must not change afterwards (views do
 // not).
 func (w *Writer) EnqueueRequest(r Record, view *conv.Request) bool {
+	return w.enqueueQ(requestQ(r, view))
+}
+
+// requestQ is the queued request record, with view when it is the view of
+// r.Data (the very slice).
+func requestQ(r Record, view *conv.Request) queued {
 	if view == nil || !sameBytes(view.Body, r.Data) {
-		return w.enqueueQ(queued{Record: r})
+		return queued{Record: r}
 	}
-	return w.enqueueQ(queued{Record: r, view: view})
+	return queued{Record: r, view: view}
 }
 
 // queued is a record waiting for the writer goroutine; buf, when set, is
@@ -329,7 +337,16 @@ func (w *Writer) enqueueBatch(qs []queued) bool {
 	return w.enqueueQ(q)
 }
 
-func (w *Writer) enqueueQ(q queued) bool {
+func (w *Writer) enqueueQ(q queued) bool { return w.send(q, false) }
+
+// enqueueQuiet queues q without waking the writer: it takes it, in its
+// place in the queue, when something else wakes it (the next record that
+// does, its frame timer, a Flush or Close), or when batchMin records wait.
+// The proxy's request record goes this way: the writer is not woken while
+// the request goes upstream, and the call's other records wake it.
+func (w *Writer) enqueueQuiet(q queued) bool { return w.send(q, true) }
+
+func (w *Writer) send(q queued, quiet bool) bool {
 	if q.Time.IsZero() {
 		q.Time = time.Now()
 	}
@@ -348,6 +365,12 @@ func (w *Writer) enqueueQ(q queued) bool {
 	select {
 	case w.q <- q:
 		w.enqueued.Add(q.records())
+		if !quiet || len(w.q) >= batchMin {
+			select {
+			case w.kick <- struct{}{}:
+			default: // a wake-up is pending already
+			}
+		}
 		return true
 	default:
 		w.queued.Add(-n)
@@ -430,8 +453,7 @@ func (w *Writer) run() {
 	w.enforceRetention()
 	for {
 		select {
-		case r := <-w.q:
-			w.take(r)
+		case <-w.kick:
 			// At a low rate, let the rest of the call's records arrive before
 			// taking them: one wake-up for a burst instead of one per record,
 			// which on a small machine is CPU taken from the traffic. Under
@@ -439,9 +461,14 @@ func (w *Writer) run() {
 			if len(w.q) < batchMin {
 				time.Sleep(batchDelay)
 			}
-			w.drain(1024)
+			if w.drain(1024) {
+				w.rekick() // more wait: take them after a look at the other cases
+			}
 		case <-timer.C:
 			armed = false
+			if w.drain(1024) { // the quiet records that came meanwhile go in this frame
+				w.rekick()
+			}
 			w.writeFrame()
 		case req := <-w.flushReq:
 			for w.consumed < req.target {
@@ -474,15 +501,25 @@ func (w *Writer) run() {
 	}
 }
 
-// drain takes up to n queued records without waiting (all when n < 0).
-func (w *Writer) drain(n int) {
+// drain takes up to n queued records without waiting (all when n < 0);
+// more reports whether it stopped with records left.
+func (w *Writer) drain(n int) (more bool) {
 	for ; n != 0; n-- {
 		select {
 		case r := <-w.q:
 			w.take(r)
 		default:
-			return
+			return false
 		}
+	}
+	return len(w.q) > 0
+}
+
+// rekick has the writer come back to the queue on its next turn.
+func (w *Writer) rekick() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
 	}
 }
 

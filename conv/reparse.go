@@ -155,7 +155,7 @@ func (r *Request) heldBytes() int {
 	if r.held > 0 {
 		return r.held
 	}
-	n := len(r.Body) + 512 + len(r.fields)*int(unsafe.Sizeof(Field{})) + len(r.Messages)*int(unsafe.Sizeof(Message{}))
+	n := len(r.Body) + 512 + cap(r.fields)*int(unsafe.Sizeof(Field{})) + cap(r.Messages)*int(unsafe.Sizeof(Message{}))
 	for i := range r.Messages {
 		m := &r.Messages[i]
 		n += len(m.Reasoning) + len(m.Content) + len(m.ToolCalls)*int(unsafe.Sizeof(ToolCall{}))
@@ -276,7 +276,7 @@ func trimSpaceEnd(body []byte, start, end int) int {
 // the array ends.
 func (r *Request) walkMessages(body []byte, v int, prev *Request, same *span) (int, bool) {
 	s := bodyString(body)
-	r.Messages = make([]Message, 0, len(prev.Messages)+2) // an agent's next request adds a message or two
+	r.Messages = make([]Message, 0, len(prev.Messages)+4)
 	reuse := true
 	i := skipSpace(body, v+1)
 	if i < len(body) && body[i] == ']' {

@@ -235,6 +235,7 @@ func TestStreamIdleTimeout(t *testing.T) {
 		}))
 		up.EnableHTTP2 = h2
 		up.StartTLS()
+		t.Cleanup(up.Close)
 		obs := &recordingObserver{}
 		_, px := newTestProxy(t, up.URL, func(o *Options) {
 			o.StreamIdleTimeout = 150 * time.Millisecond
@@ -261,7 +262,6 @@ func TestStreamIdleTimeout(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("h2 %v: the upstream's request was not cancelled", h2)
 		}
-		up.Close()
 	}
 }
 

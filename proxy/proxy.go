@@ -75,7 +75,9 @@ type Options struct {
 	// Intercept is not empty.
 	CA *tls.Certificate
 	// Transport sends requests upstream. If nil, a transport built from
-	// the timeouts below is used.
+	// the timeouts below is used. The stream idle timeout closes a
+	// response body while a Read of it may be waiting: the body must let
+	// Close run then and make that Read return (net/http's transports do).
 	Transport http.RoundTripper
 	// ConnectTimeout bounds dialing upstream (default 10s);
 	// ResponseHeaderTimeout bounds the wait for the response header

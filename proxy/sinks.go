@@ -34,9 +34,9 @@ func (p *Proxy) observe(call *Call, out *http.Request, body []byte) sinkList {
 	if len(p.opts.Observers) == 0 {
 		return sinkList{}
 	}
-	o := &observed{up: Upstream{Method: out.Method, URL: out.URL.String(), Header: out.Header, Body: body}}
-	up := &o.up
-	sinks := sinkList{log: p.log, id: call.ID, s: o.sinks[:0], usage: &o.usage}
+	ob := &observed{up: Upstream{Method: out.Method, URL: out.URL.String(), Header: out.Header, Body: body}}
+	up := &ob.up
+	sinks := sinkList{log: p.log, id: call.ID, s: ob.sinks[:0], usage: &ob.usage}
 	for _, o := range p.opts.Observers {
 		if s := o.Request(call, up); s != nil {
 			sinks.s = append(sinks.s, s)

@@ -370,9 +370,11 @@ func costSaturation(ctx context.Context, c *http.Client, targets []costTarget, b
 				return fmt.Errorf("%s: %w", tg.name, err)
 			}
 			rps[tg.name] = append(rps[tg.name], float64(n)/elapsed.Seconds())
+			rate := 0.0 // no reading: left out of the medians, the round out of the ratios
 			if cpu > 0 {
-				perCore[tg.name] = append(perCore[tg.name], float64(n)/cpu.Seconds())
+				rate = float64(n) / cpu.Seconds()
 			}
+			perCore[tg.name] = append(perCore[tg.name], rate)
 		}
 	}
 	title = fmt.Sprintf("%s (%d clients, %d × %s)", title, workers, cs.satRounds, cs.satDur)
@@ -383,7 +385,7 @@ func costSaturation(ctx context.Context, c *http.Client, targets []costTarget, b
 	w.add(append(row, fmt.Sprintf("%.2f", median(rps[costAll])/median(rps[stdlib])))...)
 	row = []string{title, "requests per CPU-second of the serving process (per core; median of rounds)"}
 	for _, tg := range targets {
-		row = append(row, fmt.Sprintf("%.0f", median(perCore[tg.name])))
+		row = append(row, fmt.Sprintf("%.0f", median(positive(perCore[tg.name]))))
 	}
 	w.add(append(row, satRatio(perCore[costAll], perCore[stdlib]))...)
 	return nil
@@ -394,10 +396,10 @@ func costSaturation(ctx context.Context, c *http.Client, targets []costTarget, b
 // target within seconds: its ratio is the least moved by the machine's
 // drift).
 func satRatio(a, b []float64) string {
-	s := fmt.Sprintf("%.2f", median(a)/median(b))
+	s := fmt.Sprintf("%.2f", median(positive(a))/median(positive(b)))
 	var rs []float64
 	for i := range min(len(a), len(b)) {
-		if b[i] > 0 {
+		if a[i] > 0 && b[i] > 0 {
 			rs = append(rs, a[i]/b[i])
 		}
 	}
@@ -449,6 +451,17 @@ func saturate(ctx context.Context, c *http.Client, tg costTarget, bodies [][]byt
 		cpu = 0
 	}
 	return int(n), elapsed, cpu, nil
+}
+
+// positive returns the values of xs above zero (the rounds that have one).
+func positive(xs []float64) []float64 {
+	var out []float64
+	for _, x := range xs {
+		if x > 0 {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 func median(xs []float64) float64 {

@@ -59,4 +59,10 @@ func TestSatRatio(t *testing.T) {
 	if got := satRatio([]float64{8}, []float64{10}); got != "0.80 (target ≥ 0.9)" {
 		t.Fatalf("one round: got %q", got)
 	}
+	// A round without a CPU reading (0) is left out of both the medians
+	// and the per-round ratios; the other rounds stay paired.
+	a, b = []float64{90, 0, 80, 100, 70}, []float64{100, 100, 0, 100, 100}
+	if got, want := satRatio(a, b), "0.90 (rounds: median 0.90, 0.70 to 1.00) (target ≥ 0.9)"; got != want {
+		t.Fatalf("missing readings: got %q, want %q", got, want)
+	}
 }
