@@ -14,10 +14,9 @@ import (
 // holds no body, header or key.
 func (p *Proxy) finish(call *Call, info *ResponseInfo, end End) {
 	end.Duration = time.Since(call.Start)
-	model := p.metrics.models.known(call.Model)
-	if end.Outcome == OutcomeComplete && end.Status < 300 {
-		model = p.metrics.models.value(call.Model) // a model that answered takes a place in the label's set
-	}
+	// A model that answered takes a place in the label's set; any other
+	// keeps its own label only if it has one already.
+	model := p.metrics.models.label(call.Model, end.Outcome == OutcomeComplete && end.Status < 300)
 	status := strconv.Itoa(end.Status)
 	m := p.metrics
 	m.counter(m.requests, call.Route, methodLabel(call.Method), status, string(end.Outcome), model).Inc()

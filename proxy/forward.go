@@ -159,6 +159,17 @@ func (p *Proxy) readBody(rc *http.ResponseController, r *http.Request) (body []b
 		return nil, br, nil
 	}
 	br.total = time.Now().Add(p.opts.RequestBodyTimeout)
+	if n := r.ContentLength; n > 0 && n <= maxPrealloc {
+		// The usual body: its length declared, read into a buffer of
+		// that length (the server's body ends there, or fails short).
+		buf := make([]byte, n)
+		_, err = io.ReadFull(br, buf)
+		br.release()
+		if err != nil {
+			return nil, nil, err
+		}
+		return buf, nil, nil
+	}
 	var b bytes.Buffer
 	if r.ContentLength > 0 {
 		// One allocation for the usual body (ReadFrom wants MinRead free
