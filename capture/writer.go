@@ -454,6 +454,9 @@ func (w *Writer) run() {
 	for {
 		select {
 		case <-w.kick:
+			if len(w.q) == 0 {
+				break // the kick of records an earlier pass took
+			}
 			// At a low rate, let the rest of the call's records arrive before
 			// taking them: one wake-up for a burst instead of one per record,
 			// which on a small machine is CPU taken from the traffic. Under
