@@ -1,15 +1,14 @@
 package proxy
 
 import (
-	"sync"
-
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shaperproxy/shaperproxy/internal/resolved"
 )
 
 // WithLabelValues hashes its label values and takes the vector's lock on
 // every call; a request makes about ten such calls. The children are kept
-// instead, by vector and label values: a lookup in a map under a read
-// lock, without allocation.
+// instead, by vector and label values: a lookup without a lock or an
+// allocation (internal/resolved).
 
 // maxLabels is the most label values a cached child has.
 const maxLabels = 5
@@ -20,33 +19,18 @@ type childKey struct {
 	lv  [maxLabels]string
 }
 
-// children holds the children of a Metrics' vectors.
-type children struct {
-	mu sync.RWMutex
-	m  map[childKey]any
-}
+// children holds the children of a Metrics' vectors, resolved once per
+// vector and label values.
+type children = resolved.Cache[childKey, any]
 
 // maxChildren bounds the children kept (label values taken from requests
 // are bounded already; past it the cache starts again).
 const maxChildren = 4096
 
-func (c *children) get(vec any, lv []string, newChild func() any) any {
+func getChild(c *children, vec any, lv []string, newChild func() any) any {
 	k := childKey{vec: vec}
 	copy(k.lv[:], lv)
-	c.mu.RLock()
-	v, ok := c.m[k]
-	c.mu.RUnlock()
-	if ok {
-		return v
-	}
-	v = newChild()
-	c.mu.Lock()
-	if c.m == nil || len(c.m) >= maxChildren {
-		c.m = make(map[childKey]any)
-	}
-	c.m[k] = v
-	c.mu.Unlock()
-	return v
+	return c.Get(k, newChild)
 }
 
 // counter is vec.WithLabelValues(lv...), kept after its first use.
@@ -54,7 +38,7 @@ func (m *Metrics) counter(vec *prometheus.CounterVec, lv ...string) prometheus.C
 	if len(lv) > maxLabels {
 		return vec.WithLabelValues(lv...)
 	}
-	return m.children.get(vec, lv, func() any { return vec.WithLabelValues(lv...) }).(prometheus.Counter)
+	return getChild(m.children, vec, lv, func() any { return vec.WithLabelValues(lv...) }).(prometheus.Counter)
 }
 
 // observer is vec.WithLabelValues(lv...), kept after its first use.
@@ -62,5 +46,5 @@ func (m *Metrics) observer(vec *prometheus.HistogramVec, lv ...string) prometheu
 	if len(lv) > maxLabels {
 		return vec.WithLabelValues(lv...)
 	}
-	return m.children.get(vec, lv, func() any { return vec.WithLabelValues(lv...) }).(prometheus.Observer)
+	return getChild(m.children, vec, lv, func() any { return vec.WithLabelValues(lv...) }).(prometheus.Observer)
 }

@@ -1,6 +1,9 @@
 package proxy
 
-import "testing"
+import (
+	"strconv"
+	"testing"
+)
 
 // TestMetricChildren: a cached child is the vector's own, and a lookup
 // allocates nothing.
@@ -22,5 +25,21 @@ func TestMetricChildren(t *testing.T) {
 		m.observer(m.duration, "r", "m").Observe(1)
 	}); n != 0 {
 		t.Errorf("%v allocations per lookup", n)
+	}
+}
+
+// TestMetricChildrenBounded: the cache holds at most maxChildren children
+// however many label values come (past the bound it starts again), and a
+// lookup after that still gives the vector's own child.
+func TestMetricChildrenBounded(t *testing.T) {
+	m := NewMetrics()
+	for i := range 3 * maxChildren {
+		m.counter(m.upstreamErrors, "r", strconv.Itoa(i))
+	}
+	if n := m.children.Len(); n == 0 || n > maxChildren {
+		t.Fatalf("%d children kept, want 1 to %d", n, maxChildren)
+	}
+	if m.counter(m.upstreamErrors, "r", "7") != m.upstreamErrors.WithLabelValues("r", "7") {
+		t.Fatal("child after a restart is not the vector's")
 	}
 }

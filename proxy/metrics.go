@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/shaperproxy/shaperproxy/internal/resolved"
 )
 
 // Metrics is the proxy's Prometheus registry and its collectors. Other
@@ -40,7 +41,7 @@ type Metrics struct {
 	tunnelDuration  *prometheus.HistogramVec
 	models          *labelSet
 	hosts           *labelSet
-	children        children // the vectors' children by label values (metriccache.go)
+	children        *children // the vectors' children by label values (metriccache.go)
 }
 
 // The most distinct values the model and host labels take; later ones are
@@ -57,7 +58,7 @@ var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5
 
 // NewMetrics returns a fresh set of metrics in its own registry.
 func NewMetrics() *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), models: newLabelSet(maxModels), hosts: newLabelSet(maxHosts)}
+	m := &Metrics{reg: prometheus.NewRegistry(), models: newLabelSet(maxModels), hosts: newLabelSet(maxHosts), children: resolved.New[childKey, any](maxChildren)}
 	m.newCallMetrics()
 	m.newTimingMetrics()
 	m.newTunnelMetrics()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shaperproxy/shaperproxy/internal/profile"
+	"github.com/shaperproxy/shaperproxy/internal/resolved"
 	"github.com/shaperproxy/shaperproxy/proxy"
 	"github.com/shaperproxy/shaperproxy/sse"
 )
@@ -31,8 +32,7 @@ type Meter struct {
 	cost     *prometheus.CounterVec
 	reported *prometheus.CounterVec
 
-	mu   sync.RWMutex
-	sets map[setKey]*meterSet
+	sets *resolved.Cache[setKey, *meterSet]
 }
 
 var _ proxy.Observer = (*Meter)(nil)
@@ -66,7 +66,7 @@ func NewMeter(profiles *profile.Table, maxModels int) *Meter {
 			Help: "Chat calls that ended, by route, model, kind (primary, review-child, review-continuation, deliberate-branch, deliberate-continuation) and whether the upstream reported a usage.",
 		}, append(labels, "usage")),
 		tokens: map[string]*prometheus.CounterVec{},
-		sets:   map[setKey]*meterSet{},
+		sets:   resolved.New[setKey, *meterSet](maxSets),
 		cost: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shaperproxy_usage_cost_dollars_total",
 			Help: "Cost of the reported tokens at the route's profile prices, in US dollars (calls whose profile knows no prices add nothing).",
@@ -153,20 +153,17 @@ type setKey struct{ route, model, kind string }
 const maxSets = 4096
 
 func (m *Meter) set(route, model, kind string) *meterSet {
-	k := setKey{route, model, kind}
-	m.mu.RLock()
-	s := m.sets[k]
-	m.mu.RUnlock()
-	if s != nil {
-		return s
-	}
+	return m.sets.Get(setKey{route, model, kind}, func() *meterSet { return m.newSet(route, model, kind) })
+}
+
+func (m *Meter) newSet(route, model, kind string) *meterSet {
 	l := prometheus.Labels{"route": route, "model": m.models.label(route, model), "kind": kind}
 	with := func(state string) prometheus.Labels {
 		out := prometheus.Labels{"usage": state}
 		maps.Copy(out, l)
 		return out
 	}
-	s = &meterSet{
+	s := &meterSet{
 		missing: lazyCounter{vec: m.calls, l: with("missing")}, reported: lazyCounter{vec: m.calls, l: with("reported")},
 		cost: lazyCounter{vec: m.cost, l: l}, reportedCost: lazyCounter{vec: m.reported, l: l},
 		prices: m.profiles.ForRoute(route, model).Prices,
@@ -174,12 +171,6 @@ func (m *Meter) set(route, model, kind string) *meterSet {
 	for i, t := range tokenMetrics {
 		s.tokens[i] = lazyCounter{vec: m.tokens[t.field], l: l}
 	}
-	m.mu.Lock()
-	if len(m.sets) >= maxSets {
-		m.sets = map[setKey]*meterSet{}
-	}
-	m.sets[k] = s
-	m.mu.Unlock()
 	return s
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shaperproxy/shaperproxy/internal/profile"
+	"github.com/shaperproxy/shaperproxy/internal/resolved"
 	"github.com/shaperproxy/shaperproxy/originals"
 	"github.com/shaperproxy/shaperproxy/proxy"
 	"github.com/shaperproxy/shaperproxy/shaping"
@@ -32,10 +33,8 @@ type Shaper struct {
 	decisions *prometheus.CounterVec
 	trips     *prometheus.CounterVec
 
-	cmu      sync.RWMutex
-	counters map[counterKey]prometheus.Counter
-	pmu      sync.RWMutex
-	profs    map[[2]string]*profile.Profile // by route and model
+	counters *resolved.Cache[counterKey, prometheus.Counter]
+	profs    *resolved.Cache[[2]string, *profile.Profile] // by route and model
 }
 
 // memoEntries bounds the shaped texts remembered across requests: enough
@@ -75,7 +74,8 @@ func NewShaper(c Config, o Options) *Shaper {
 	return &Shaper{
 		enabled: c.Enabled, rules: c.RuleSet(), store: o.Originals, profiles: o.Profiles, log: o.Log,
 		history: newTracker(o.State, historyConversations),
-		breaker: newBreaker(c.Breaker), memo: newMemo(memoEntries), counters: map[counterKey]prometheus.Counter{},
+		breaker: newBreaker(c.Breaker), memo: newMemo(memoEntries),
+		counters: resolved.New[counterKey, prometheus.Counter](maxCounters), profs: resolved.New[[2]string, *profile.Profile](maxCounters),
 		blocks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shaperproxy_reasoning_blocks_total", Help: "Reasoning blocks in outgoing requests, by route and state (shaped or raw).",
 		}, []string{"route", "state"}),
@@ -146,22 +146,10 @@ func (s *Shaper) inputs(call *proxy.Call, rule shapeRule) inputs {
 // table matches glob patterns and parses the upstream's URL each time).
 // The profile is shared: it is only read.
 func (s *Shaper) profile(route, model string) *profile.Profile {
-	k := [2]string{route, model}
-	s.pmu.RLock()
-	p, ok := s.profs[k]
-	s.pmu.RUnlock()
-	if ok {
-		return p
-	}
-	v := s.profiles.ForRoute(route, model)
-	p = &v
-	s.pmu.Lock()
-	if s.profs == nil || len(s.profs) >= maxCounters { // models come from clients: bounded
-		s.profs = map[[2]string]*profile.Profile{}
-	}
-	s.profs[k] = p
-	s.pmu.Unlock()
-	return p
+	return s.profs.Get([2]string{route, model}, func() *profile.Profile { // models come from clients: bounded
+		v := s.profiles.ForRoute(route, model)
+		return &v
+	})
 }
 
 // count records the request's blocks in the metrics: one addition per
@@ -194,21 +182,7 @@ var blockReasons = [...]string{reasonKept, reasonSame, reasonFrozen, reasonOld, 
 // counter returns the counter of vec for two label values, kept after its
 // first use: a lookup in the vector hashes the labels under its lock.
 func (s *Shaper) counter(vec *prometheus.CounterVec, a, b string) prometheus.Counter {
-	k := counterKey{vec, a, b}
-	s.cmu.RLock()
-	c, ok := s.counters[k]
-	s.cmu.RUnlock()
-	if ok {
-		return c
-	}
-	c = vec.WithLabelValues(a, b)
-	s.cmu.Lock()
-	if len(s.counters) >= maxCounters {
-		clear(s.counters)
-	}
-	s.counters[k] = c
-	s.cmu.Unlock()
-	return c
+	return s.counters.Get(counterKey{vec, a, b}, func() prometheus.Counter { return vec.WithLabelValues(a, b) })
 }
 
 // counterKey names a counter of Shaper.counter; maxCounters bounds how

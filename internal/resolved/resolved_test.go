@@ -1,0 +1,51 @@
+package resolved
+
+import (
+	"strconv"
+	"sync"
+	"testing"
+)
+
+// TestGet: a value is resolved once per key and then served; concurrent
+// first lookups of a key all get the one value kept.
+func TestGet(t *testing.T) {
+	c := New[string, *int](16)
+	calls := 0
+	var mu sync.Mutex
+	resolve := func(n int) func() *int {
+		return func() *int { mu.Lock(); calls++; mu.Unlock(); return &n }
+	}
+	a := c.Get("a", resolve(1))
+	if c.Get("a", resolve(2)) != a || *a != 1 || calls != 1 {
+		t.Fatalf("second lookup resolved again (%d calls) or changed the value", calls)
+	}
+	var wg sync.WaitGroup
+	got := make([]*int, 8)
+	for i := range got {
+		wg.Add(1)
+		go func() { defer wg.Done(); got[i] = c.Get("b", resolve(i)) }()
+	}
+	wg.Wait()
+	for _, p := range got {
+		if p != got[0] {
+			t.Fatal("concurrent lookups of one key got different values")
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { c.Get("a", nil) }); n != 0 {
+		t.Errorf("%v allocations per lookup of a held key", n)
+	}
+}
+
+// TestBounded: however many keys come, at most max are held; past the
+// bound the cache starts again and still resolves right.
+func TestBounded(t *testing.T) {
+	c := New[int, string](64)
+	for i := range 1000 {
+		if got := c.Get(i, func() string { return strconv.Itoa(i) }); got != strconv.Itoa(i) {
+			t.Fatalf("key %d: got %q", i, got)
+		}
+		if n := c.Len(); n > 64 {
+			t.Fatalf("%d keys held, bound 64", n)
+		}
+	}
+}
