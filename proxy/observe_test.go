@@ -227,11 +227,20 @@ func TestCallLogLine(t *testing.T) {
 
 // TestCallLogLineError: a failed call is a warning with err.
 func TestCallLogLineError(t *testing.T) {
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	dead := ln.Addr().String()
-	ln.Close()
-	buf := &lockedBuffer{}
-	_, px := newTestProxy(t, "http://"+dead, func(o *Options) { o.Logger = slog.New(slog.NewJSONHandler(buf, nil)) })
+	var buf *lockedBuffer
+	var px *httptest.Server
+	for {
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		dead := ln.Addr().String()
+		ln.Close()
+		buf = &lockedBuffer{}
+		_, px = newTestProxy(t, "http://"+dead, func(o *Options) { o.Logger = slog.New(slog.NewJSONHandler(buf, nil)) })
+		if px.Listener.Addr().String() != dead {
+			break
+		}
+		// The system gave the closed port to the proxy's own listener:
+		// that is another refusal (the loop check); pick another port.
+	}
 	do(t, rawClient(), "POST", px.URL+"/v1/chat/completions", []byte(chatBody), nil)
 	var lines []map[string]any
 	for deadline := time.Now().Add(5 * time.Second); len(lines) < 1 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
