@@ -141,3 +141,36 @@ func TestHeldAnswerTrickled(t *testing.T) {
 		t.Fatalf("stats %+v: want every record enqueued or counted dropped", st)
 	}
 }
+
+// TestQuietRecordsDoNotStall: quiet request records that fill the queue
+// (its room, or its bytes) wake the writer, so the records that follow
+// are not all dropped while it sleeps.
+func TestQuietRecordsDoNotStall(t *testing.T) {
+	for _, opts := range []Options{
+		{QueueSize: 8, FlushInterval: time.Millisecond},        // fewer places than batchMin
+		{QueueBytes: 1 << 20, FlushInterval: time.Millisecond}, // two big requests fill the bytes
+	} {
+		w, _ := openTest(t, opts)
+		o := NewObserver(w, false)
+		body := bytes.Repeat([]byte("x"), 512<<10)
+		for i := range 8 {
+			o.Request(&proxy.Call{ID: fmt.Sprint(i), Route: "r", Chat: true, Start: time.Now()}, &proxy.Upstream{Method: "POST", URL: "http://up/", Body: body})
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for w.Stats().Written+w.Stats().Dropped < 8 || w.Stats().Written == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%+v: stats %+v: the quiet records were not taken", opts, w.Stats())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		// The writer is awake to the queue: a record now goes through.
+		before := w.Stats().Written
+		w.Enqueue(Record{Kind: KindNote, Call: "n", Data: []byte(`{}`)})
+		for w.Stats().Written == before {
+			if time.Now().After(deadline) {
+				t.Fatalf("%+v: stats %+v: a later record was not written", opts, w.Stats())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}

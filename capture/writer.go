@@ -47,8 +47,11 @@ type Options struct {
 	// written (default 1 MiB). Larger frames compress better; a reader
 	// decompresses a whole frame to reach one record.
 	FrameBytes int
-	// FlushInterval is the longest a record waits in memory before its
-	// frame is written (default 100 ms): what a kill can lose.
+	// FlushInterval is the longest a record waits in memory, once the
+	// writer has taken it, before its frame is written (default 100 ms):
+	// what a kill can lose. A request record queued quietly waits first
+	// for the writer to wake (enqueueQuiet): a call's later records, or
+	// any other's, wake it.
 	FlushInterval time.Duration
 	// FS is the file system (default OSFS).
 	FS FS
@@ -341,7 +344,9 @@ func (w *Writer) enqueueQ(q queued) bool { return w.send(q, false) }
 
 // enqueueQuiet queues q without waking the writer: it takes it, in its
 // place in the queue, when something else wakes it (the next record that
-// does, its frame timer, a Flush or Close), or when batchMin records wait.
+// does, the frame timer of a frame under way, a Flush or Close, a record
+// dropped for want of room), or when quiet records pile up (batchMin of
+// them, half the queue's room or half its bytes).
 // The proxy's request record goes this way: the writer is not woken while
 // the request goes upstream, and the call's other records wake it.
 func (w *Writer) enqueueQuiet(q queued) bool { return w.send(q, true) }
@@ -360,21 +365,22 @@ func (w *Writer) send(q queued, quiet bool) bool {
 	if total := w.queued.Add(n); total > w.opts.QueueBytes && total > n {
 		w.queued.Add(-n)
 		w.drop(&q)
+		w.rekick() // what fills the queue may be quiet records: the writer must take them
 		return false
 	}
 	select {
 	case w.q <- q:
 		w.enqueued.Add(q.records())
-		if !quiet || len(w.q) >= batchMin {
-			select {
-			case w.kick <- struct{}{}:
-			default: // a wake-up is pending already
-			}
+		// A quiet record wakes the writer only when quiet ones pile up:
+		// batchMin of them (or half the queue's room), or half its bytes.
+		if !quiet || len(w.q) >= min(batchMin, cap(w.q)/2) || w.queued.Load() > w.opts.QueueBytes/2 {
+			w.rekick()
 		}
 		return true
 	default:
 		w.queued.Add(-n)
 		w.drop(&q)
+		w.rekick()
 		return false
 	}
 }

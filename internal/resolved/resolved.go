@@ -7,42 +7,48 @@
 // starts again.
 package resolved
 
-import (
-	"sync"
-	"sync/atomic"
-)
+import "sync"
 
 // Cache maps keys to values resolved once. The zero Cache is not usable;
 // use New. It is safe for concurrent use.
 type Cache[K comparable, V any] struct {
-	m   sync.Map // K → V
-	n   atomic.Int64
-	max int64
+	m   sync.Map // K → V; read without a lock
+	mu  sync.Mutex
+	n   int // keys in m, under mu
+	max int
 }
 
 // New returns a Cache holding at most max keys.
 func New[K comparable, V any](max int) *Cache[K, V] {
-	return &Cache[K, V]{max: int64(max)}
+	return &Cache[K, V]{max: max}
 }
 
 // Get returns the value of k, calling resolve the first time (and again
-// after the cache started over). Two goroutines may both resolve a new
-// key; one value is kept and both get it.
+// after the cache started over). A miss takes a lock (misses are rare:
+// the keys are few), so each key is resolved once and the bound is kept
+// exactly; resolve runs under it and must not use the Cache.
 func (c *Cache[K, V]) Get(k K, resolve func() V) V {
 	if v, ok := c.m.Load(k); ok {
 		return v.(V)
 	}
-	if c.n.Add(1) > c.max {
-		c.m.Clear()
-		c.n.Store(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v, ok := c.m.Load(k); ok {
+		return v.(V)
 	}
-	v, _ := c.m.LoadOrStore(k, resolve())
-	return v.(V)
+	if c.n >= c.max {
+		c.m.Clear()
+		c.n = 0
+	}
+	v := resolve()
+	c.m.Store(k, v)
+	c.n++
+	return v
 }
 
 // Len returns the number of keys held.
 func (c *Cache[K, V]) Len() int {
-	n := 0
-	c.m.Range(func(any, any) bool { n++; return true })
-	return n
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
 }

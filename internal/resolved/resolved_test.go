@@ -31,21 +31,36 @@ func TestGet(t *testing.T) {
 			t.Fatal("concurrent lookups of one key got different values")
 		}
 	}
+	if calls != 2 {
+		t.Fatalf("%d resolutions for two keys, want one each", calls)
+	}
 	if n := testing.AllocsPerRun(100, func() { c.Get("a", nil) }); n != 0 {
 		t.Errorf("%v allocations per lookup of a held key", n)
 	}
 }
 
-// TestBounded: however many keys come, at most max are held; past the
-// bound the cache starts again and still resolves right.
+// TestBounded: however many keys come, from however many goroutines, at
+// most max are held (counted in the map itself); past the bound the cache
+// starts again and still resolves right.
 func TestBounded(t *testing.T) {
 	c := New[int, string](64)
-	for i := range 1000 {
-		if got := c.Get(i, func() string { return strconv.Itoa(i) }); got != strconv.Itoa(i) {
-			t.Fatalf("key %d: got %q", i, got)
-		}
-		if n := c.Len(); n > 64 {
-			t.Fatalf("%d keys held, bound 64", n)
-		}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g * 1000; i < g*1000+1000; i++ {
+				if got := c.Get(i, func() string { return strconv.Itoa(i) }); got != strconv.Itoa(i) {
+					t.Errorf("key %d: got %q", i, got)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	held := 0
+	c.m.Range(func(any, any) bool { held++; return true })
+	if held > 64 || held != c.Len() {
+		t.Fatalf("%d keys held, %d counted, bound 64", held, c.Len())
 	}
 }
