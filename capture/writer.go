@@ -266,17 +266,10 @@ func (w *Writer) Enqueue(r Record) bool { return w.enqueueQ(queued{Record: r}) }
 // that a stream's events cost no allocation. r.Data is ignored.
 func (w *Writer) EnqueueCopy(r Record, data []byte) bool { return w.enqueueQ(copied(r, data)) }
 
-// EnqueueRequest is Enqueue for a request record whose Data the proxy
-// parsed: view, when it is the view of r.Data (the very slice), tells the
-// writer where the messages are, so that it does not read the body again
-// to store them as blobs. The view must not change afterwards (views do
-// not).
-func (w *Writer) EnqueueRequest(r Record, view *conv.Request) bool {
-	return w.enqueueQ(requestQ(r, view))
-}
-
 // requestQ is the queued request record, with view when it is the view of
-// r.Data (the very slice).
+// r.Data (the very slice): the proxy's view of the body tells the writer
+// where the messages are, so that it does not read the body again to
+// store them as blobs. The view must not change afterwards (views do not).
 func requestQ(r Record, view *conv.Request) queued {
 	if view == nil || !sameBytes(view.Body, r.Data) {
 		return queued{Record: r}

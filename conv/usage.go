@@ -111,9 +111,10 @@ func (w *UsageWatcher) fromBody() {
 		// the model may keep pointing into it.
 		r := gjson.GetMany(AsString(w.tail), "usage", "model")
 		if u := r[0]; u.IsObject() {
-			w.last = []byte(u.Raw)
 			if u.Index > 0 { // where gjson found it: no copy
 				w.last = w.tail[u.Index : u.Index+len(u.Raw) : u.Index+len(u.Raw)] // no room to append into the body
+			} else {
+				w.last = []byte(u.Raw)
 			}
 		}
 		if r[1].Type == gjson.String {

@@ -461,8 +461,9 @@ func clientGone(end End) End {
 	return end
 }
 
-// idleReader resets the idle timer after every read, and notes when the
-// first byte came (since start).
+// idleReader resets the idle timer after every read that returns, stops
+// it at the body's end or error, and notes when the first byte came
+// (since start).
 type idleReader struct {
 	r     io.Reader
 	t     *time.Timer

@@ -170,12 +170,11 @@ func (p *Proxy) readBody(rc *http.ResponseController, r *http.Request) (body []b
 		}
 		return buf, nil, nil
 	}
+	// A larger declared length, or none: the body grows as its bytes
+	// arrive, from maxPrealloc at most on the client's word alone.
 	var b bytes.Buffer
 	if r.ContentLength > 0 {
-		// One allocation for the usual body (ReadFrom wants MinRead free
-		// to see EOF), but never more than maxPrealloc on the client's
-		// word alone: a larger body grows as its bytes arrive.
-		b.Grow(int(min(r.ContentLength, maxPrealloc)) + bytes.MinRead)
+		b.Grow(maxPrealloc + bytes.MinRead) // ReadFrom wants MinRead free to see EOF
 	}
 	_, err = b.ReadFrom(io.LimitReader(br, limit+1))
 	buf := b.Bytes()
@@ -241,7 +240,8 @@ func (p *Proxy) newUpstreamRequest(ctx context.Context, r *http.Request, route *
 	if err != nil {
 		return nil, err
 	}
-	out.URL, out.Host = target, strings.TrimSuffix(target.Host, ":") // as NewRequest's removeEmptyPort
+	target.Host = strings.TrimSuffix(target.Host, ":") // as NewRequest's removeEmptyPort
+	out.URL, out.Host = target, target.Host
 	out.Header = r.Header.Clone()
 	removeHopHeaders(out.Header)
 	removeOwnHeaders(out.Header)

@@ -91,7 +91,8 @@ func (m *Meter) Collectors() []prometheus.Collector {
 	return out
 }
 
-// Request returns the sink that watches the response for its usage.
+// Request returns the sink that counts the call at its end, from the
+// usage the proxy found in the response (proxy.End.Usage).
 func (m *Meter) Request(call *proxy.Call, _ *proxy.Upstream) proxy.ResponseSink {
 	return &meterSink{m: m, call: call}
 }

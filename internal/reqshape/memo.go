@@ -41,8 +41,7 @@ const (
 )
 
 type memoKey struct {
-	src  source
-	n    int // length of the text
+	src  source // fixes the text: no need to hash or compare it
 	opts shaping.Options
 }
 
@@ -81,7 +80,7 @@ func (m *memo) shape(src source, text string, o shaping.Options, quote bool) (st
 		out, changed := shaping.Shape(text, o)
 		return out, quoteIf(quote && changed, out), changed
 	}
-	k := memoKey{src: src, n: len(text), opts: o}
+	k := memoKey{src: src, opts: o}
 	m.mu.Lock()
 	if el, ok := m.items[k]; ok {
 		m.order.MoveToFront(el)
