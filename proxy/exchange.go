@@ -55,7 +55,7 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 	})
 	defer ir.t.Stop()
 	resp.Body = readCloser{ir, upBody}
-	if p.askRetry(call, resp) {
+	if p.askRetry(call, resp, ir) {
 		sinks.End(End{Outcome: OutcomeRetried, Status: resp.StatusCode, Duration: call.Since()})
 		return true
 	}
@@ -104,7 +104,10 @@ const maxRetryInspect = 64 << 10
 // askRetry asks the transforms that changed the request whether an error
 // answer should be retried without them. When none does, the bytes read
 // to ask are put back in front of the body.
-func (p *Proxy) askRetry(call *Call, resp *http.Response) bool {
+//
+// The idle timer (ir's) watches the upstream, not the decision: it is
+// stopped while the Retriers decide, and set again when none retries.
+func (p *Proxy) askRetry(call *Call, resp *http.Response, ir *idleReader) bool {
 	if call.Retry || resp.StatusCode < 400 || len(call.changedBy) == 0 {
 		return false
 	}
@@ -126,10 +129,16 @@ func (p *Proxy) askRetry(call *Call, resp *http.Response) bool {
 	if enc := contentEncoding(resp.Header); enc != "" {
 		errBody = decodeAll(enc, head)
 	}
+	if !ir.t.Stop() && ir.fired.Load() {
+		return false // the upstream went quiet while the head was read
+	}
 	for _, r := range retriers {
 		if r.RetryWithout(call, resp.StatusCode, errBody) {
 			return true
 		}
+	}
+	if !ir.ended {
+		ir.t.Reset(ir.d) // the rest of the body goes to the client, under the timer
 	}
 	return false
 }
@@ -471,6 +480,7 @@ type idleReader struct {
 	start time.Time
 	first time.Duration
 	fired atomic.Bool // the timer closed the body: reads fail with errIdle
+	ended bool        // a read returned an error (the body's end among them)
 }
 
 func (i *idleReader) Read(p []byte) (int, error) {
@@ -479,6 +489,7 @@ func (i *idleReader) Read(p []byte) (int, error) {
 		err = errIdle // what the closed body says is not the upstream's doing
 	}
 	if err != nil {
+		i.ended = true
 		i.t.Stop() // the body is over: what follows is not the upstream's silence
 	} else {
 		i.t.Reset(i.d)

@@ -107,3 +107,23 @@ func TestRetryAfterSlowDecision(t *testing.T) {
 		t.Fatalf("got %d %q, want the second attempt's 200", resp.StatusCode, got)
 	}
 }
+
+// TestNoRetryAfterSlowDecision: when a slow Retrier decides not to retry
+// an error body longer than what it is shown, the client still gets the
+// whole error: the idle timer did not run out during the decision.
+func TestNoRetryAfterSlowDecision(t *testing.T) {
+	errBody := `{"error":"quota"}` + strings.Repeat(" ", 100<<10)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(400)
+		_, _ = io.WriteString(w, errBody)
+	}))
+	defer up.Close()
+	_, px := newTestProxy(t, up.URL, func(o *Options) {
+		o.Transforms = []RequestTransform{&slowRetrier{wait: 300 * time.Millisecond}}
+		o.StreamIdleTimeout = 100 * time.Millisecond
+	})
+	resp, got := do(t, rawClient(), "POST", px.URL+"/v1/chat/completions", []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), nil)
+	if resp.StatusCode != 400 || string(got) != errBody {
+		t.Fatalf("got %d, %d bytes; want the upstream's whole 400 (%d bytes)", resp.StatusCode, len(got), len(errBody))
+	}
+}
