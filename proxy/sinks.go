@@ -21,12 +21,20 @@ import (
 // sink called from the decoder goroutine cannot take the process down.
 //
 // The list also reads, once for all of them, the usage the response
-// reports (conv.UsageWatcher), and hands it over with the end.
+// reports (conv.UsageWatcher), and hands it over with the end; the
+// watcher is guarded as a sink is (a panic leaves it out, and the end
+// carries no usage).
 type sinkList struct {
 	s     []ResponseSink
 	log   *slog.Logger
 	id    string // the call, for the log line
-	usage *conv.UsageWatcher
+	usage *usageWatch
+}
+
+// usageWatch is the list's usage watcher, off once it panicked.
+type usageWatch struct {
+	w   conv.UsageWatcher
+	off bool
 }
 
 // observe asks every observer for a sink for this attempt.
@@ -48,7 +56,7 @@ func (p *Proxy) observe(call *Call, out *http.Request, body []byte) sinkList {
 // observed is what observe allocates for an attempt, in one piece.
 type observed struct {
 	up    Upstream
-	usage conv.UsageWatcher
+	usage usageWatch
 	sinks [4]ResponseSink // room for the usual observers; more grow the slice
 }
 
@@ -63,8 +71,8 @@ func (s sinkList) Response(info *ResponseInfo) {
 }
 
 func (s sinkList) Event(ev *sse.Event, seq int, at time.Duration) {
-	if s.usage != nil && ev.HasData && !ev.Truncated {
-		s.usage.Event(ev.Data)
+	if s.usage != nil && !s.usage.off && ev.HasData && !ev.Truncated {
+		s.watch(func(w *conv.UsageWatcher) { w.Event(ev.Data) })
 	}
 	for i, k := range s.s {
 		if k != nil {
@@ -74,8 +82,8 @@ func (s sinkList) Event(ev *sse.Event, seq int, at time.Duration) {
 }
 
 func (s sinkList) Body(p []byte) {
-	if s.usage != nil {
-		s.usage.Body(p)
+	if s.usage != nil && !s.usage.off {
+		s.watch(func(w *conv.UsageWatcher) { w.Body(p) })
 	}
 	for i, k := range s.s {
 		if k != nil {
@@ -85,8 +93,8 @@ func (s sinkList) Body(p []byte) {
 }
 
 func (s sinkList) End(end End) {
-	if s.usage != nil {
-		end.Usage, end.UsageModel = s.usage.Raw(), s.usage.Model()
+	if s.usage != nil && !s.usage.off {
+		s.watch(func(w *conv.UsageWatcher) { end.Usage, end.UsageModel = w.Raw(), w.Model() })
 	}
 	for i, k := range s.s {
 		if k != nil {
@@ -114,6 +122,20 @@ func (s sinkList) body(i int, k ResponseSink, p []byte) {
 func (s sinkList) end(i int, k ResponseSink, end End) {
 	defer s.recoverSink(i)
 	k.End(end)
+}
+
+// watch runs f on the usage watcher; a panic turns the watcher off for
+// the rest of the attempt.
+func (s sinkList) watch(f func(*conv.UsageWatcher)) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.usage.off = true
+			if s.log != nil {
+				s.log.Error("the usage watcher failed; the call is counted without a usage", "call", s.id, "err", errPanic(v))
+			}
+		}
+	}()
+	f(&s.usage.w)
 }
 
 // recoverSink takes sink i out of the list when it panicked.

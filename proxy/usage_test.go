@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/shaperproxy/shaperproxy/conv"
 )
 
 // TestEndCarriesUsage: the observers get, with the end of each call, the
@@ -48,5 +50,22 @@ func TestEndCarriesUsage(t *testing.T) {
 				t.Fatalf("end usage %s (model %q), want %s (%q)", end.Usage, end.UsageModel, usage, tc.model)
 			}
 		})
+	}
+}
+
+// TestUsageWatcherGuarded: a panic in the usage watcher (input it did not
+// expect) turns it off for the attempt, like a failing sink: the call
+// goes on, its sinks still get the end, without a usage.
+func TestUsageWatcherGuarded(t *testing.T) {
+	rec := &recordingObserver{}
+	sinks := sinkList{s: []ResponseSink{rec.Request(&Call{}, nil)}, usage: &usageWatch{}}
+	sinks.watch(func(*conv.UsageWatcher) { panic("unexpected input") })
+	if !sinks.usage.off {
+		t.Fatal("the watcher is still on after a panic")
+	}
+	sinks.Body([]byte(`{"usage":{"prompt_tokens":1}}`))
+	sinks.End(End{Outcome: OutcomeComplete})
+	if end := rec.waitEnd(t); end.Usage != nil {
+		t.Fatalf("end carries usage %s from a watcher turned off", end.Usage)
 	}
 }
