@@ -134,8 +134,8 @@ type turnPuts struct {
 }
 
 // current reports whether t is the memo of turn, young enough to skip by.
-func (m *putMemo) current(t *turnPuts, turn int) bool {
-	return t != nil && t.turn == turn && m.now().Sub(t.at) < m.refresh
+func (m *putMemo) current(t *turnPuts, turn int, now time.Time) bool {
+	return t != nil && t.turn == turn && now.Sub(t.at) < m.refresh
 }
 
 // putKey names an entry: the hashes and lengths of its shaped text and
@@ -160,11 +160,12 @@ func (m *putMemo) admit(entries []Entry) []Entry {
 		m.seed, m.convs = maphash.MakeSeed(), map[string]*turnPuts{}
 	}
 	var out []Entry // nil while every entry so far is new
+	now := m.now()  // one reading of the clock for the batch
 	for i := range entries {
 		e := &entries[i]
 		t := m.convs[e.Conversation]
-		if !m.current(t, e.Turn) || len(t.keys) >= maxPutKeys {
-			t = &turnPuts{turn: e.Turn, at: m.now(), keys: map[putKey]struct{}{}}
+		if !m.current(t, e.Turn, now) || len(t.keys) >= maxPutKeys {
+			t = &turnPuts{turn: e.Turn, at: now, keys: map[putKey]struct{}{}}
 			m.convs[e.Conversation] = t
 		}
 		k := m.key(e)
