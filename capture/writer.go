@@ -47,11 +47,9 @@ type Options struct {
 	// written (default 1 MiB). Larger frames compress better; a reader
 	// decompresses a whole frame to reach one record.
 	FrameBytes int
-	// FlushInterval is the longest a record waits in memory, once the
-	// writer has taken it, before its frame is written (default 100 ms):
-	// what a kill can lose. A request record queued quietly waits first
-	// for the writer to wake (enqueueQuiet): a call's later records, or
-	// any other's, wake it.
+	// FlushInterval is the longest a record waits in memory before its
+	// frame is written (default 100 ms), twice that for a request record
+	// queued quietly (enqueueQuiet): what a kill can lose.
 	FlushInterval time.Duration
 	// FS is the file system (default OSFS).
 	FS FS
@@ -133,7 +131,12 @@ type Writer struct {
 	flushReq chan flushReq
 	stop     chan struct{}
 	kick     chan struct{} // wakes the writer: records wait in q
-	done     chan struct{}
+	// quietKick wakes the writer FlushInterval after a quiet record found
+	// it asleep (quietArmed: the timer is set), so no record waits in the
+	// queue longer than that.
+	quietKick  *time.Timer
+	quietArmed atomic.Bool
+	done       chan struct{}
 
 	mu     sync.RWMutex // guards closed against Enqueue
 	closed bool
@@ -247,6 +250,11 @@ func Open(opts Options) (*Writer, error) {
 		}
 	}
 	w.resetSegment()
+	w.quietKick = time.AfterFunc(time.Hour, func() {
+		w.quietArmed.Store(false)
+		w.rekick()
+	})
+	w.quietKick.Stop()
 	go w.run()
 	return w, nil
 }
@@ -338,8 +346,10 @@ func (w *Writer) enqueueQ(q queued) bool { return w.send(q, false) }
 // enqueueQuiet queues q without waking the writer: it takes it, in its
 // place in the queue, when something else wakes it (the next record that
 // does, the frame timer of a frame under way, a Flush or Close, a record
-// dropped for want of room), or when quiet records pile up (batchMin of
-// them, half the queue's room or half its bytes).
+// dropped for want of room), when quiet records pile up (batchMin of
+// them, half the queue's room or half its bytes), and at the latest
+// FlushInterval later (one timer, set by the first quiet record that
+// finds it unset).
 // The proxy's request record goes this way: the writer is not woken while
 // the request goes upstream, and the call's other records wake it.
 func (w *Writer) enqueueQuiet(q queued) bool { return w.send(q, true) }
@@ -366,8 +376,11 @@ func (w *Writer) send(q queued, quiet bool) bool {
 		w.enqueued.Add(q.records())
 		// A quiet record wakes the writer only when quiet ones pile up:
 		// batchMin of them (or half the queue's room), or half its bytes.
-		if !quiet || len(w.q) >= min(batchMin, cap(w.q)/2) || w.queued.Load() > w.opts.QueueBytes/2 {
+		switch {
+		case !quiet || len(w.q) >= min(batchMin, cap(w.q)/2) || w.queued.Load() > w.opts.QueueBytes/2:
 			w.rekick()
+		case !w.quietArmed.Load() && w.quietArmed.CompareAndSwap(false, true): // a read first: set once per interval
+			w.quietKick.Reset(w.opts.FlushInterval)
 		}
 		return true
 	default:
@@ -426,6 +439,7 @@ func (w *Writer) Close() error {
 	}
 	w.closed = true
 	w.mu.Unlock()
+	w.quietKick.Stop()
 	close(w.stop)
 	<-w.done
 	w.enc.Close()
