@@ -27,6 +27,9 @@ func TestHeldAnswerRecords(t *testing.T) {
 			sink.Body(rest[:k])
 			rest = rest[k:]
 		}
+		if cs := sink.(*captureSink); size < maxHeldBody && len(cs.held) == 0 {
+			t.Fatalf("size %d: nothing held before the end", size)
+		}
 		sink.End(proxy.End{Outcome: proxy.OutcomeComplete, Status: 200, Bytes: int64(len(body))})
 		mustFlush(t, w)
 		var kinds []string
