@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -172,4 +173,57 @@ func TestApplyRandom(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestApplyEdits checks the edited body against a byte-by-byte reference:
+// edits at either end, back to back, out of order, deleting everything.
+func TestApplyEdits(t *testing.T) {
+	body := []byte("0123456789")
+	// The reference applies the edits one at a time, the last first.
+	ref := func(edits []Edit) string {
+		sorted := append([]Edit(nil), edits...)
+		slices.SortStableFunc(sorted, func(a, b Edit) int { return b.Start - a.Start })
+		out := string(body)
+		for _, e := range sorted {
+			out = out[:e.Start] + string(e.Repl) + out[e.End:]
+		}
+		return out
+	}
+	cases := [][]Edit{
+		nil,
+		{{0, 0, []byte("<")}},
+		{{10, 10, []byte(">")}},
+		{{0, 10, nil}},
+		{{0, 10, []byte("all")}},
+		{{7, 9, []byte("x")}, {1, 3, []byte("yyy")}, {3, 4, nil}},
+		{{2, 5, []byte("long replacement")}, {5, 5, []byte("+")}},
+	}
+	for i, edits := range cases {
+		want := ref(edits)
+		got := ApplyEdits(body, append([]Edit(nil), edits...))
+		if string(got) != want || got == nil {
+			t.Errorf("case %d: got %q, want %q", i, got, want)
+		}
+		if string(body) != "0123456789" {
+			t.Fatalf("case %d changed the body", i)
+		}
+	}
+}
+
+// BenchmarkApplyEditsSeed edits the seed's request as the shaper does:
+// one replacement per long reasoning string.
+func BenchmarkApplyEditsSeed(b *testing.B) {
+	seed, _ := ParseRequest(fixtures.SeedHistory())
+	var edits []Edit
+	for _, m := range seed.Messages {
+		if m.ReasoningEnd-m.ReasoningStart > 300 {
+			edits = append(edits, Edit{Start: m.ReasoningStart, End: m.ReasoningEnd, Repl: []byte(`"shaped"`)})
+		}
+	}
+	b.SetBytes(int64(len(seed.Body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = ApplyEdits(seed.Body, edits)
+	}
+	b.ReportMetric(float64(len(edits)), "edits")
 }

@@ -76,20 +76,19 @@ type Edit struct {
 
 // ApplyEdits returns a new body with non-overlapping edits applied in one
 // pass; body is not changed. Bytes outside the edits are kept as they are.
+//
+// The pieces are joined by bytes.Join, which allocates the result without
+// zeroing it first: for a long history that is a megabyte not cleared
+// before it is overwritten (make would clear it).
 func ApplyEdits(body []byte, edits []Edit) []byte {
 	sort.Slice(edits, func(i, j int) bool { return edits[i].Start < edits[j].Start })
-	size := len(body)
-	for _, e := range edits {
-		size += len(e.Repl) - (e.End - e.Start)
-	}
-	out := make([]byte, 0, size)
+	pieces := make([][]byte, 0, 2*len(edits)+1)
 	at := 0
 	for _, e := range edits {
-		out = append(out, body[at:e.Start]...)
-		out = append(out, e.Repl...)
+		pieces = append(pieces, body[at:e.Start], e.Repl)
 		at = e.End
 	}
-	return append(out, body[at:]...)
+	return bytes.Join(append(pieces, body[at:]), nil)
 }
 
 // quotedReasoningFields are ReasoningFields as JSON keys, for MentionsReasoning.

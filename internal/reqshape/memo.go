@@ -26,6 +26,9 @@ type memo struct {
 	items map[memoKey]*list.Element
 	hits  uint64
 	miss  uint64
+	// prints remembers the messages' print parts the same way (by the
+	// key of their bytes), for the cache-aware policy's fingerprints.
+	prints *printMemo
 }
 
 // source says where a text was read: the message (the key of its bytes,
@@ -54,7 +57,7 @@ type memoEntry struct {
 
 // newMemo returns a Memo holding up to max entries.
 func newMemo(max int) *memo {
-	return &memo{max: max, order: list.New(), items: map[memoKey]*list.Element{}}
+	return &memo{max: max, order: list.New(), items: map[memoKey]*list.Element{}, prints: newPrintMemo(4 * max)}
 }
 
 // Shape returns shaping.Shape(text, o), from memory when it can; text is

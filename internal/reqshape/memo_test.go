@@ -2,6 +2,7 @@ package reqshape
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -82,4 +83,58 @@ func TestMemoBySource(t *testing.T) {
 	if hits, misses := m.Stats(); hits != 2 || misses != 3 {
 		t.Fatalf("%d hits, %d misses; want 2 hits (the repeated sources) and 3 misses", hits, misses)
 	}
+}
+
+// TestPrintMemo: the fingerprints made from remembered print parts are
+// the fingerprints made without them, on a miss, on a hit, and in a memo
+// too small for the history (it starts over and stays within its bound);
+// a changed message still changes its print.
+func TestPrintMemo(t *testing.T) {
+	p := prof("deepseek-v4")
+	v := view(t, seedCase())
+	cands := candidates(v, cacheAwareRule(), nil)
+	for i := range cands {
+		cands[i].Changed = i%2 == 0 // some blocks go out shaped
+	}
+	rd := p.Of(v)
+	want := fingerprint(v, cands, rd, nil)
+	for _, size := range []int{1 << 16, 10} {
+		pm := newPrintMemo(size)
+		for pass := range 2 {
+			got := fingerprint(v, cands, rd, pm.of(v))
+			if got.head != want.head || !slices.Equal(got.msgs, want.msgs) {
+				t.Fatalf("memo of %d, pass %d: prints differ", size, pass)
+			}
+			if len(pm.m) > size {
+				t.Fatalf("memo of %d holds %d", size, len(pm.m))
+			}
+		}
+	}
+	edited := bytes.Replace(seedCase(), []byte(`"role":"user","content":"`), []byte(`"role":"user","content":"x`), 1)
+	w := view(t, edited)
+	pm := newPrintMemo(1 << 16)
+	pm.of(v)
+	got := fingerprint(w, candidates(w, cacheAwareRule(), nil), p.Of(w), pm.of(w))
+	if at := breakAt(want, got); at < 0 {
+		t.Fatal("an edited user message left every print unchanged")
+	}
+}
+
+// BenchmarkFingerprintSeed: the seed's prints with and without the memo.
+func BenchmarkFingerprintSeed(b *testing.B) {
+	p := prof("deepseek-v4")
+	v, _ := conv.ParseRequest(seedCase())
+	cands := candidates(v, cacheAwareRule(), nil)
+	rd := p.Of(v)
+	b.Run("hashed", func(b *testing.B) {
+		for b.Loop() {
+			fingerprint(v, cands, rd, nil)
+		}
+	})
+	b.Run("memo", func(b *testing.B) {
+		pm := newPrintMemo(1 << 16)
+		for b.Loop() {
+			fingerprint(v, cands, rd, pm.of(v))
+		}
+	})
 }

@@ -193,7 +193,7 @@ func TestBreakAt(t *testing.T) {
 	p := prof("deepseek-v4")
 	fp := func(body []byte) prints {
 		v := view(t, body)
-		return fingerprint(v, candidates(v, cacheAwareRule(), nil), p.Of(v))
+		return fingerprint(v, candidates(v, cacheAwareRule(), nil), p.Of(v), nil)
 	}
 	a := tools(history(long, long+" x"))
 	b := appendMsg(a, []byte(`{"role":"user","content":"more"}`))

@@ -186,14 +186,19 @@ func shape(req *conv.Request, rule shapeRule, memo *memo, in inputs) result {
 		byProfile(rule.Policy, in, rd, cands)
 	}
 	if in.track && in.prof != nil && rule.Policy == PolicyCacheAware {
-		res.Prints = fingerprint(req, cands, rd)
+		var parts []partPrints
+		if memo != nil {
+			parts = memo.prints.of(req)
+		}
+		res.Prints = fingerprint(req, cands, rd, parts)
 		if res.Break = breakAt(in.prev, res.Prints); res.Break >= 0 && !in.prof.Frozen {
 			if res.Batched = atBreak(res.Break, cands); len(res.Batched) > 0 {
-				res.Prints = fingerprint(req, cands, rd)
+				res.Prints = fingerprint(req, cands, rd, parts)
 			}
 		}
 	}
 	var edits []conv.Edit
+	res.Blocks = make([]block, 0, len(cands))
 	for _, c := range cands {
 		if c.Changed {
 			res.Shaped++
@@ -272,8 +277,9 @@ func atBreak(p int, cands []cand) []blockKey {
 	return added
 }
 
-// fingerprint returns the prints of req as it will be sent.
-func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering) prints {
+// fingerprint returns the prints of req as it will be sent; parts, when
+// not nil, are the partPrints of req's messages.
+func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering, parts []partPrints) prints {
 	p := prints{head: headPrint(req), msgs: make([]uint64, len(req.Messages))}
 	j := 0
 	for i := range req.Messages {
@@ -290,7 +296,11 @@ func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering) prints {
 				reasoning = c.out
 			}
 		}
-		p.msgs[i] = messagePrint(m, content, reasoning, rendered && m.Role == conv.RoleAssistant)
+		var h *partPrints
+		if parts != nil {
+			h = &parts[i]
+		}
+		p.msgs[i] = messagePrint(m, content, reasoning, rendered && m.Role == conv.RoleAssistant, h)
 	}
 	return p
 }
@@ -300,7 +310,13 @@ func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering) prints {
 func candidates(req *conv.Request, rule shapeRule, memo *memo) []cand {
 	floor := lastSigned(req)
 	noTools := rule.Shaping.Op == shaping.OpDrop && !hasTools(req.Body) // only dropping asks
-	var out []cand
+	n := 0
+	for i := range req.Messages {
+		if req.Messages[i].Role == "assistant" {
+			n++ // most have one block at most: room for them in one allocation
+		}
+	}
+	out := make([]cand, 0, n)
 	for i := range req.Messages {
 		m := &req.Messages[i]
 		if m.Role != "assistant" {

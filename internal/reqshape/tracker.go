@@ -82,11 +82,37 @@ func headPrint(req *conv.Request) uint64 {
 
 // messagePrint fingerprints message m as sent: reasoning is the text sent
 // for its reasoning, counted only when rendered; content the visible text
-// sent.
-func messagePrint(m *conv.Message, content, reasoning string, rendered bool) uint64 {
+// sent. The print is made of the hashes of the message's parts (partPrints);
+// h, when not nil, holds them for m as the client sent it.
+func messagePrint(m *conv.Message, content, reasoning string, rendered bool, h *partPrints) uint64 {
+	if h == nil {
+		p := partPrintsOf(m)
+		h = &p
+	}
+	p := [4]uint64{h.fixed, h.content, 0, 0}
+	if content != m.Content {
+		p[1] = stringPrint(content)
+	}
+	if rendered {
+		p[2], p[3] = 1, h.reasoning
+		if reasoning != m.Reasoning {
+			p[3] = stringPrint(reasoning)
+		}
+	}
+	return maphash.Comparable(printSeed, p)
+}
+
+// partPrints are the hashes of a message's parts, as the client sent it:
+// what does not change (role, name, tool call id, images, tool calls), its
+// content and its reasoning.
+type partPrints struct {
+	fixed, content, reasoning uint64
+}
+
+func partPrintsOf(m *conv.Message) partPrints {
 	var h maphash.Hash
 	h.SetSeed(printSeed)
-	for _, s := range []string{m.Role, m.Name, m.ToolCallID, content} {
+	for _, s := range []string{m.Role, m.Name, m.ToolCallID} {
 		h.WriteString(s)
 		h.WriteByte(0)
 	}
@@ -99,11 +125,58 @@ func messagePrint(m *conv.Message, content, reasoning string, rendered bool) uin
 			h.WriteByte(0)
 		}
 	}
-	if rendered {
-		h.WriteByte(1)
-		h.WriteString(reasoning)
+	return partPrints{fixed: h.Sum64(), content: stringPrint(m.Content), reasoning: stringPrint(m.Reasoning)}
+}
+
+func stringPrint(s string) uint64 { return maphash.String(printSeed, s) }
+
+// printMemo remembers each message's partPrints by the key of its bytes
+// (the same bytes hold the same parts), so that the history an agent
+// re-sends is hashed once, not once per request. It holds at most max
+// messages and starts over past them. It is safe for concurrent use.
+type printMemo struct {
+	mu  sync.Mutex
+	m   map[conv.RawKey]partPrints
+	max int
+}
+
+func newPrintMemo(max int) *printMemo {
+	return &printMemo{m: make(map[conv.RawKey]partPrints), max: max}
+}
+
+// of returns the partPrints of every message of req: those remembered
+// under one lock, the others hashed outside it.
+func (pm *printMemo) of(req *conv.Request) []partPrints {
+	out := make([]partPrints, len(req.Messages))
+	found := make([]bool, len(req.Messages))
+	missing := 0
+	pm.mu.Lock()
+	for i := range req.Messages {
+		out[i], found[i] = pm.m[req.Messages[i].RawKey()]
+		if !found[i] {
+			missing++
+		}
 	}
-	return h.Sum64()
+	pm.mu.Unlock()
+	if missing == 0 {
+		return out
+	}
+	for i := range req.Messages {
+		if !found[i] {
+			out[i] = partPrintsOf(&req.Messages[i])
+		}
+	}
+	pm.mu.Lock()
+	defer pm.mu.Unlock()
+	if len(pm.m)+missing > pm.max {
+		clear(pm.m)
+	}
+	for i := range req.Messages {
+		if !found[i] && len(pm.m) < pm.max {
+			pm.m[req.Messages[i].RawKey()] = out[i]
+		}
+	}
+	return out
 }
 
 // convState is what the shaper remembers of one conversation.
