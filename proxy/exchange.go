@@ -133,7 +133,7 @@ func (p *Proxy) askRetry(call *Call, resp *http.Response, ir *idleReader) bool {
 		return false // the upstream went quiet while the head was read
 	}
 	for _, r := range retriers {
-		if r.RetryWithout(call, resp.StatusCode, errBody) {
+		if p.safeRetry(r, call, resp.StatusCode, errBody) {
 			return true
 		}
 	}
@@ -141,6 +141,17 @@ func (p *Proxy) askRetry(call *Call, resp *http.Response, ir *idleReader) bool {
 		ir.t.Reset(ir.d) // the rest of the body goes to the client, under the timer
 	}
 	return false
+}
+
+// safeRetry is r.RetryWithout; a Retrier that panics asks for nothing.
+func (p *Proxy) safeRetry(r Retrier, call *Call, status int, errBody []byte) (retry bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.log.Error("a retrier failed; the upstream's answer goes to the client", "call", call.ID, "err", errPanic(v))
+			retry = false
+		}
+	}()
+	return r.RetryWithout(call, status, errBody)
 }
 
 type readCloser struct {
@@ -213,7 +224,7 @@ const (
 // out first, unchanged).
 func (p *Proxy) copyEvents(w http.ResponseWriter, src io.Reader, call *Call, sinks sinkList, fin FinishSession, clientCtx context.Context) End {
 	out := newEventWriter(w)
-	c := &eventCopy{p: p, out: out, fin: fin}
+	c := &eventCopy{p: p, call: call, out: out, fin: fin}
 	rd := sse.NewReaderOptions(src, sse.Options{MaxEvent: p.opts.MaxEventBytes, Spill: c.spill})
 	tok := tokenWatch{done: !call.Chat}
 	defer func() { call.times.firstToken = tok.at }()
@@ -260,6 +271,7 @@ func (p *Proxy) copyEvents(w http.ResponseWriter, src io.Reader, call *Call, sin
 // holds back, within a bound.
 type eventCopy struct {
 	p         *Proxy
+	call      *Call
 	out       *EventWriter
 	fin       FinishSession
 	held      [][]byte
@@ -277,7 +289,17 @@ func (c *eventCopy) pass(ev *sse.Event) error {
 		c.out.countEvent()
 		return nil
 	}
-	if c.fin != nil && (c.held != nil || c.fin.Hold(ev)) {
+	if c.fin != nil && c.held == nil {
+		hold, ok := safeHold(c.fin, ev)
+		if !ok { // the session panicked: it is left out, the stream goes on
+			c.p.log.Error("a finisher failed on an event; the stream goes on without it", "call", c.call.ID)
+			c.fin = nil
+		}
+		if !hold {
+			return c.out.Write(ev.Raw)
+		}
+	}
+	if c.fin != nil {
 		c.held = append(c.held, bytes.Clone(ev.Raw))
 		if c.heldBytes += len(ev.Raw); c.heldBytes > c.p.opts.MaxEventBytes {
 			return c.release() // too much to hold: the session is left out

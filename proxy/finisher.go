@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -157,7 +158,7 @@ func (p *Proxy) startFinish(call *Call, info *ResponseInfo) FinishSession {
 	}
 	var sessions chain
 	for _, f := range p.opts.Finishers {
-		if s := f.Start(call, info); s != nil {
+		if s := p.safeStart(f, call, info); s != nil {
 			sessions = append(sessions, s)
 		}
 	}
@@ -231,6 +232,28 @@ func (p *Proxy) finishHeld(ctx context.Context, call *Call, fin FinishSession, h
 			}
 		}
 	}
+}
+
+// safeStart is f.Start; a finisher that panics is left out of the call
+// (the answer goes out as it comes).
+func (p *Proxy) safeStart(f Finisher, call *Call, info *ResponseInfo) (s FinishSession) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.log.Error("a finisher failed to start; the answer goes out without it", "call", call.ID, "finisher", fmt.Sprintf("%T", f), "err", errPanic(v))
+			s = nil
+		}
+	}()
+	return f.Start(call, info)
+}
+
+// safeHold is fin.Hold; ok is false when it panicked.
+func safeHold(fin FinishSession, ev *sse.Event) (hold, ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			hold, ok = false, false
+		}
+	}()
+	return fin.Hold(ev), true
 }
 
 func safeEnd(ctx context.Context, fin FinishSession, held [][]byte, out *EventWriter) (err error) {
