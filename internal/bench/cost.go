@@ -113,7 +113,7 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 	}
 	for _, w := range warm {
 		for _, tg := range targets { // warm every path: connections, memos, the seed's first shaping
-			if _, err := fireBodies(ctx, c, tg.url+chatPath, w.bodies, w.n, 50); err != nil {
+			if _, err := fireStrict(ctx, c, tg.url+chatPath, w.bodies, w.n, 50); err != nil {
 				return fmt.Errorf("warm-up %s: %w", tg.name, err)
 			}
 		}
@@ -237,11 +237,12 @@ func seedBody() []byte {
 func costLatency(ctx context.Context, c *http.Client, targets []costTarget, bodies [][]byte, n, rate, rounds int, w *wideTable, title string) error {
 	perRound := map[string][][2]time.Duration{} // target → per round {p50, p99}
 	pooled := map[string][]time.Duration{}
+	fs, check := tallies(targets)
 	for r := 0; r < rounds; r++ {
 		for _, tg := range rotate(targets, r) {
-			lat, err := fireBodies(ctx, c, tg.url+chatPath, bodies, n, rate)
-			if err != nil {
-				return fmt.Errorf("%s: %w", tg.name, err)
+			lat := fireBodies(ctx, c, tg.url+chatPath, bodies, n, rate, fs[tg.name])
+			if err := check(); err != nil {
+				return err
 			}
 			perRound[tg.name] = append(perRound[tg.name], [2]time.Duration{pct(lat, 50), pct(lat, 99)})
 			pooled[tg.name] = append(pooled[tg.name], lat...)
@@ -266,6 +267,7 @@ func costLatency(ctx context.Context, c *http.Client, targets []costTarget, bodi
 		row = append(row, ratioNote(added(costAll), added(stdlib), target))
 		w.add(row...)
 	}
+	failedRow(w, title, targets, fs)
 	return nil
 }
 
@@ -313,9 +315,11 @@ func rotate(targets []costTarget, r int) []costTarget {
 }
 
 // fireBodies is fire with a body per request, taken in turn from bodies.
-func fireBodies(ctx context.Context, c *http.Client, url string, bodies [][]byte, n, rate int) ([]time.Duration, error) {
+// It returns the latencies of the requests that succeeded and tallies
+// the others in f.
+func fireBodies(ctx context.Context, c *http.Client, url string, bodies [][]byte, n, rate int, f *failures) []time.Duration {
 	lat := make([]time.Duration, n)
-	errs := make(chan error, n)
+	ok := make([]bool, n)
 	var wg sync.WaitGroup
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	defer tick.Stop()
@@ -325,15 +329,90 @@ func fireBodies(ctx context.Context, c *http.Client, url string, bodies [][]byte
 		go func(i int) {
 			defer wg.Done()
 			d, err := post(ctx, c, url, bodies[i%len(bodies)])
-			lat[i] = d
-			if err != nil {
-				errs <- err
-			}
+			lat[i], ok[i] = d, err == nil
+			f.add(err)
 		}(i)
 	}
 	wg.Wait()
-	close(errs)
-	return lat, <-errs
+	out := lat[:0]
+	for i, d := range lat {
+		if ok[i] {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// fireStrict is fireBodies where any failed request is an error.
+func fireStrict(ctx context.Context, c *http.Client, url string, bodies [][]byte, n, rate int) ([]time.Duration, error) {
+	var f failures
+	lat := fireBodies(ctx, c, url, bodies, n, rate, &f)
+	return lat, f.first
+}
+
+// failures tallies a target's requests and the ones that failed. A
+// failed request is left out of the figures and counted; past
+// maxFailedShare of them the target's figures mean nothing and the
+// section stops (one cut answer in a run of thousands does not).
+type failures struct {
+	mu          sync.Mutex
+	sent, faild int
+	first       error
+}
+
+const maxFailedShare = 0.01
+
+func (f *failures) add(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sent++
+	if err != nil {
+		f.faild++
+		if f.first == nil {
+			f.first = err
+		}
+	}
+}
+
+// check returns an error when too many of the requests failed.
+func (f *failures) check(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.faild > 0 && float64(f.faild) > maxFailedShare*float64(f.sent) {
+		return fmt.Errorf("%s: %d of %d requests failed, the first: %w", name, f.faild, f.sent, f.first)
+	}
+	return nil
+}
+
+// failedRow adds a row counting the failed requests of each target, when
+// any failed.
+func failedRow(w *wideTable, title string, targets []costTarget, fs map[string]*failures) {
+	any := false
+	row := []string{title, "failed requests (left out of the figures above)"}
+	for _, tg := range targets {
+		f := fs[tg.name]
+		any = any || f.faild > 0
+		row = append(row, fmt.Sprintf("%d of %d", f.faild, f.sent))
+	}
+	if any {
+		w.add(append(row, "")...)
+	}
+}
+
+// tallies returns a failures per target, and checks them all.
+func tallies(targets []costTarget) (map[string]*failures, func() error) {
+	fs := map[string]*failures{}
+	for _, tg := range targets {
+		fs[tg.name] = &failures{}
+	}
+	return fs, func() error {
+		for _, tg := range targets {
+			if err := fs[tg.name].check(tg.name); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
 
 // post sends one chat request, reads the whole answer and returns how
@@ -363,11 +442,12 @@ func post(ctx context.Context, c *http.Client, url string, body []byte) (time.Du
 func costSaturation(ctx context.Context, c *http.Client, targets []costTarget, bodies [][]byte, workers int, cs costSizes, w *wideTable, title string) error {
 	rps := map[string][]float64{}
 	perCore := map[string][]float64{}
+	fs, check := tallies(targets)
 	for r := 0; r < cs.satRounds; r++ {
 		for _, tg := range rotate(targets, r) {
-			n, elapsed, cpu, err := saturate(ctx, c, tg, bodies, workers, cs.satDur)
-			if err != nil {
-				return fmt.Errorf("%s: %w", tg.name, err)
+			n, elapsed, cpu := saturate(ctx, c, tg, bodies, workers, cs.satDur, fs[tg.name])
+			if err := check(); err != nil {
+				return err
 			}
 			rps[tg.name] = append(rps[tg.name], float64(n)/elapsed.Seconds())
 			rate := 0.0 // no reading: left out of the medians, the round out of the ratios
@@ -388,6 +468,7 @@ func costSaturation(ctx context.Context, c *http.Client, targets []costTarget, b
 		row = append(row, fmt.Sprintf("%.0f", median(positive(perCore[tg.name]))))
 	}
 	w.add(append(row, satRatio(perCore[costAll], perCore[stdlib]))...)
+	failedRow(w, title, targets, fs)
 	return nil
 }
 
@@ -414,9 +495,8 @@ func satRatio(a, b []float64) string {
 // previous answer is read, for d; it returns the requests completed, the
 // time taken and the CPU time the target's process used meanwhile (0 when
 // it runs in this process, where that says nothing).
-func saturate(ctx context.Context, c *http.Client, tg costTarget, bodies [][]byte, workers int, d time.Duration) (int, time.Duration, time.Duration, error) {
+func saturate(ctx context.Context, c *http.Client, tg costTarget, bodies [][]byte, workers int, d time.Duration, f *failures) (int, time.Duration, time.Duration) {
 	var done atomic.Int64
-	var first atomic.Value
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	cpu0 := cpuTime(tg.pid)
@@ -431,9 +511,11 @@ func saturate(ctx context.Context, c *http.Client, tg costTarget, bodies [][]byt
 					return
 				default:
 				}
-				if _, err := post(ctx, c, tg.url+chatPath, bodies[k%len(bodies)]); err != nil {
-					first.CompareAndSwap(nil, err)
-					return
+				_, err := post(ctx, c, tg.url+chatPath, bodies[k%len(bodies)])
+				f.add(err)
+				if err != nil {
+					time.Sleep(10 * time.Millisecond) // a target that is down is not hammered
+					continue
 				}
 				done.Add(1)
 			}
@@ -444,13 +526,10 @@ func saturate(ctx context.Context, c *http.Client, tg costTarget, bodies [][]byt
 	n, elapsed := done.Load(), time.Since(start)
 	cpu := cpuTime(tg.pid) - cpu0 // the requests still running are in the CPU time but not counted: a slight undercount
 	wg.Wait()
-	if err, _ := first.Load().(error); err != nil {
-		return 0, 0, 0, err
-	}
 	if tg.pid == 0 {
 		cpu = 0
 	}
-	return int(n), elapsed, cpu, nil
+	return int(n), elapsed, cpu
 }
 
 // positive returns the values of xs above zero (the rounds that have one).

@@ -1,8 +1,14 @@
 package bench
 
 import (
+	"context"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestCostParts: -only's parts of the cost section pick measurements and
@@ -64,5 +70,55 @@ func TestSatRatio(t *testing.T) {
 	a, b = []float64{90, 0, 80, 100, 70}, []float64{100, 100, 0, 100, 100}
 	if got, want := satRatio(a, b), "0.90 (rounds: median 0.90, 0.70 to 1.00) (target ≥ 0.9)"; got != want {
 		t.Fatalf("missing readings: got %q, want %q", got, want)
+	}
+}
+
+// TestFailuresCounted: a target that fails one request in a few hundred
+// is measured, its failures left out of the figures and shown in a row;
+// one that fails more than 1% of them stops the section with the first
+// error. Both the open-loop and the closed-loop senders tally.
+func TestFailuresCounted(t *testing.T) {
+	target := func(every int64) costTarget {
+		var n atomic.Int64
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if n.Add(1)%every == 0 {
+				http.Error(w, "down", http.StatusBadGateway)
+				return
+			}
+			io.WriteString(w, `{"ok":true}`)
+		}))
+		t.Cleanup(srv.Close)
+		return costTarget{name: srv.URL, url: srv.URL}
+	}
+	ctx := context.Background()
+	c := &http.Client{}
+	body := [][]byte{[]byte(`{}`)}
+
+	rare, often := target(300), target(20)
+	fs, check := tallies([]costTarget{rare, often})
+	lat := fireBodies(ctx, c, rare.url+chatPath, body, 600, 2000, fs[rare.name])
+	if f := fs[rare.name]; f.sent != 600 || f.faild != 2 || len(lat) != 598 {
+		t.Fatalf("rare: sent %d, failed %d, %d latencies", f.sent, f.faild, len(lat))
+	}
+	if err := check(); err != nil {
+		t.Fatalf("two failures in 600 stopped the section: %v", err)
+	}
+	n, _, _ := saturate(ctx, c, often, body, 4, 200*time.Millisecond, fs[often.name])
+	if f := fs[often.name]; f.faild == 0 || n == 0 || n > f.sent-f.faild { // requests ending after the stop are sent, not done
+		t.Fatalf("often: %d done, sent %d, failed %d", n, f.sent, f.faild)
+	}
+	err := check()
+	if err == nil || !strings.Contains(err.Error(), "status 502") {
+		t.Fatalf("one failure in 20 did not stop the section: %v", err)
+	}
+	var w wideTable
+	failedRow(&w, "t", []costTarget{rare, often}, fs)
+	if len(w.rows) != 1 || w.rows[0][2] != "2 of 600" {
+		t.Fatalf("failed row = %v", w.rows)
+	}
+	var none wideTable
+	failedRow(&none, "t", []costTarget{rare}, map[string]*failures{rare.name: {sent: 5}})
+	if len(none.rows) != 0 {
+		t.Fatal("a row for no failures")
 	}
 }
