@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -147,7 +148,7 @@ func (p *Proxy) askRetry(call *Call, resp *http.Response, ir *idleReader) bool {
 func (p *Proxy) safeRetry(r Retrier, call *Call, status int, errBody []byte) (retry bool) {
 	defer func() {
 		if v := recover(); v != nil {
-			p.log.Error("a retrier failed; the upstream's answer goes to the client", "call", call.ID, "err", errPanic(v))
+			p.log.Error("a retrier failed; the upstream's answer goes to the client", "call", call.ID, "retrier", fmt.Sprintf("%T", r), "err", errPanic(v))
 			retry = false
 		}
 	}()
@@ -290,9 +291,9 @@ func (c *eventCopy) pass(ev *sse.Event) error {
 		return nil
 	}
 	if c.fin != nil && c.held == nil {
-		hold, ok := safeHold(c.fin, ev)
-		if !ok { // the session panicked: it is left out, the stream goes on
-			c.p.log.Error("a finisher failed on an event; the stream goes on without it", "call", c.call.ID)
+		hold, v := safeHold(c.fin, ev)
+		if v != nil { // the session panicked: it is left out, the stream goes on
+			c.p.holdFailed(c.call, c.fin, v)
 			c.fin = nil
 		}
 		if !hold {

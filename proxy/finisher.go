@@ -15,6 +15,10 @@ import (
 // Finisher may take over the end of a chat response: the masked review
 // holds back the final events of a turn, asks for a second look, and lets
 // the model revise before the client sees the turn end.
+//
+// A finisher that fails is left out and the answer goes out as the
+// upstream sent it: a panic in Start, in a session's Hold (that session
+// alone), End or EndBody, and an error from End or EndBody.
 type Finisher interface {
 	// Start returns a session for this response, or nil to leave it
 	// alone. It is called when the response header arrives, only for
@@ -156,7 +160,7 @@ func (p *Proxy) startFinish(call *Call, info *ResponseInfo) FinishSession {
 	if !call.Chat || call.Internal || info.Encoded || info.Status != http.StatusOK {
 		return nil
 	}
-	var sessions chain
+	var sessions []FinishSession
 	for _, f := range p.opts.Finishers {
 		if s := p.safeStart(f, call, info); s != nil {
 			sessions = append(sessions, s)
@@ -168,28 +172,44 @@ func (p *Proxy) startFinish(call *Call, info *ResponseInfo) FinishSession {
 	case 1:
 		return sessions[0]
 	}
-	return sessions
+	return &chain{s: sessions, dropped: func(s FinishSession, v any) { p.holdFailed(call, s, v) }}
 }
 
 // chain runs the sessions of several finishers on one response, in the
 // order of Options.Finishers: the stream is held from the first event any
 // of them holds, and the first session that writes the end (or changes
-// the body) wins; the others are not asked.
-type chain []FinishSession
+// the body) wins; the others are not asked. A session that panics in Hold
+// is left out (nil in s); the others go on.
+type chain struct {
+	s       []FinishSession
+	dropped func(s FinishSession, v any)
+}
 
 // Hold asks every session about each event until one holds.
-func (c chain) Hold(ev *sse.Event) bool {
+func (c *chain) Hold(ev *sse.Event) bool {
 	hold := false
-	for _, s := range c {
-		hold = s.Hold(ev) || hold
+	for i, s := range c.s {
+		if s == nil {
+			continue
+		}
+		h, v := safeHold(s, ev)
+		if v != nil {
+			c.s[i] = nil
+			c.dropped(s, v)
+			continue
+		}
+		hold = h || hold
 	}
 	return hold
 }
 
 // End lets each session end the stream in turn, until one writes.
-func (c chain) End(ctx context.Context, held [][]byte, out *EventWriter) error {
+func (c *chain) End(ctx context.Context, held [][]byte, out *EventWriter) error {
 	var errs []error
-	for _, s := range c {
+	for _, s := range c.s {
+		if s == nil {
+			continue
+		}
 		_, before, _ := out.stats()
 		err := s.End(ctx, held, out)
 		if err != nil {
@@ -203,9 +223,12 @@ func (c chain) End(ctx context.Context, held [][]byte, out *EventWriter) error {
 }
 
 // EndBody lets each session end the body in turn, until one changes it.
-func (c chain) EndBody(ctx context.Context, body []byte, keepAlive KeepAlive) ([]byte, error) {
+func (c *chain) EndBody(ctx context.Context, body []byte, keepAlive KeepAlive) ([]byte, error) {
 	var errs []error
-	for _, s := range c {
+	for _, s := range c.s {
+		if s == nil {
+			continue
+		}
 		out, err := s.EndBody(ctx, body, keepAlive)
 		if err != nil {
 			errs = append(errs, err)
@@ -246,14 +269,20 @@ func (p *Proxy) safeStart(f Finisher, call *Call, info *ResponseInfo) (s FinishS
 	return f.Start(call, info)
 }
 
-// safeHold is fin.Hold; ok is false when it panicked.
-func safeHold(fin FinishSession, ev *sse.Event) (hold, ok bool) {
+// safeHold is fin.Hold; panicked is what it panicked with, if it did.
+func safeHold(fin FinishSession, ev *sse.Event) (hold bool, panicked any) {
 	defer func() {
 		if v := recover(); v != nil {
-			hold, ok = false, false
+			hold, panicked = false, v
 		}
 	}()
-	return fin.Hold(ev), true
+	return fin.Hold(ev), nil
+}
+
+// holdFailed logs a session that panicked in Hold; it is left out of the
+// rest of the response.
+func (p *Proxy) holdFailed(call *Call, s FinishSession, v any) {
+	p.log.Error("a finisher failed on an event; the stream goes on without it", "call", call.ID, "session", fmt.Sprintf("%T", s), "err", errPanic(v))
 }
 
 func safeEnd(ctx context.Context, fin FinishSession, held [][]byte, out *EventWriter) (err error) {

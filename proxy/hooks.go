@@ -196,7 +196,8 @@ func (f RequestTransformFunc) TransformRequest(ctx context.Context, call *Call, 
 // of 400 or more, the proxy asks RetryWithout (errBody holds up to 64 KiB
 // of the answer). If it returns true, the proxy sends the request once
 // more with Call.Retry set, and the first answer never reaches the client.
-// Only one retry is ever made for a call.
+// Only one retry is ever made for a call. A Retrier that panics is taken
+// to ask for nothing.
 type Retrier interface {
 	RetryWithout(call *Call, status int, errBody []byte) bool
 }

@@ -2,45 +2,64 @@ package proxy
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/shaperproxy/shaperproxy/sse"
 )
 
 // panicFinisher panics where it is told: in Start, or in its session's
-// Hold.
-type panicFinisher struct{ inStart bool }
+// Hold; it counts the calls its sessions get.
+type panicFinisher struct {
+	inStart     bool
+	holds, ends atomic.Int32
+}
 
 func (f *panicFinisher) Start(*Call, *ResponseInfo) FinishSession {
 	if f.inStart {
 		panic("finisher start")
 	}
-	return panicSession{}
+	return &panicSession{f: f}
 }
 
-type panicSession struct{}
+type panicSession struct{ f *panicFinisher }
 
-func (panicSession) Hold(*sse.Event) bool { panic("finisher hold") }
-func (panicSession) End(context.Context, [][]byte, *EventWriter) error {
-	panic("End is not reached")
+func (s *panicSession) Hold(*sse.Event) bool {
+	s.f.holds.Add(1)
+	panic("finisher hold")
 }
-func (panicSession) EndBody(_ context.Context, body []byte, _ KeepAlive) ([]byte, error) {
+
+func (s *panicSession) End(context.Context, [][]byte, *EventWriter) error {
+	s.f.ends.Add(1)
+	return nil
+}
+
+func (s *panicSession) EndBody(_ context.Context, body []byte, _ KeepAlive) ([]byte, error) {
 	return body, nil
 }
 
 // panicRetrier changes the request and panics when asked about an error.
-type panicRetrier struct{ rewriter }
+type panicRetrier struct {
+	rewriter
+	asked atomic.Int32
+}
 
-func (*panicRetrier) RetryWithout(*Call, int, []byte) bool { panic("retrier") }
+func (r *panicRetrier) RetryWithout(*Call, int, []byte) bool {
+	r.asked.Add(1)
+	panic("retrier")
+}
 
 // TestHookPanicsLeaveTheAnswer: a finisher that panics in Start or on an
 // event, or a Retrier that panics on an error, is left out of the call:
 // the client gets the upstream's answer whole, the observers see the call
-// end, and the proxy goes on serving. Without the recovery the panic
-// reached net/http, which cut the connection mid-answer.
+// end, and the proxy goes on serving. A session that panicked is not
+// asked again; in a chain, the other finisher goes on and ends the
+// stream. Without the recovery the panic reached net/http, which cut the
+// connection mid-answer.
 func TestHookPanicsLeaveTheAnswer(t *testing.T) {
 	const events = "data: {\"a\":1}\n\ndata: {\"finish\":\"stop\"}\n\ndata: [DONE]\n\n"
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -49,20 +68,41 @@ func TestHookPanicsLeaveTheAnswer(t *testing.T) {
 			w.Write([]byte(`{"error":"reasoning"}`))
 			return
 		}
+		if b, _ := io.ReadAll(r.Body); strings.Contains(string(b), "child") { // the good finisher's own request
+			w.Write([]byte(`{"child":1}`))
+			return
+		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		writeEvents(w, []byte(events))
 	}))
 	defer up.Close()
+	inStart, inHold, retrier := &panicFinisher{inStart: true}, &panicFinisher{}, &panicRetrier{}
+	chained, good := &panicFinisher{}, &testFinisher{replace: true}
 	cases := []struct {
 		name   string
 		mod    func(*Options)
 		header string
 		status int
 		want   string
+		check  func(t *testing.T)
 	}{
-		{"finisher start", func(o *Options) { o.Finishers = []Finisher{&panicFinisher{inStart: true}} }, "", 200, events},
-		{"finisher hold", func(o *Options) { o.Finishers = []Finisher{&panicFinisher{}} }, "", 200, events},
-		{"retrier", func(o *Options) { o.Transforms = []RequestTransform{&panicRetrier{}} }, "error", 400, `{"error":"reasoning"}`},
+		{"finisher start", func(o *Options) { o.Finishers = []Finisher{inStart} }, "", 200, events, nil},
+		{"finisher hold", func(o *Options) { o.Finishers = []Finisher{inHold} }, "", 200, events, func(t *testing.T) {
+			if h, e := inHold.holds.Load(), inHold.ends.Load(); h != 2 || e != 0 { // once per call
+				t.Fatalf("the panicking session was asked %d times and ended %d times; want 2 and 0", h, e)
+			}
+		}},
+		{"retrier", func(o *Options) { o.Transforms = []RequestTransform{retrier} }, "error", 400, `{"error":"reasoning"}`, func(t *testing.T) {
+			if n := retrier.asked.Load(); n != 2 {
+				t.Fatalf("the retrier was asked %d times, want 2", n)
+			}
+		}},
+		{"chain", func(o *Options) { o.Finishers = []Finisher{chained, good} }, "", 200,
+			"data: {\"a\":1}\n\ndata: {\"revised\":{\"child\":1}}\n\ndata: [DONE]\n\n", func(t *testing.T) {
+				if h, e := chained.holds.Load(), chained.ends.Load(); h != 2 || e != 0 {
+					t.Fatalf("the panicking session was asked %d times and ended %d times; want 2 and 0", h, e)
+				}
+			}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -83,6 +123,9 @@ func TestHookPanicsLeaveTheAnswer(t *testing.T) {
 				if e.Outcome != OutcomeComplete {
 					t.Fatalf("observer ends = %+v", ends)
 				}
+			}
+			if tc.check != nil {
+				tc.check(t)
 			}
 		})
 	}
