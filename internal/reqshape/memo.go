@@ -26,8 +26,9 @@ type memo struct {
 	items map[memoKey]*list.Element
 	hits  uint64
 	miss  uint64
-	// prints remembers the messages' print parts the same way (by the
-	// key of their bytes), for the cache-aware policy's fingerprints.
+	// prints remembers the messages' print parts by the key of their
+	// bytes too, for the cache-aware policy's fingerprints (in two
+	// generations, not in recency order: see printMemo).
 	prints *printMemo
 }
 

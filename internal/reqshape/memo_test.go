@@ -2,6 +2,7 @@ package reqshape
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -87,8 +88,8 @@ func TestMemoBySource(t *testing.T) {
 
 // TestPrintMemo: the fingerprints made from remembered print parts are
 // the fingerprints made without them, on a miss, on a hit, and in a memo
-// too small for the history (it starts over and stays within its bound);
-// a changed message still changes its print.
+// too small for the history (it starts a new generation and stays within
+// its bound); an edited user message changes its print and no other.
 func TestPrintMemo(t *testing.T) {
 	p := prof("deepseek-v4")
 	v := view(t, seedCase())
@@ -105,18 +106,60 @@ func TestPrintMemo(t *testing.T) {
 			if got.head != want.head || !slices.Equal(got.msgs, want.msgs) {
 				t.Fatalf("memo of %d, pass %d: prints differ", size, pass)
 			}
-			if len(pm.m) > size {
-				t.Fatalf("memo of %d holds %d", size, len(pm.m))
+			if n := pm.len(); n > size || n == 0 {
+				t.Fatalf("memo of %d holds %d", size, n)
 			}
 		}
 	}
-	edited := bytes.Replace(seedCase(), []byte(`"role":"user","content":"`), []byte(`"role":"user","content":"x`), 1)
+	// An edited user message: its print changes, every other stays.
+	at := bytes.Index(seedCase(), []byte(`"role":"user","content":"`))
+	edited := slices.Concat(seedCase()[:at], []byte(`"role":"user","content":"x`), seedCase()[at+len(`"role":"user","content":"`):])
 	w := view(t, edited)
+	fresh := func(r *conv.Request, pm *printMemo) prints {
+		var parts []partPrints
+		if pm != nil {
+			parts = pm.of(r)
+		}
+		return fingerprint(r, candidates(r, cacheAwareRule(), nil), p.Of(r), parts)
+	}
 	pm := newPrintMemo(1 << 16)
-	pm.of(v)
-	got := fingerprint(w, candidates(w, cacheAwareRule(), nil), p.Of(w), pm.of(w))
-	if at := breakAt(want, got); at < 0 {
-		t.Fatal("an edited user message left every print unchanged")
+	before, after := fresh(v, pm), fresh(w, pm)
+	if !slices.Equal(after.msgs, fresh(w, nil).msgs) {
+		t.Fatal("the memo's prints of the edited request differ from the prints made without it")
+	}
+	diff := 0
+	for i := range before.msgs {
+		if before.msgs[i] != after.msgs[i] {
+			diff++
+			if v.Messages[i].Role != "user" {
+				t.Fatalf("message %d (%s) changed print", i, v.Messages[i].Role)
+			}
+		}
+	}
+	if diff != 1 || breakAt(before, after) < 0 {
+		t.Fatalf("%d prints changed (break at %d), want the edited message's alone", diff, breakAt(before, after))
+	}
+}
+
+// TestPrintMemoGenerations: a message used on every request stays
+// remembered while others come and go past the bound.
+func TestPrintMemoGenerations(t *testing.T) {
+	pm := newPrintMemo(8)
+	keep := view(t, []byte(`{"model":"m","messages":[{"role":"system","content":"kept"}]}`))
+	pm.of(keep)
+	for i := range 40 {
+		pm.of(view(t, fmt.Appendf(nil, `{"model":"m","messages":[{"role":"user","content":"other %d"}]}`, i)))
+		pm.of(keep)
+		if n := pm.len(); n > 8 {
+			t.Fatalf("holds %d, bound 8", n)
+		}
+	}
+	pm.mu.Lock()
+	_, inCur := pm.cur[keep.Messages[0].RawKey()]
+	_, inOld := pm.old[keep.Messages[0].RawKey()]
+	pm.mu.Unlock()
+	if !inCur && !inOld {
+		t.Fatal("the message of every request was forgotten")
 	}
 }
 

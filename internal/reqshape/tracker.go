@@ -132,16 +132,19 @@ func stringPrint(s string) uint64 { return maphash.String(printSeed, s) }
 
 // printMemo remembers each message's partPrints by the key of its bytes
 // (the same bytes hold the same parts), so that the history an agent
-// re-sends is hashed once, not once per request. It holds at most max
-// messages and starts over past them. It is safe for concurrent use.
+// re-sends is hashed once, not once per request. It keeps two
+// generations: when the current one holds max/2 messages it becomes the
+// old one, and a message found in the old one moves to the current one,
+// so a history in use is never forgotten all at once; it holds at most
+// max messages. It is safe for concurrent use.
 type printMemo struct {
-	mu  sync.Mutex
-	m   map[conv.RawKey]partPrints
-	max int
+	mu       sync.Mutex
+	cur, old map[conv.RawKey]partPrints
+	max      int
 }
 
 func newPrintMemo(max int) *printMemo {
-	return &printMemo{m: make(map[conv.RawKey]partPrints), max: max}
+	return &printMemo{cur: make(map[conv.RawKey]partPrints), max: max}
 }
 
 // of returns the partPrints of every message of req: those remembered
@@ -152,10 +155,15 @@ func (pm *printMemo) of(req *conv.Request) []partPrints {
 	missing := 0
 	pm.mu.Lock()
 	for i := range req.Messages {
-		out[i], found[i] = pm.m[req.Messages[i].RawKey()]
-		if !found[i] {
-			missing++
+		k := req.Messages[i].RawKey()
+		if out[i], found[i] = pm.cur[k]; found[i] {
+			continue
 		}
+		if out[i], found[i] = pm.old[k]; found[i] {
+			pm.put(k, out[i])
+			continue
+		}
+		missing++
 	}
 	pm.mu.Unlock()
 	if missing == 0 {
@@ -168,15 +176,28 @@ func (pm *printMemo) of(req *conv.Request) []partPrints {
 	}
 	pm.mu.Lock()
 	defer pm.mu.Unlock()
-	if len(pm.m)+missing > pm.max {
-		clear(pm.m)
-	}
 	for i := range req.Messages {
-		if !found[i] && len(pm.m) < pm.max {
-			pm.m[req.Messages[i].RawKey()] = out[i]
+		if !found[i] {
+			pm.put(req.Messages[i].RawKey(), out[i])
 		}
 	}
 	return out
+}
+
+// put adds a message to the current generation, starting a new one when
+// it is full. Under mu.
+func (pm *printMemo) put(k conv.RawKey, p partPrints) {
+	if len(pm.cur) >= max(1, pm.max/2) {
+		pm.old, pm.cur = pm.cur, make(map[conv.RawKey]partPrints, len(pm.cur))
+	}
+	pm.cur[k] = p
+}
+
+// len returns the messages remembered.
+func (pm *printMemo) len() int {
+	pm.mu.Lock()
+	defer pm.mu.Unlock()
+	return len(pm.cur) + len(pm.old)
 }
 
 // convState is what the shaper remembers of one conversation.
