@@ -198,6 +198,9 @@ func TestApplyEdits(t *testing.T) {
 		{{7, 9, []byte("x")}, {1, 3, []byte("yyy")}, {3, 4, nil}},
 		{{2, 5, []byte("long replacement")}, {5, 5, []byte("+")}},
 	}
+	if got := ApplyEdits([]byte{}, nil); got == nil || len(got) != 0 {
+		t.Errorf("empty body, no edits: %#v, want an empty non-nil body", got)
+	}
 	for i, edits := range cases {
 		want := ref(edits)
 		got := ApplyEdits(body, append([]Edit(nil), edits...))

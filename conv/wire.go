@@ -74,12 +74,9 @@ type Edit struct {
 	Repl       []byte
 }
 
-// ApplyEdits returns a new body with non-overlapping edits applied in one
-// pass; body is not changed. Bytes outside the edits are kept as they are.
-//
-// The pieces are joined by bytes.Join, which allocates the result without
-// zeroing it first: for a long history that is a megabyte not cleared
-// before it is overwritten (make would clear it).
+// ApplyEdits returns a new body (never nil) with non-overlapping edits
+// applied in one pass; body is not changed. Bytes outside the edits are
+// kept as they are.
 func ApplyEdits(body []byte, edits []Edit) []byte {
 	sort.Slice(edits, func(i, j int) bool { return edits[i].Start < edits[j].Start })
 	pieces := make([][]byte, 0, 2*len(edits)+1)
@@ -88,7 +85,14 @@ func ApplyEdits(body []byte, edits []Edit) []byte {
 		pieces = append(pieces, body[at:e.Start], e.Repl)
 		at = e.End
 	}
-	return bytes.Join(append(pieces, body[at:]), nil)
+	// bytes.Join sizes the result once and, in the standard library of
+	// this writing, does not clear it before copying (make would: for a
+	// long history, a megabyte cleared only to be overwritten).
+	out := bytes.Join(append(pieces, body[at:]), nil)
+	if out == nil {
+		out = []byte{}
+	}
+	return out
 }
 
 // quotedReasoningFields are ReasoningFields as JSON keys, for MentionsReasoning.
