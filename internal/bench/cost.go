@@ -240,8 +240,12 @@ func costLatency(ctx context.Context, c *http.Client, targets []costTarget, bodi
 	fs, check := tallies(targets)
 	for r := 0; r < rounds; r++ {
 		for _, tg := range rotate(targets, r) {
+			s0, f0 := fs[tg.name].mark()
 			lat := fireBodies(ctx, c, tg.url+chatPath, bodies, n, rate, fs[tg.name])
-			if err := check(); err != nil {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := fs[tg.name].down(tg.name, s0, f0); err != nil {
 				return err
 			}
 			perRound[tg.name] = append(perRound[tg.name], [2]time.Duration{pct(lat, 50), pct(lat, 99)})
@@ -267,8 +271,8 @@ func costLatency(ctx context.Context, c *http.Client, targets []costTarget, bodi
 		row = append(row, ratioNote(added(costAll), added(stdlib), target))
 		w.add(row...)
 	}
-	failedRow(w, title, targets, fs)
-	return nil
+	failedRow(w, title, "failed requests (left out of the latencies)", targets, fs)
+	return check()
 }
 
 // fmtAdded formats the median of per-round added latencies with their range.
@@ -351,13 +355,15 @@ func fireStrict(ctx context.Context, c *http.Client, url string, bodies [][]byte
 }
 
 // failures tallies a target's requests and the ones that failed. A
-// failed request is left out of the figures and counted; past
-// maxFailedShare of them the target's figures mean nothing and the
-// section stops (one cut answer in a run of thousands does not).
+// failed request is left out of the figures and counted; when more than
+// maxFailedShare of a target's requests failed by the end of a section,
+// its figures mean nothing and the section fails (one cut answer in a run
+// of thousands does not). A round none of whose requests succeeded stops
+// the section at once: the target is down.
 type failures struct {
-	mu          sync.Mutex
-	sent, faild int
-	first       error
+	mu           sync.Mutex
+	sent, failed int
+	first        error
 }
 
 const maxFailedShare = 0.01
@@ -367,7 +373,7 @@ func (f *failures) add(err error) {
 	defer f.mu.Unlock()
 	f.sent++
 	if err != nil {
-		f.faild++
+		f.failed++
 		if f.first == nil {
 			f.first = err
 		}
@@ -378,23 +384,41 @@ func (f *failures) add(err error) {
 func (f *failures) check(name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.faild > 0 && float64(f.faild) > maxFailedShare*float64(f.sent) {
-		return fmt.Errorf("%s: %d of %d requests failed, the first: %w", name, f.faild, f.sent, f.first)
+	if f.failed > 0 && float64(f.failed) > maxFailedShare*float64(f.sent) {
+		return fmt.Errorf("%s: %d of %d requests failed, the first: %w", name, f.failed, f.sent, f.first)
 	}
 	return nil
 }
 
+// down returns an error when the target served none of its requests
+// since the tally stood at sent0, failed0 (a round).
+func (f *failures) down(name string, sent0, failed0 int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := f.sent - sent0; n > 0 && f.failed-failed0 == n {
+		return fmt.Errorf("%s: all %d requests of a round failed, the first: %w", name, n, f.first)
+	}
+	return nil
+}
+
+// mark returns the tally's counts, for down.
+func (f *failures) mark() (sent, failed int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.sent, f.failed
+}
+
 // failedRow adds a row counting the failed requests of each target, when
-// any failed.
-func failedRow(w *wideTable, title string, targets []costTarget, fs map[string]*failures) {
-	any := false
-	row := []string{title, "failed requests (left out of the figures above)"}
+// any failed; label says what they cost the figures.
+func failedRow(w *wideTable, title, label string, targets []costTarget, fs map[string]*failures) {
+	some := false
+	row := []string{title, label}
 	for _, tg := range targets {
 		f := fs[tg.name]
-		any = any || f.faild > 0
-		row = append(row, fmt.Sprintf("%d of %d", f.faild, f.sent))
+		some = some || f.failed > 0
+		row = append(row, fmt.Sprintf("%d of %d", f.failed, f.sent))
 	}
-	if any {
+	if some {
 		w.add(append(row, "")...)
 	}
 }
@@ -445,8 +469,12 @@ func costSaturation(ctx context.Context, c *http.Client, targets []costTarget, b
 	fs, check := tallies(targets)
 	for r := 0; r < cs.satRounds; r++ {
 		for _, tg := range rotate(targets, r) {
+			s0, f0 := fs[tg.name].mark()
 			n, elapsed, cpu := saturate(ctx, c, tg, bodies, workers, cs.satDur, fs[tg.name])
-			if err := check(); err != nil {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := fs[tg.name].down(tg.name, s0, f0); err != nil {
 				return err
 			}
 			rps[tg.name] = append(rps[tg.name], float64(n)/elapsed.Seconds())
@@ -468,8 +496,8 @@ func costSaturation(ctx context.Context, c *http.Client, targets []costTarget, b
 		row = append(row, fmt.Sprintf("%.0f", median(positive(perCore[tg.name]))))
 	}
 	w.add(append(row, satRatio(perCore[costAll], perCore[stdlib]))...)
-	failedRow(w, title, targets, fs)
-	return nil
+	failedRow(w, title, "failed requests (not counted as served; the time they took is in the figures)", targets, fs)
+	return check()
 }
 
 // satRatio is the ratio of the medians of a and b (rates per round), with
@@ -505,6 +533,7 @@ func saturate(ctx context.Context, c *http.Client, tg costTarget, bodies [][]byt
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
+			streak := 0 // failures in a row
 			for k := i; ; k += workers {
 				select {
 				case <-stop:
@@ -514,9 +543,12 @@ func saturate(ctx context.Context, c *http.Client, tg costTarget, bodies [][]byt
 				_, err := post(ctx, c, tg.url+chatPath, bodies[k%len(bodies)])
 				f.add(err)
 				if err != nil {
-					time.Sleep(10 * time.Millisecond) // a target that is down is not hammered
+					if streak++; streak >= 3 {
+						time.Sleep(10 * time.Millisecond) // a target that is down is not hammered
+					}
 					continue
 				}
+				streak = 0
 				done.Add(1)
 			}
 		}(i)

@@ -97,27 +97,37 @@ func TestFailuresCounted(t *testing.T) {
 	rare, often := target(300), target(20)
 	fs, check := tallies([]costTarget{rare, often})
 	lat := fireBodies(ctx, c, rare.url+chatPath, body, 600, 2000, fs[rare.name])
-	if f := fs[rare.name]; f.sent != 600 || f.faild != 2 || len(lat) != 598 {
-		t.Fatalf("rare: sent %d, failed %d, %d latencies", f.sent, f.faild, len(lat))
+	if f := fs[rare.name]; f.sent != 600 || f.failed != 2 || len(lat) != 598 {
+		t.Fatalf("rare: sent %d, failed %d, %d latencies", f.sent, f.failed, len(lat))
 	}
 	if err := check(); err != nil {
 		t.Fatalf("two failures in 600 stopped the section: %v", err)
 	}
+	if err := fs[rare.name].down(rare.name, 0, 0); err != nil {
+		t.Fatalf("a round with successes counted as down: %v", err)
+	}
 	n, _, _ := saturate(ctx, c, often, body, 4, 200*time.Millisecond, fs[often.name])
-	if f := fs[often.name]; f.faild == 0 || n == 0 || n > f.sent-f.faild { // requests ending after the stop are sent, not done
-		t.Fatalf("often: %d done, sent %d, failed %d", n, f.sent, f.faild)
+	if f := fs[often.name]; f.failed == 0 || n == 0 || n > f.sent-f.failed { // requests ending after the stop are sent, not done
+		t.Fatalf("often: %d done, sent %d, failed %d", n, f.sent, f.failed)
 	}
 	err := check()
 	if err == nil || !strings.Contains(err.Error(), "status 502") {
 		t.Fatalf("one failure in 20 did not stop the section: %v", err)
 	}
+	dead := &failures{}
+	for range 5 {
+		dead.add(io.ErrUnexpectedEOF)
+	}
+	if err := dead.down("dead", 0, 0); err == nil {
+		t.Fatal("a round of failures only did not count as down")
+	}
 	var w wideTable
-	failedRow(&w, "t", []costTarget{rare, often}, fs)
+	failedRow(&w, "t", "failed", []costTarget{rare, often}, fs)
 	if len(w.rows) != 1 || w.rows[0][2] != "2 of 600" {
 		t.Fatalf("failed row = %v", w.rows)
 	}
 	var none wideTable
-	failedRow(&none, "t", []costTarget{rare}, map[string]*failures{rare.name: {sent: 5}})
+	failedRow(&none, "t", "failed", []costTarget{rare}, map[string]*failures{rare.name: {sent: 5}})
 	if len(none.rows) != 0 {
 		t.Fatal("a row for no failures")
 	}
