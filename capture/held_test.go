@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/shaperproxy/shaperproxy/proxy"
 )
@@ -53,6 +54,37 @@ func TestHeldAnswerRecords(t *testing.T) {
 		if st := w.Stats(); st.Enqueued != int64(3+pieces) || st.Written != st.Enqueued || st.Dropped != 0 {
 			t.Errorf("size %d: stats %+v, want %d records enqueued and written", size, st, 3+pieces)
 		}
+	}
+}
+
+// TestStreamSinkHoldsNothing: a stream request's sink carries no room for
+// held records (a stream's records go as they come; the room is about
+// 1.6 KB a call), and the non-stream answer such a request can get (an
+// error body) is still recorded whole, in order.
+func TestStreamSinkHoldsNothing(t *testing.T) {
+	if stream, plain := unsafe.Sizeof(captureSink{}), unsafe.Sizeof(heldSink{}); stream*3 > plain {
+		t.Fatalf("a stream's sink is %d bytes against a held one's %d: it should not carry the room", stream, plain)
+	}
+	w, dir := openTest(t, Options{})
+	o := NewObserver(w, false)
+	call := &proxy.Call{ID: "s", Route: "r", Chat: true, Stream: true, Start: time.Now()}
+	sink := o.Request(call, &proxy.Upstream{Method: "POST", URL: "http://up/v1/chat/completions", Body: []byte(`{"stream":true}`)})
+	if cs := sink.(*captureSink); cs.room != nil {
+		t.Fatal("a stream request's sink has room to hold records")
+	}
+	sink.Response(&proxy.ResponseInfo{Status: 400})
+	sink.Body([]byte(`{"error":"bad"}`))
+	if cs := sink.(*captureSink); len(cs.held) != 0 {
+		t.Fatal("held records without room")
+	}
+	sink.End(proxy.End{Outcome: proxy.OutcomeComplete, Status: 400})
+	mustFlush(t, w)
+	var kinds []string
+	for _, l := range scanAll(t, openReaderTest(t, dir)) {
+		kinds = append(kinds, l.Record.Kind.String())
+	}
+	if got := strings.Join(kinds, " "); got != "request response body end" {
+		t.Fatalf("records %q", got)
 	}
 }
 

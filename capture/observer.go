@@ -80,7 +80,21 @@ func (o *Observer) Request(call *proxy.Call, up *proxy.Upstream) proxy.ResponseS
 	// goes upstream: the call's later records wake it. The proxy's view of
 	// the body, when it is one, saves the writer reading it again.
 	o.w.enqueueQuiet(requestQ(r, call.View))
-	return &captureSink{w: o.w, base: base, call: call, where: whereWire}
+	if call.Stream {
+		// A stream's records go as they come: no room to hold them (the
+		// rare non-stream answer to a stream request is not held either).
+		return &captureSink{w: o.w, base: base, call: call, where: whereWire}
+	}
+	hs := &heldSink{captureSink: captureSink{w: o.w, base: base, call: call, where: whereWire}}
+	hs.room = hs.arr[:0]
+	return &hs.captureSink
+}
+
+// heldSink is a captureSink with room for the records of a non-stream
+// answer, in the same allocation.
+type heldSink struct {
+	captureSink
+	arr [maxHeldRecords]queued
 }
 
 // captureSink records one response as it passes, and the usage it
@@ -94,11 +108,11 @@ type captureSink struct {
 	// A non-stream answer's records (response, body, end) are handed to
 	// the writer together when it ends, while its body is small (most
 	// are): one hand-over instead of three. held is the records kept,
-	// heldArr their room in the sink itself.
+	// room their place (a heldSink's array; none for a stream request).
 	hold      bool
 	held      []queued
 	heldBytes int
-	heldArr   [maxHeldRecords]queued
+	room      []queued
 }
 
 // maxHeldBody is the most memory (pooled buffers counted whole) a sink
@@ -114,9 +128,9 @@ const (
 // keep holds q, or enqueues it (and what was held) when the answer is not
 // held or no longer fits.
 func (s *captureSink) keep(q queued) {
-	if n := q.held(); s.hold && s.heldBytes+int(n) <= maxHeldBody && len(s.held) < maxHeldRecords {
+	if n := q.held(); s.hold && s.heldBytes+int(n) <= maxHeldBody && len(s.held) < cap(s.room) {
 		if s.held == nil {
-			s.held = s.heldArr[:0]
+			s.held = s.room[:0]
 		}
 		q.Time = time.Now()
 		s.held = append(s.held, q)
