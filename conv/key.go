@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"hash"
 	"hash/maphash"
 	"sync"
 )
@@ -124,25 +123,13 @@ func TurnKey(r *Request, conversation string) string {
 		return ""
 	}
 	m := r.Messages[t.Start]
-	h := sha256.New()
-	writeField(h, "shaperproxy/review/turn/v1")
-	writeField(h, conversation)
-	writeUint(h, uint64(t.Ordinal))
-	writeField(h, m.Role)
-	writeField(h, m.Content)
-	writeUint(h, uint64(m.Images))
-	return "t:" + hex.EncodeToString(h.Sum(nil))[:32]
-}
-
-// writeField writes s length-prefixed, so field boundaries are unambiguous.
-func writeField(h hash.Hash, s string) {
-	writeUint(h, uint64(len(s)))
-	h.Write([]byte(s))
-}
-
-// writeUint writes v as 8 big-endian bytes.
-func writeUint(h hash.Hash, v uint64) {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], v)
-	h.Write(b[:])
+	var buf [256]byte
+	b := appendField(buf[:0], "shaperproxy/review/turn/v1")
+	b = appendField(b, conversation)
+	b = binary.BigEndian.AppendUint64(b, uint64(t.Ordinal))
+	b = appendField(b, m.Role)
+	b = appendField(b, m.Content)
+	b = binary.BigEndian.AppendUint64(b, uint64(m.Images))
+	sum := sha256.Sum256(b)
+	return "t:" + hex.EncodeToString(sum[:16])
 }

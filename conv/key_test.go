@@ -3,6 +3,7 @@ package conv
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"hash"
 	"regexp"
@@ -155,6 +156,57 @@ func oldConversationKey(r *Request, explicit string) string {
 		}
 	}
 	return "c:" + sum(h)
+}
+
+// writeField and writeUint are how the keys were first written (each
+// field length-prefixed into a sha256 hash): the references the keys are
+// pinned to.
+func writeField(h hash.Hash, s string) {
+	writeUint(h, uint64(len(s)))
+	h.Write([]byte(s))
+}
+
+func writeUint(h hash.Hash, v uint64) {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	h.Write(b[:])
+}
+
+// oldTurnKey is TurnKey as first written; turn keys are stored in the
+// ledger, so they must never change either.
+func oldTurnKey(r *Request, conversation string) string {
+	t, ok := r.OpenTurn()
+	if !ok {
+		return ""
+	}
+	m := r.Messages[t.Start]
+	h := sha256.New()
+	writeField(h, "shaperproxy/review/turn/v1")
+	writeField(h, conversation)
+	writeUint(h, uint64(t.Ordinal))
+	writeField(h, m.Role)
+	writeField(h, m.Content)
+	writeUint(h, uint64(m.Images))
+	return "t:" + hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+func TestTurnKeyUnchanged(t *testing.T) {
+	n := 0
+	for _, body := range applyBodies(t) {
+		r := parseBytes(t, body)
+		for _, conv := range []string{"", "c:0123", strings.Repeat("y", 300)} {
+			want := oldTurnKey(r, conv)
+			if got := TurnKey(r, conv); got != want {
+				t.Errorf("TurnKey = %q, want %q", got, want)
+			}
+			if want != "" {
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no request with a turn to key")
+	}
 }
 
 func TestConversationKeyUnchanged(t *testing.T) {
