@@ -113,8 +113,10 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 	}
 	for _, w := range warm {
 		for _, tg := range targets { // warm every path: connections, memos, the seed's first shaping
-			if _, err := fireStrict(ctx, c, tg.url+chatPath, w.bodies, w.n, 50); err != nil {
-				return fmt.Errorf("warm-up %s: %w", tg.name, err)
+			var f failures // a failed warm-up request is no measurement; a target that serves none is down
+			fireBodies(ctx, c, tg.url+chatPath, w.bodies, w.n, 50, &f)
+			if err := f.down("warm-up "+tg.name, 0, 0); err != nil {
+				return err
 			}
 		}
 	}
