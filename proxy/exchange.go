@@ -86,7 +86,7 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 		// handler returns, so the observers' end of the call and the
 		// metrics are no longer part of its latency. (A body of known
 		// length is still sent in one write.)
-		flush(w)
+		_ = http.NewResponseController(w).Flush()
 	}
 	sinks.End(end)
 	p.finish(call, info, end)
@@ -130,7 +130,10 @@ func (p *Proxy) askRetry(call *Call, resp *http.Response, ir *idleReader) bool {
 	if enc := contentEncoding(resp.Header); enc != "" {
 		errBody = decodeAll(enc, head)
 	}
-	if !ir.t.Stop() && ir.fired.Load() {
+	// Stop reports whether the timer was running: neither fired nor
+	// stopped by the body's end.
+	running := ir.t.Stop()
+	if !running && ir.fired.Load() {
 		return false // the upstream went quiet while the head was read
 	}
 	for _, r := range retriers {
@@ -138,7 +141,7 @@ func (p *Proxy) askRetry(call *Call, resp *http.Response, ir *idleReader) bool {
 			return true
 		}
 	}
-	if !ir.ended {
+	if running {
 		ir.t.Reset(ir.d) // the rest of the body goes to the client, under the timer
 	}
 	return false
@@ -461,7 +464,7 @@ func (p *Proxy) copyRaw(w http.ResponseWriter, src io.Reader, call *Call, info *
 				return clientGone(end)
 			}
 			end.Bytes += int64(n)
-			flush(w)
+			_ = http.NewResponseController(w).Flush()
 			tee.Write(buf[:n])
 		}
 		if err != nil {
@@ -478,16 +481,6 @@ func (p *Proxy) copyRaw(w http.ResponseWriter, src io.Reader, call *Call, info *
 // request would be most of the proxy's garbage.
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// flush sends what w holds to the client: through the proxy's own
-// clientWriter without building a ResponseController per call.
-func flush(w http.ResponseWriter) {
-	if f, ok := w.(interface{ FlushError() error }); ok {
-		_ = f.FlushError()
-		return
-	}
-	_ = http.NewResponseController(w).Flush()
-}
-
 func clientGone(end End) End {
 	end.Outcome, end.Err = OutcomeClientCancelled, errClientWrite.Error()
 	return end
@@ -503,16 +496,17 @@ type idleReader struct {
 	start time.Time
 	first time.Duration
 	fired atomic.Bool // the timer closed the body: reads fail with errIdle
-	ended bool        // a read returned an error (the body's end among them)
 }
 
 func (i *idleReader) Read(p []byte) (int, error) {
 	n, err := i.r.Read(p)
-	if err != nil && i.fired.Load() {
-		err = errIdle // what the closed body says is not the upstream's doing
+	// What a body closed by the timer says is not the upstream's doing;
+	// its end is (a body closed under a read never ends in io.EOF, so an
+	// answer whose last read raced the timer stays whole).
+	if err != nil && err != io.EOF && i.fired.Load() {
+		err = errIdle
 	}
 	if err != nil {
-		i.ended = true
 		i.t.Stop() // the body is over: what follows is not the upstream's silence
 	} else {
 		i.t.Reset(i.d)

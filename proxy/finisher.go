@@ -172,7 +172,7 @@ func (p *Proxy) startFinish(call *Call, info *ResponseInfo) FinishSession {
 	case 1:
 		return sessions[0]
 	}
-	return &chain{s: sessions, dropped: func(s FinishSession, v any) { p.holdFailed(call, s, v) }}
+	return &chain{s: sessions, p: p, call: call}
 }
 
 // chain runs the sessions of several finishers on one response, in the
@@ -181,8 +181,9 @@ func (p *Proxy) startFinish(call *Call, info *ResponseInfo) FinishSession {
 // the body) wins; the others are not asked. A session that panics in Hold
 // is left out (nil in s); the others go on.
 type chain struct {
-	s       []FinishSession
-	dropped func(s FinishSession, v any)
+	s    []FinishSession
+	p    *Proxy // for the log of a session left out
+	call *Call
 }
 
 // Hold asks every session about each event until one holds.
@@ -195,7 +196,7 @@ func (c *chain) Hold(ev *sse.Event) bool {
 		h, v := safeHold(s, ev)
 		if v != nil {
 			c.s[i] = nil
-			c.dropped(s, v)
+			c.p.holdFailed(c.call, s, v)
 			continue
 		}
 		hold = h || hold
@@ -211,8 +212,7 @@ func (c *chain) End(ctx context.Context, held [][]byte, out *EventWriter) error 
 			continue
 		}
 		_, before, _ := out.stats()
-		err := s.End(ctx, held, out)
-		if err != nil {
+		if err := safeEnd(ctx, s, held, out); err != nil { // a panic is an error: the next session is asked
 			errs = append(errs, err)
 		}
 		if _, after, _ := out.stats(); after != before || ctx.Err() != nil {
@@ -229,7 +229,7 @@ func (c *chain) EndBody(ctx context.Context, body []byte, keepAlive KeepAlive) (
 		if s == nil {
 			continue
 		}
-		out, err := s.EndBody(ctx, body, keepAlive)
+		out, err := safeEndBody(ctx, s, body, keepAlive)
 		if err != nil {
 			errs = append(errs, err)
 		}

@@ -2,12 +2,14 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/shaperproxy/shaperproxy/sse"
 )
@@ -15,8 +17,8 @@ import (
 // panicFinisher panics where it is told: in Start, or in its session's
 // Hold; it counts the calls its sessions get.
 type panicFinisher struct {
-	inStart     bool
-	holds, ends atomic.Int32
+	inStart, inEnd bool // inEnd: holds the finish event and panics in End
+	holds, ends    atomic.Int32
 }
 
 func (f *panicFinisher) Start(*Call, *ResponseInfo) FinishSession {
@@ -28,13 +30,19 @@ func (f *panicFinisher) Start(*Call, *ResponseInfo) FinishSession {
 
 type panicSession struct{ f *panicFinisher }
 
-func (s *panicSession) Hold(*sse.Event) bool {
+func (s *panicSession) Hold(ev *sse.Event) bool {
 	s.f.holds.Add(1)
+	if s.f.inEnd {
+		return strings.Contains(string(ev.Data), "finish")
+	}
 	panic("finisher hold")
 }
 
 func (s *panicSession) End(context.Context, [][]byte, *EventWriter) error {
 	s.f.ends.Add(1)
+	if s.f.inEnd {
+		panic("finisher end")
+	}
 	return nil
 }
 
@@ -53,8 +61,9 @@ func (r *panicRetrier) RetryWithout(*Call, int, []byte) bool {
 	panic("retrier")
 }
 
-// TestHookPanicsLeaveTheAnswer: a finisher that panics in Start or on an
-// event, or a Retrier that panics on an error, is left out of the call:
+// TestHookPanicsLeaveTheAnswer: a finisher that panics in Start, on an
+// event or in End, or a Retrier that panics on an error, is left out of
+// the call:
 // the client gets the upstream's answer whole, the observers see the call
 // end, and the proxy goes on serving. A session that panicked is not
 // asked again; in a chain, the other finisher goes on and ends the
@@ -78,6 +87,8 @@ func TestHookPanicsLeaveTheAnswer(t *testing.T) {
 	defer up.Close()
 	inStart, inHold, retrier := &panicFinisher{inStart: true}, &panicFinisher{}, &panicRetrier{}
 	chained, good := &panicFinisher{}, &testFinisher{replace: true}
+	endPanic, good2 := &panicFinisher{inEnd: true}, &testFinisher{replace: true}
+	revised := "data: {\"a\":1}\n\ndata: {\"revised\":{\"child\":1}}\n\ndata: [DONE]\n\n"
 	cases := []struct {
 		name   string
 		mod    func(*Options)
@@ -97,12 +108,16 @@ func TestHookPanicsLeaveTheAnswer(t *testing.T) {
 				t.Fatalf("the retrier was asked %d times, want 2", n)
 			}
 		}},
-		{"chain", func(o *Options) { o.Finishers = []Finisher{chained, good} }, "", 200,
-			"data: {\"a\":1}\n\ndata: {\"revised\":{\"child\":1}}\n\ndata: [DONE]\n\n", func(t *testing.T) {
-				if h, e := chained.holds.Load(), chained.ends.Load(); h != 2 || e != 0 {
-					t.Fatalf("the panicking session was asked %d times and ended %d times; want 2 and 0", h, e)
-				}
-			}},
+		{"chain, end", func(o *Options) { o.Finishers = []Finisher{endPanic, good2} }, "", 200, revised, func(t *testing.T) {
+			if e := endPanic.ends.Load(); e != 2 { // it panicked in End: the next session ended the stream
+				t.Fatalf("the panicking session ended %d times, want 2", e)
+			}
+		}},
+		{"chain", func(o *Options) { o.Finishers = []Finisher{chained, good} }, "", 200, revised, func(t *testing.T) {
+			if h, e := chained.holds.Load(), chained.ends.Load(); h != 2 || e != 0 {
+				t.Fatalf("the panicking session was asked %d times and ended %d times; want 2 and 0", h, e)
+			}
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -130,3 +145,24 @@ func TestHookPanicsLeaveTheAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestIdleReaderKeepsEOF: a body that ended cleanly stays ended cleanly
+// even when the idle timer fired right after its last read; any other
+// error of a body the timer closed is the timer's.
+func TestIdleReaderKeepsEOF(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want error
+	}{{io.EOF, io.EOF}, {io.ErrUnexpectedEOF, errIdle}} {
+		ir := &idleReader{r: io.MultiReader(strings.NewReader("last"), errReader{tc.err}), t: time.NewTimer(time.Hour), d: time.Hour}
+		ir.fired.Store(true)
+		b, err := io.ReadAll(ir)
+		if !errors.Is(err, tc.want) && !(tc.want == io.EOF && err == nil) || string(b) != "last" {
+			t.Fatalf("body ending in %v: read %q, %v; want %v", tc.err, b, err, tc.want)
+		}
+	}
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }

@@ -71,7 +71,7 @@ func (s sinkList) Response(info *ResponseInfo) {
 }
 
 func (s sinkList) Event(ev *sse.Event, seq int, at time.Duration) {
-	if s.usage != nil && !s.usage.off && ev.HasData && !ev.Truncated {
+	if ev.HasData && !ev.Truncated {
 		s.watch(func(w *conv.UsageWatcher) { w.Event(ev.Data) })
 	}
 	for i, k := range s.s {
@@ -82,9 +82,7 @@ func (s sinkList) Event(ev *sse.Event, seq int, at time.Duration) {
 }
 
 func (s sinkList) Body(p []byte) {
-	if s.usage != nil && !s.usage.off {
-		s.watch(func(w *conv.UsageWatcher) { w.Body(p) })
-	}
+	s.watch(func(w *conv.UsageWatcher) { w.Body(p) })
 	for i, k := range s.s {
 		if k != nil {
 			s.body(i, k, p)
@@ -93,9 +91,7 @@ func (s sinkList) Body(p []byte) {
 }
 
 func (s sinkList) End(end End) {
-	if s.usage != nil && !s.usage.off {
-		s.watch(func(w *conv.UsageWatcher) { end.Usage, end.UsageModel = w.Raw(), w.Model() })
-	}
+	s.watch(func(w *conv.UsageWatcher) { end.Usage, end.UsageModel = w.Raw(), w.Model() })
 	for i, k := range s.s {
 		if k != nil {
 			s.end(i, k, end)
@@ -124,9 +120,12 @@ func (s sinkList) end(i int, k ResponseSink, end End) {
 	k.End(end)
 }
 
-// watch runs f on the usage watcher; a panic turns the watcher off for
-// the rest of the attempt.
+// watch runs f on the usage watcher, if there is one and it is on; a
+// panic turns it off for the rest of the attempt.
 func (s sinkList) watch(f func(*conv.UsageWatcher)) {
+	if s.usage == nil || s.usage.off {
+		return
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			s.usage.off = true
@@ -204,6 +203,15 @@ func (t *tee) decode(pr *io.PipeReader, call *Call, info *ResponseInfo) {
 	defer func() {
 		_, _ = io.Copy(io.Discard, pr) // never leave the writer blocked
 		t.done <- n
+	}()
+	// This goroutine is not the handler's: a panic here (a decoder, the
+	// event reader, the first-token watch, the usage watcher) would end
+	// the process. It ends the side copy instead; the client's copy goes
+	// on (the deferred drain above runs after this recover).
+	defer func() {
+		if v := recover(); v != nil && t.sinks.log != nil {
+			t.sinks.log.Error("decoding the body for the observers failed; they see no more of it", "call", t.sinks.id, "err", errPanic(v))
+		}
 	}()
 	r, closeFn := newDecoder(contentEncoding(info.Header), pr)
 	if r == nil {
