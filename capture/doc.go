@@ -15,9 +15,9 @@
 // The proxy's Observer queues a call's request record as the request goes
 // upstream, in its place, but without waking the writer: the call's later
 // records wake it (or any other call's, a Flush or Close, quiet records
-// piling up, and at the latest one timer FlushInterval later). A
-// non-stream answer's records, when small, are handed over together at
-// its end.
+// piling up, and at the latest one timer FlushInterval later). The
+// answer to a non-stream request, when small, has its records handed
+// over together at its end.
 //
 // Nothing the disk does holds up traffic. A failed write loses its frame
 // (counted in WriterStats.Lost) and the writer backs off, then tries again

@@ -69,7 +69,7 @@ func (o *Observer) Request(call *proxy.Call, up *proxy.Upstream) proxy.ResponseS
 		r := base
 		r.Kind, r.Where, r.Offset = KindClientRequest, whereClient, 0
 		r.Method, r.URL, r.Header, r.Data = call.Method, call.Path, call.Header, call.ClientBody
-		o.w.Enqueue(r)
+		o.w.enqueueQ(requestQ(r, call.View)) // the view, when it is the client body's, saves a parse
 	}
 	r := base
 	r.Kind, r.Where, r.Offset = KindRequest, whereWire, call.Since()

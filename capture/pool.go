@@ -76,11 +76,20 @@ type redactMemo struct {
 }
 
 // maxRedactMemo bounds the values remembered (the memo starts again when
-// full: headers such as Date or a request id change every time).
-const maxRedactMemo = 4096
+// full: headers such as Date or a request id change every time), and
+// maxRedactMemoValue the length of one: a longer value (a client or an
+// upstream may send a header of a megabyte) is redacted each time, not
+// kept, so the memo holds at most maxRedactMemo × maxRedactMemoValue.
+const (
+	maxRedactMemo      = 4096
+	maxRedactMemoValue = 512
+)
 
 // value returns the value of header name as redact.Header writes it.
 func (r *redactMemo) value(name, v string) string {
+	if len(name)+len(v) > maxRedactMemoValue {
+		return redact.Header(http.Header{name: {v}})[name][0]
+	}
 	if r.m == nil || len(r.m) >= maxRedactMemo {
 		r.m = make(map[[2]string]string, 256)
 	}

@@ -1,8 +1,10 @@
 package capture
 
 import (
+	"fmt"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/shaperproxy/shaperproxy/internal/redact"
@@ -45,6 +47,34 @@ func TestRedactMemo(t *testing.T) {
 	buf = make([]byte, 0, 4096)
 	if n := testing.AllocsPerRun(50, func() { sc.append(buf[:0], headers[0], m.value) }); n != 0 {
 		t.Errorf("%v allocations per header once remembered", n)
+	}
+}
+
+// TestRedactMemoBounded: a long header value (a client may send a
+// megabyte of one, unique each time) is redacted as redact.Header does but
+// not kept, so the memo's memory stays bounded by count × length.
+func TestRedactMemoBounded(t *testing.T) {
+	var m redactMemo
+	long := strings.Repeat("v", 64<<10)
+	for i := range 100 {
+		v := fmt.Sprint(i) + long
+		if got, want := m.value("X-Big", v), redact.Header(http.Header{"X-Big": {v}})["X-Big"][0]; got != want {
+			t.Fatalf("value %d redacted as %.20q, want %.20q", i, got, want)
+		}
+		secret := "Bearer sk-" + fmt.Sprint(i) + long
+		if got := m.value("Authorization", secret); strings.Contains(got, "sk-") {
+			t.Fatalf("a long secret went out unredacted: %.30q", got)
+		}
+	}
+	held := 0
+	for k, v := range m.m {
+		held += len(k[0]) + len(k[1]) + len(v)
+	}
+	if held > maxRedactMemo*3*maxRedactMemoValue {
+		t.Fatalf("the memo holds %d bytes of long values", held)
+	}
+	if len(m.m) != 0 {
+		t.Fatalf("%d long values kept", len(m.m))
 	}
 }
 

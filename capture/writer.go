@@ -48,8 +48,9 @@ type Options struct {
 	// decompresses a whole frame to reach one record.
 	FrameBytes int
 	// FlushInterval is the longest a record waits in memory before its
-	// frame is written (default 100 ms), twice that for a request record
-	// queued quietly (enqueueQuiet): what a kill can lose.
+	// frame is written (default 100 ms), twice that (and the writer's
+	// short batching delay) for a request record queued quietly
+	// (enqueueQuiet): what a kill can lose.
 	FlushInterval time.Duration
 	// FS is the file system (default OSFS).
 	FS FS
@@ -131,9 +132,9 @@ type Writer struct {
 	flushReq chan flushReq
 	stop     chan struct{}
 	kick     chan struct{} // wakes the writer: records wait in q
-	// quietKick wakes the writer FlushInterval after a quiet record found
-	// it asleep (quietArmed: the timer is set), so no record waits in the
-	// queue longer than that.
+	// quietKick wakes the writer FlushInterval after the first quiet
+	// record that found it unset (quietArmed: it is set), so no record
+	// waits in the queue longer than that.
 	quietKick  *time.Timer
 	quietArmed atomic.Bool
 	done       chan struct{}
