@@ -64,8 +64,9 @@ type Message struct {
 	// key is RawKeyOf the message's bytes (Body[Start:End]), computed
 	// when they are read and carried with the message when it moves (the
 	// Reparser, Apply): readers that key or hash whole messages (the
-	// capture's blobs, the guard's prefix check) use it instead of
-	// hashing a history again on every request.
+	// capture's blobs, the guard's prefix check, the shaper's memo and
+	// print memo, where a wrong key would change what goes upstream) use
+	// it instead of hashing a history again on every request.
 	key RawKey
 }
 

@@ -2,7 +2,7 @@ package conv
 
 import (
 	"bytes"
-	"sort"
+	"slices"
 
 	"github.com/tidwall/gjson"
 )
@@ -78,7 +78,7 @@ type Edit struct {
 // applied in one pass; body is not changed. Bytes outside the edits are
 // kept as they are.
 func ApplyEdits(body []byte, edits []Edit) []byte {
-	sort.Slice(edits, func(i, j int) bool { return edits[i].Start < edits[j].Start })
+	slices.SortFunc(edits, func(a, b Edit) int { return a.Start - b.Start }) // sort.Slice would allocate
 	pieces := make([][]byte, 0, 2*len(edits)+1)
 	at := 0
 	for _, e := range edits {
