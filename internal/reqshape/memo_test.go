@@ -106,7 +106,10 @@ func TestPrintMemo(t *testing.T) {
 			if got.head != want.head || !slices.Equal(got.msgs, want.msgs) {
 				t.Fatalf("memo of %d, pass %d: prints differ", size, pass)
 			}
-			if n := pm.len(); n > size || n == 0 {
+			pm.mu.Lock()
+			n := len(pm.cur) + len(pm.old)
+			pm.mu.Unlock()
+			if n > size || n == 0 {
 				t.Fatalf("memo of %d holds %d", size, n)
 			}
 		}
@@ -142,24 +145,27 @@ func TestPrintMemo(t *testing.T) {
 }
 
 // TestPrintMemoGenerations: a message used on every request stays
-// remembered while others come and go past the bound.
+// remembered while others come and go past the bound (it is found before
+// each of its requests), and the bound holds.
 func TestPrintMemoGenerations(t *testing.T) {
 	pm := newPrintMemo(8)
 	keep := view(t, []byte(`{"model":"m","messages":[{"role":"system","content":"kept"}]}`))
+	k := keep.Messages[0].RawKey()
 	pm.of(keep)
 	for i := range 40 {
 		pm.of(view(t, fmt.Appendf(nil, `{"model":"m","messages":[{"role":"user","content":"other %d"}]}`, i)))
-		pm.of(keep)
-		if n := pm.len(); n > 8 {
+		pm.mu.Lock()
+		_, inCur := pm.cur[k]
+		_, inOld := pm.old[k]
+		n := len(pm.cur) + len(pm.old)
+		pm.mu.Unlock()
+		if !inCur && !inOld {
+			t.Fatalf("request %d: the message of every request was forgotten", i)
+		}
+		if n > 8 {
 			t.Fatalf("holds %d, bound 8", n)
 		}
-	}
-	pm.mu.Lock()
-	_, inCur := pm.cur[keep.Messages[0].RawKey()]
-	_, inOld := pm.old[keep.Messages[0].RawKey()]
-	pm.mu.Unlock()
-	if !inCur && !inOld {
-		t.Fatal("the message of every request was forgotten")
+		pm.of(keep)
 	}
 }
 
@@ -180,4 +186,28 @@ func BenchmarkFingerprintSeed(b *testing.B) {
 			fingerprint(v, cands, rd, pm.of(v))
 		}
 	})
+}
+
+// TestNoBlocksNoAllocation: a long history without reasoning costs the
+// shaper's candidate pass no allocation (room is made only for messages
+// that can give a block).
+func TestNoBlocksNoAllocation(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"model":"m","messages":[`)
+	for i := range 600 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		fmt.Fprintf(&b, `{"role":%q,"content":"message %d"}`, role, i)
+	}
+	b.WriteString(`]}`)
+	v := view(t, []byte(b.String()))
+	rule := cacheAwareRule()
+	if n := testing.AllocsPerRun(20, func() { candidates(v, rule, nil) }); n != 0 {
+		t.Fatalf("%v allocations for a history without reasoning", n)
+	}
 }

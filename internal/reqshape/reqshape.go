@@ -198,7 +198,9 @@ func shape(req *conv.Request, rule shapeRule, memo *memo, in inputs) result {
 		}
 	}
 	var edits []conv.Edit
-	res.Blocks = make([]block, 0, len(cands))
+	if len(cands) > 0 {
+		res.Blocks = make([]block, 0, len(cands))
+	}
 	for _, c := range cands {
 		if c.Changed {
 			res.Shaped++
@@ -310,13 +312,17 @@ func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering, parts []
 func candidates(req *conv.Request, rule shapeRule, memo *memo) []cand {
 	floor := lastSigned(req)
 	noTools := rule.Shaping.Op == shaping.OpDrop && !hasTools(req.Body) // only dropping asks
-	n := 0
+	n := 0                                                              // the messages that can give a block: room for them in one allocation, none when none can
 	for i := range req.Messages {
-		if req.Messages[i].Role == "assistant" {
-			n++ // most have one block at most: room for them in one allocation
+		m := &req.Messages[i]
+		if m.Role == "assistant" && (m.ReasoningStart >= 0 && m.Reasoning != "" || rule.ThinkTags && m.ContentIsString && strings.HasPrefix(strings.TrimLeft(m.Content, " \t\r\n"), "<think>")) {
+			n++
 		}
 	}
-	out := make([]cand, 0, n)
+	var out []cand
+	if n > 0 {
+		out = make([]cand, 0, n)
+	}
 	for i := range req.Messages {
 		m := &req.Messages[i]
 		if m.Role != "assistant" {

@@ -151,35 +151,31 @@ func newPrintMemo(max int) *printMemo {
 // under one lock, the others hashed outside it.
 func (pm *printMemo) of(req *conv.Request) []partPrints {
 	out := make([]partPrints, len(req.Messages))
-	found := make([]bool, len(req.Messages))
-	missing := 0
+	var missing []int // made only when a message is not remembered
 	pm.mu.Lock()
 	for i := range req.Messages {
 		k := req.Messages[i].RawKey()
-		if out[i], found[i] = pm.cur[k]; found[i] {
+		var ok bool
+		if out[i], ok = pm.cur[k]; ok {
 			continue
 		}
-		if out[i], found[i] = pm.old[k]; found[i] {
+		if out[i], ok = pm.old[k]; ok {
 			pm.put(k, out[i])
 			continue
 		}
-		missing++
+		missing = append(missing, i)
 	}
 	pm.mu.Unlock()
-	if missing == 0 {
+	if len(missing) == 0 {
 		return out
 	}
-	for i := range req.Messages {
-		if !found[i] {
-			out[i] = partPrintsOf(&req.Messages[i])
-		}
+	for _, i := range missing {
+		out[i] = partPrintsOf(&req.Messages[i])
 	}
 	pm.mu.Lock()
 	defer pm.mu.Unlock()
-	for i := range req.Messages {
-		if !found[i] {
-			pm.put(req.Messages[i].RawKey(), out[i])
-		}
+	for _, i := range missing {
+		pm.put(req.Messages[i].RawKey(), out[i])
 	}
 	return out
 }
@@ -191,13 +187,6 @@ func (pm *printMemo) put(k conv.RawKey, p partPrints) {
 		pm.old, pm.cur = pm.cur, make(map[conv.RawKey]partPrints, len(pm.cur))
 	}
 	pm.cur[k] = p
-}
-
-// len returns the messages remembered.
-func (pm *printMemo) len() int {
-	pm.mu.Lock()
-	defer pm.mu.Unlock()
-	return len(pm.cur) + len(pm.old)
 }
 
 // convState is what the shaper remembers of one conversation.
