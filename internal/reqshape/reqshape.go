@@ -312,7 +312,9 @@ func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering, parts []
 func candidates(req *conv.Request, rule shapeRule, memo *memo) []cand {
 	floor := lastSigned(req)
 	noTools := rule.Shaping.Op == shaping.OpDrop && !hasTools(req.Body) // only dropping asks
-	n := 0                                                              // the messages that can give a block: room for them in one allocation, none when none can
+	// The messages that can give a block: room for them in one
+	// allocation, and none when none can.
+	n := 0
 	for i := range req.Messages {
 		m := &req.Messages[i]
 		if m.Role == "assistant" && (m.ReasoningStart >= 0 && m.Reasoning != "" || rule.ThinkTags && m.ContentIsString && strings.HasPrefix(strings.TrimLeft(m.Content, " \t\r\n"), "<think>")) {
