@@ -305,7 +305,13 @@ func ratioNote(a, b []time.Duration, target string) string {
 			rs = append(rs, float64(a[i])/float64(b[i]))
 		}
 	}
-	s := fmt.Sprintf("%.2f", float64(ma)/float64(mb))
+	return roundsNote(float64(ma)/float64(mb), rs, target)
+}
+
+// roundsNote formats a ratio of medians with the median and range of the
+// per-round ratios rs (when there are three or more) and the target.
+func roundsNote(ratio float64, rs []float64, target string) string {
+	s := fmt.Sprintf("%.2f", ratio)
 	if len(rs) >= 3 {
 		slices.Sort(rs)
 		s += fmt.Sprintf(" (rounds: median %.2f, %.2f to %.2f)", rs[len(rs)/2], rs[0], rs[len(rs)-1])
@@ -347,13 +353,6 @@ func fireBodies(ctx context.Context, c *http.Client, url string, bodies [][]byte
 		}
 	}
 	return out
-}
-
-// fireStrict is fireBodies where any failed request is an error.
-func fireStrict(ctx context.Context, c *http.Client, url string, bodies [][]byte, n, rate int) ([]time.Duration, error) {
-	var f failures
-	lat := fireBodies(ctx, c, url, bodies, n, rate, &f)
-	return lat, f.first
 }
 
 // failures tallies a target's requests and the ones that failed. A
@@ -507,18 +506,17 @@ func costSaturation(ctx context.Context, c *http.Client, targets []costTarget, b
 // target within seconds: its ratio is the least moved by the machine's
 // drift).
 func satRatio(a, b []float64) string {
-	s := fmt.Sprintf("%.2f", median(positive(a))/median(positive(b)))
+	mb := median(positive(b))
+	if mb <= 0 {
+		return "n/a (no CPU reading: run with -subprocess)"
+	}
 	var rs []float64
 	for i := range min(len(a), len(b)) {
 		if a[i] > 0 && b[i] > 0 {
 			rs = append(rs, a[i]/b[i])
 		}
 	}
-	if len(rs) >= 3 {
-		slices.Sort(rs)
-		s += fmt.Sprintf(" (rounds: median %.2f, %.2f to %.2f)", rs[len(rs)/2], rs[0], rs[len(rs)-1])
-	}
-	return s + " (target ≥ 0.9)"
+	return roundsNote(median(positive(a))/mb, rs, "≥ 0.9")
 }
 
 // saturate sends requests from workers goroutines, each as soon as the

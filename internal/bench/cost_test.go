@@ -71,6 +71,9 @@ func TestSatRatio(t *testing.T) {
 	if got, want := satRatio(a, b), "0.90 (rounds: median 0.90, 0.70 to 1.00) (target ≥ 0.9)"; got != want {
 		t.Fatalf("missing readings: got %q, want %q", got, want)
 	}
+	if got := satRatio([]float64{0, 0}, []float64{0, 0}); !strings.HasPrefix(got, "n/a") {
+		t.Fatalf("no readings at all: got %q", got)
+	}
 }
 
 // TestFailuresCounted: a target that fails one request in a few hundred

@@ -78,5 +78,7 @@ func addedShare(lat map[string][]time.Duration, p float64) float64 {
 // fire sends n requests at rate per second without waiting for answers
 // (open loop), and returns every latency; any failed request is an error.
 func fire(ctx context.Context, c *http.Client, url string, body []byte, n, rate int) ([]time.Duration, error) {
-	return fireStrict(ctx, c, url, [][]byte{body}, n, rate)
+	var f failures
+	lat := fireBodies(ctx, c, url, [][]byte{body}, n, rate, &f)
+	return lat, f.first
 }
