@@ -19,7 +19,7 @@ var arrayKeys = map[string]bool{"messages": true, "input": true}
 // span is a [start, end) range of a request body.
 type span struct {
 	start, end int
-	key        blobKey // the bytes' key when known (a message's, from the proxy's view), else zero
+	key        conv.RawKey // the bytes' key when known (a message's, from the proxy's view), else zero
 }
 
 // splitBody finds the parts of a JSON request body stored as blobs: each

@@ -19,7 +19,7 @@ func spansOf(view *conv.Request) []span {
 		case f.Key == "messages":
 			for i := range view.Messages {
 				m := &view.Messages[i]
-				spans = append(spans, span{m.Start, m.End, blobKey(m.RawKey())}) // keyed when parsed, not hashed again
+				spans = append(spans, span{m.Start, m.End, m.RawKey()}) // keyed when parsed, not hashed again
 			}
 		case f.End-f.Start >= minWholeValue:
 			spans = append(spans, span{start: f.Start, end: f.End})

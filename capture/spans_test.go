@@ -44,7 +44,7 @@ func TestSpansOf(t *testing.T) {
 			for m := range view.Messages {
 				isMessage = isMessage || view.Messages[m].Start == sp.start && view.Messages[m].End == sp.end
 			}
-			if isMessage && sp.key != keyOf(view.Body[sp.start:sp.end]) || !isMessage && sp.key != (blobKey{}) {
+			if isMessage && sp.key != conv.RawKeyOf(view.Body[sp.start:sp.end]) || !isMessage && sp.key != (conv.RawKey{}) {
 				t.Errorf("body %d: span %d's key %v is not what the view gives", i, k, sp.key)
 			}
 		}

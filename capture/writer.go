@@ -173,15 +173,12 @@ type Writer struct {
 	hdr         headerScratch
 }
 
-// blobKey finds a blob the segment already holds: conv.RawKeyOf its
-// bytes, 128 bits under seeds of this process, as unlikely to collide as
-// the SHA-256 the blob is stored under, a tenth of its cost (only new
-// blobs get a SHA-256), and not predictable from outside the process. A
-// message's key comes with the proxy's view (computed once when the
-// message was first parsed), so a history is not hashed again per request.
-type blobKey [2]uint64
-
-func keyOf(b []byte) blobKey { return blobKey(conv.RawKeyOf(b)) }
+// A blob the segment already holds is found by its conv.RawKey: 128 bits
+// under seeds of this process, as unlikely to collide as the SHA-256 the
+// blob is stored under, a tenth of its cost (only new blobs get a
+// SHA-256), and not predictable from outside the process. A message's key
+// comes with the proxy's view (computed once when the message was first
+// parsed), so a history is not hashed again per request.
 
 // segState is the segment being written. Its file is created with the
 // first frame.
@@ -190,7 +187,7 @@ type segState struct {
 	f        File
 	path     string
 	size     int64
-	blobs    map[blobKey]uint32
+	blobs    map[conv.RawKey]uint32
 	nextBlob uint32
 }
 
@@ -607,8 +604,8 @@ func (w *Writer) encodeRequest(r *Record, spans []span) {
 	for _, s := range spans {
 		elem := r.Data[s.start:s.end]
 		k := s.key
-		if k == (blobKey{}) {
-			k = keyOf(elem)
+		if k == (conv.RawKey{}) {
+			k = conv.RawKeyOf(elem)
 		}
 		ord, ok := w.seg.blobs[k]
 		if !ok {
@@ -622,7 +619,7 @@ func (w *Writer) encodeRequest(r *Record, spans []span) {
 	w.scratch = sk[:0]
 }
 
-func (w *Writer) addBlob(k blobKey, data []byte) uint32 {
+func (w *Writer) addBlob(k conv.RawKey, data []byte) uint32 {
 	ord := w.seg.nextBlob
 	w.seg.nextBlob++
 	w.seg.blobs[k] = ord
@@ -822,7 +819,7 @@ func (w *Writer) closeSegment() {
 }
 
 func (w *Writer) resetSegment() {
-	w.seg = segState{blobs: make(map[blobKey]uint32)}
+	w.seg = segState{blobs: make(map[conv.RawKey]uint32)}
 }
 
 // syncAndReport syncs the segment and returns (and clears) the first error

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"hash/maphash"
 	"sync"
 )
 
@@ -70,29 +69,28 @@ func appendField(b []byte, s string) []byte {
 // KeyCache remembers the conversation keys of recent requests, so that a
 // conversation's later requests (which share its prelude: a system prompt
 // of many kilobytes, for an agent) pay a fast non-cryptographic hash of
-// the prelude instead of its sha256. The cache is keyed by two 64-bit
-// hashes with secret random seeds, so neither chance nor a client can make
-// two preludes share an entry. The zero value is not usable: use
-// NewKeyCache. It is safe for concurrent use.
+// the prelude instead of its sha256. The cache is keyed by the prelude's
+// RawKey (two 64-bit hashes with secret random seeds), so neither chance
+// nor a client can make two preludes share an entry. The zero value is not
+// usable: use NewKeyCache. It is safe for concurrent use.
 type KeyCache struct {
-	s1, s2 maphash.Seed
-	max    int
+	max int
 
 	mu   sync.Mutex
-	keys map[[2]uint64]string
+	keys map[RawKey]string
 }
 
 // NewKeyCache returns a cache of at most max keys (it is emptied when
 // full: forgetting a key costs one sha256).
 func NewKeyCache(max int) *KeyCache {
-	return &KeyCache{s1: maphash.MakeSeed(), s2: maphash.MakeSeed(), max: max, keys: make(map[[2]uint64]string)}
+	return &KeyCache{max: max, keys: make(map[RawKey]string)}
 }
 
 // Key returns ConversationKey(r, explicit).
 func (c *KeyCache) Key(r *Request, explicit string) string {
 	var buf [512]byte
 	in := keyInput(buf[:0], r, explicit)
-	id := [2]uint64{maphash.Bytes(c.s1, in), maphash.Bytes(c.s2, in)}
+	id := RawKeyOf(in)
 	c.mu.Lock()
 	k, ok := c.keys[id]
 	c.mu.Unlock()
