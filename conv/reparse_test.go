@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math/rand/v2"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -364,7 +365,7 @@ func TestReparserConcurrent(t *testing.T) {
 					return
 				}
 				for i := range got.Messages {
-					if got.Messages[i].Content != want.Messages[i].Content || got.Messages[i].Start != want.Messages[i].Start {
+					if !reflect.DeepEqual(got.Messages[i], want.Messages[i]) { // every field, the key included
 						errs <- fmt.Sprintf("conversation %d, request %d: message %d differs", c, n, i)
 						return
 					}
