@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 
+	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
 	"github.com/tidwall/gjson"
 )
 
@@ -79,20 +80,18 @@ type Edit struct {
 // kept as they are.
 func ApplyEdits(body []byte, edits []Edit) []byte {
 	slices.SortFunc(edits, func(a, b Edit) int { return a.Start - b.Start }) // sort.Slice would allocate
-	pieces := make([][]byte, 0, 2*len(edits)+1)
-	at := 0
+	n, at := len(body), 0
 	for _, e := range edits {
-		pieces = append(pieces, body[at:e.Start], e.Repl)
+		n += len(e.Repl) - (e.End - e.Start)
+	}
+	// Every byte of out is written below: a buffer from bigbuf, not
+	// cleared (a long history's edited body is a megabyte).
+	out := bigbuf.Make(n)[:0]
+	for _, e := range edits {
+		out = append(append(out, body[at:e.Start]...), e.Repl...)
 		at = e.End
 	}
-	// bytes.Join sizes the result once and, in the standard library of
-	// this writing, does not clear it before copying (make would: for a
-	// long history, a megabyte cleared only to be overwritten).
-	out := bytes.Join(append(pieces, body[at:]), nil)
-	if out == nil {
-		out = []byte{}
-	}
-	return out
+	return append(out, body[at:]...)
 }
 
 // quotedReasoningFields are ReasoningFields as JSON keys, for MentionsReasoning.

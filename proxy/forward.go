@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
 )
 
 // forward runs one request through the pipeline: read the body, parse and
@@ -162,7 +163,7 @@ func (p *Proxy) readBody(rc *http.ResponseController, r *http.Request) (body []b
 	if n := r.ContentLength; n > 0 && n <= maxPrealloc {
 		// The usual body: its length declared, read into a buffer of
 		// that length (the server's body ends there, or fails short).
-		buf := make([]byte, n)
+		buf := bigbuf.Make(int(n)) // every byte read into, or the buffer dropped
 		_, err = io.ReadFull(br, buf)
 		br.release()
 		if err != nil {

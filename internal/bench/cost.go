@@ -82,6 +82,7 @@ type costTarget struct {
 const (
 	direct  = "direct"
 	stdlib  = "ReverseProxy"
+	readRP  = "ReverseProxy, body read whole"
 	costAll = full // the default configuration
 )
 
@@ -95,7 +96,7 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 		return err
 	}
 	c := newCostClient()
-	w := &wideTable{header: []string{"workload", "metric", direct, stdlib, bare, costAll, costAll + " ÷ " + stdlib}} // latency rows: added to direct's, as their metric says
+	w := &wideTable{header: []string{"workload", "metric", direct, stdlib, readRP, bare, costAll, costAll + " ÷ " + stdlib}} // latency rows: added to direct's, as their metric says
 	where := "client, upstream, ReverseProxy and each proxy in processes of their own"
 	if !separate {
 		where = "all in this process (no child command): the figures only show that the section runs"
@@ -180,6 +181,11 @@ func (e *env) costTargets() (targets []costTarget, separate bool, err error) {
 		return nil, false, err
 	}
 	targets = append(targets, costTarget{stdlib, rp, rpPID})
+	whole, wholePID, err := start(roleReadWhole, up)
+	if err != nil {
+		return nil, false, err
+	}
+	targets = append(targets, costTarget{readRP, whole, wholePID})
 	for _, v := range costVariants { // a data directory apart from the other sections' proxies
 		u, pid, err := start(v, up, up, filepath.Join(e.dir, "cost"))
 		if err != nil {
@@ -195,8 +201,8 @@ func (e *env) serveHere(role string, args []string) (string, error) {
 	switch role {
 	case roleUpstream:
 		return startServer(http.HandlerFunc(costUpstream), &e.closers)
-	case roleReverseProxy:
-		rp, err := newReverseProxy(args[0])
+	case roleReverseProxy, roleReadWhole:
+		rp, err := newReverseProxy(args[0], role == roleReadWhole)
 		if err != nil {
 			return "", err
 		}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"log"
@@ -16,15 +17,23 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing/iotest"
 	"time"
 )
 
 // The roles a child process of the cost section plays besides the proxy
 // variants (`bench -child ROLE ARGS…`).
 const (
-	roleUpstream     = "upstream"     // costUpstream
-	roleReverseProxy = "reverseproxy" // newReverseProxy (args: the upstream URL)
+	roleUpstream     = "upstream"          // costUpstream
+	roleReverseProxy = "reverseproxy"      // newReverseProxy (args: the upstream URL)
+	roleReadWhole    = "reverseproxy-read" // newReverseProxy reading the body whole first (args: the upstream URL)
 )
+
+// isRole reports whether name is a role of the cost section besides the
+// proxy variants.
+func isRole(name string) bool {
+	return name == roleUpstream || name == roleReverseProxy || name == roleReadWhole
+}
 
 // ProfileEnv names the directory where a child (a proxy variant, the
 // reverse proxy, the upstream) writes its CPU profile (cpu-NAME.pprof, for
@@ -66,11 +75,11 @@ func (e *env) spawn(args []string, profiled bool) (string, int, error) {
 // serveRole serves a role of the cost section until stdin closes.
 func serveRole(role string, args []string) error {
 	var h http.Handler = http.HandlerFunc(costUpstream)
-	if role == roleReverseProxy {
+	if role != roleUpstream {
 		if len(args) != 1 {
 			return fmt.Errorf("bench child %s: want the upstream URL, got %q", role, args)
 		}
-		rp, err := newReverseProxy(args[0])
+		rp, err := newReverseProxy(args[0], role == roleReadWhole)
 		if err != nil {
 			return err
 		}
@@ -93,8 +102,11 @@ func serveRole(role string, args []string) error {
 // newReverseProxy is the baseline: the standard library's reverse proxy,
 // tuned as a user would tune it and with the proxy's own transport
 // settings (connection pool, timeouts, no decompression), a buffer pool
-// and no error log.
-func newReverseProxy(upstream string) (http.Handler, error) {
+// and no error log. With readWhole it reads each request body whole before
+// sending it on, as any proxy that edits a body must (the least such a
+// proxy can do: no parsing, no copy besides the read): the floor under
+// the proxy's figures that streaming alone does not explain.
+func newReverseProxy(upstream string, readWhole bool) (http.Handler, error) {
 	u, err := url.Parse(upstream)
 	if err != nil {
 		return nil, err
@@ -110,8 +122,27 @@ func newReverseProxy(upstream string) (http.Handler, error) {
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true,
 	}
+	rewrite := func(r *httputil.ProxyRequest) { r.SetURL(u) }
+	if readWhole {
+		rewrite = func(r *httputil.ProxyRequest) {
+			r.SetURL(u)
+			if r.Out.Body == nil || r.Out.Body == http.NoBody {
+				return
+			}
+			b := wholeBufs.Get().(*bytes.Buffer)
+			b.Reset()
+			if n := r.Out.ContentLength; n > 0 && n <= 64<<20 {
+				b.Grow(int(n) + bytes.MinRead)
+			}
+			if _, err := b.ReadFrom(r.Out.Body); err != nil {
+				r.Out.Body = io.NopCloser(iotest.ErrReader(err)) // the transport fails the request: a 502
+				return
+			}
+			r.Out.Body, r.Out.ContentLength = &pooledBody{bytes.NewReader(b.Bytes()), b}, int64(b.Len())
+		}
+	}
 	return &httputil.ReverseProxy{
-		Rewrite:    func(r *httputil.ProxyRequest) { r.SetURL(u) },
+		Rewrite:    rewrite,
 		Transport:  tr,
 		BufferPool: bufPool{},
 		ErrorLog:   log.New(io.Discard, "", 0),
@@ -211,4 +242,19 @@ func startProfile(variant string) func() {
 			_ = a.Close()
 		}
 	}
+}
+
+var wholeBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+type pooledBody struct {
+	*bytes.Reader
+	b *bytes.Buffer
+}
+
+func (p *pooledBody) Close() error {
+	if p.b != nil {
+		wholeBufs.Put(p.b)
+		p.b = nil
+	}
+	return nil
 }

@@ -127,10 +127,10 @@ func (e *env) startChild(variant string) error {
 // directory), prints its URL, and returns when stdin closes.
 //
 // The cost section's children are served here too: "upstream" (no
-// arguments) and "reverseproxy" (the upstream URL). With ProfileEnv set, a
+// arguments), "reverseproxy" and "reverseproxy-read" (the upstream URL). With ProfileEnv set, a
 // proxy variant writes its CPU and allocation profiles there.
 func ServeChild(build Build, args []string) error {
-	if len(args) > 0 && (args[0] == roleUpstream || args[0] == roleReverseProxy) {
+	if len(args) > 0 && isRole(args[0]) {
 		return serveRole(args[0], args[1:])
 	}
 	if len(args) != 4 {

@@ -1,0 +1,171 @@
+// Package bigbuf hands out large byte buffers (a request body, an edited
+// body) and reuses one only once the garbage collector has proved that
+// nothing refers to it any more.
+//
+// A fresh buffer of a megabyte costs far more than its copy: its pages
+// are cleared, faulted in after the runtime gave them back to the system,
+// and the garbage it becomes brings the next collection closer. A
+// sync.Pool would avoid that only with an owner who knows when the last
+// reader is done, and a body has many readers that keep parts of it: the
+// parsed view's strings alias it, the capture queue holds it until the
+// writer encodes it, the reparser keeps it to parse the next request of
+// the conversation faster. Here the collector decides instead: a buffer
+// carries a finalizer, the finalizer runs when no pointer into the buffer
+// is left (a string that aliases a byte of it keeps all of it), and puts
+// it back on a free list instead of letting it go. No reader has to
+// return anything, so none can return it too early.
+//
+// Buffers come in power-of-two classes from MinSize to MaxSize; a request
+// outside them gets a plain make. The free list holds at most MaxFree
+// bytes; a buffer that finds it full is left to the collector, and so is
+// one that waited on the list through two collections unused (an idle
+// program is collected at least every two minutes: the memory of a burst
+// of large bodies goes back within minutes).
+package bigbuf
+
+import (
+	"math/bits"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+const (
+	// MinSize is the smallest buffer handed out from the free list:
+	// below it a fresh allocation is cheap.
+	MinSize = 64 << 10
+	// MaxSize is the largest.
+	MaxSize = 16 << 20
+	// MaxFree bounds the bytes the free list keeps.
+	MaxFree = 64 << 20
+)
+
+const (
+	minShift = 16 // log2(MinSize)
+	classes  = 9  // 64 KiB … 16 MiB
+)
+
+// free is the free list, by class; each list is a stack, its oldest
+// buffers at the bottom.
+var free struct {
+	mu    sync.Mutex
+	lists [classes][]entry
+	bytes int
+	cycle int // collections seen (gcTick)
+}
+
+// entry is a buffer on the free list and the collection count when it
+// came there.
+type entry struct {
+	p     *byte
+	cycle int
+}
+
+// releasers[c] is the finalizer of the buffers of class c.
+var releasers [classes]func(*byte)
+
+func init() {
+	for c := range releasers {
+		releasers[c] = func(p *byte) { put(c, p) }
+	}
+	armTick()
+}
+
+// gcTick is an object whose finalizer runs once per collection: it trims
+// the free list and arms a new one. (A pointer field keeps it out of the
+// tiny allocator, whose objects may be finalized late.)
+type gcTick struct{ _ *byte }
+
+func armTick() {
+	runtime.SetFinalizer(new(gcTick), func(*gcTick) {
+		trim()
+		armTick()
+	})
+}
+
+// trim drops the buffers that waited on the free list through two
+// collections: more than the traffic needs.
+func trim() {
+	free.mu.Lock()
+	defer free.mu.Unlock()
+	free.cycle++
+	for c, l := range free.lists {
+		n := 0 // the stale ones are at the bottom
+		for n < len(l) && free.cycle-l[n].cycle >= 2 {
+			n++
+		}
+		if n > 0 {
+			clear(l[:n])
+			free.lists[c] = append(l[:0], l[n:]...)
+			free.bytes -= n * classSize(c)
+		}
+	}
+}
+
+// classSize is the capacity of the buffers of class c.
+func classSize(c int) int { return MinSize << c }
+
+// classOf returns the class of a buffer of n bytes, and false when n is
+// outside the classes.
+func classOf(n int) (int, bool) {
+	if n < MinSize || n > MaxSize {
+		return 0, false
+	}
+	c := bits.Len(uint(n-1)) - minShift
+	return max(c, 0), true
+}
+
+// Make returns a buffer of length n. Its bytes are not cleared: the
+// caller writes all n before it reads any.
+func Make(n int) []byte {
+	c, ok := classOf(n)
+	if !ok {
+		return make([]byte, n)
+	}
+	free.mu.Lock()
+	var p *byte
+	if l := free.lists[c]; len(l) > 0 {
+		p = l[len(l)-1].p
+		l[len(l)-1] = entry{}
+		free.lists[c] = l[:len(l)-1]
+		free.bytes -= classSize(c)
+	}
+	free.mu.Unlock()
+	if p == nil {
+		b := make([]byte, classSize(c))
+		p = &b[0]
+		made.Add(1)
+	} else {
+		reused.Add(1)
+	}
+	runtime.SetFinalizer(p, releasers[c]) // set again: a finalizer runs once
+	return unsafe.Slice(p, classSize(c))[:n]
+}
+
+// put keeps the unreferenced buffer p of class c, when the free list has
+// room (the finalizer's goroutine runs it).
+func put(c int, p *byte) {
+	free.mu.Lock()
+	defer free.mu.Unlock()
+	if free.bytes+classSize(c) > MaxFree {
+		return // no finalizer left on it: the next collection frees it
+	}
+	free.lists[c] = append(free.lists[c], entry{p, free.cycle})
+	free.bytes += classSize(c)
+}
+
+// made and reused count the buffers of the classes Make allocated and
+// took from the free list.
+var made, reused atomic.Int64
+
+// Counts returns how many buffers Make has allocated and how many it took
+// from the free list.
+func Counts() (allocated, fromFreeList int64) { return made.Load(), reused.Load() }
+
+// Free returns the bytes the free list holds.
+func Free() int {
+	free.mu.Lock()
+	defer free.mu.Unlock()
+	return free.bytes
+}
