@@ -84,7 +84,11 @@ func armTick() {
 	})
 }
 
-// trim drops the buffers that waited on the free list through two
+// staleAfter is how many collections a buffer waits on the free list
+// unused before trim lets it go.
+var staleAfter = 2
+
+// trim drops the buffers that waited on the free list through staleAfter
 // collections: more than the traffic needs.
 func trim() {
 	free.mu.Lock()
@@ -92,7 +96,7 @@ func trim() {
 	free.cycle++
 	for c, l := range free.lists {
 		n := 0 // the stale ones are at the bottom
-		for n < len(l) && free.cycle-l[n].cycle >= 2 {
+		for n < len(l) && free.cycle-l[n].cycle >= staleAfter {
 			n++
 		}
 		if n > 0 {
@@ -116,8 +120,9 @@ func classOf(n int) (int, bool) {
 	return max(c, 0), true
 }
 
-// Make returns a buffer of length n. Its bytes are not cleared: the
-// caller writes all n before it reads any.
+// Make returns a buffer of length and capacity n. Its bytes are not
+// cleared (they may hold an earlier body): the caller writes all n before
+// it reads any, or drops the buffer.
 func Make(n int) []byte {
 	c, ok := classOf(n)
 	if !ok {
@@ -140,7 +145,10 @@ func Make(n int) []byte {
 		reused.Add(1)
 	}
 	runtime.SetFinalizer(p, releasers[c]) // set again: a finalizer runs once
-	return unsafe.Slice(p, classSize(c))[:n]
+	// Capacity n, as make gives: an append past the end copies instead of
+	// writing into the class's spare bytes, where two appends to one body
+	// would meet (and the spare bytes hold an earlier body's).
+	return unsafe.Slice(p, classSize(c))[:n:n]
 }
 
 // put keeps the unreferenced buffer p of class c, when the free list has

@@ -24,6 +24,20 @@ func collectUntil(t *testing.T, what string, cond func() bool) {
 
 func base(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
 
+// keepStale turns trimming off for the test: what the test looks for on
+// the free list must not leave it between two looks.
+func keepStale(t *testing.T) {
+	free.mu.Lock()
+	defer free.mu.Unlock()
+	old := staleAfter
+	staleAfter = 1 << 30
+	t.Cleanup(func() {
+		free.mu.Lock()
+		defer free.mu.Unlock()
+		staleAfter = old
+	})
+}
+
 // held returns how many buffers of n bytes' class the free list holds.
 func held(n int) int {
 	c, _ := classOf(n)
@@ -33,17 +47,25 @@ func held(n int) int {
 }
 
 func TestClasses(t *testing.T) {
-	for _, tc := range []struct{ n, capacity int }{
-		{MinSize - 1, MinSize - 1}, // below the classes: a plain make
+	for _, tc := range []struct{ n, class int }{
+		{MinSize - 1, -1}, // below the classes: a plain make
 		{MinSize, MinSize},
 		{MinSize + 1, 2 * MinSize},
 		{938 << 10, 1 << 20},
 		{MaxSize, MaxSize},
-		{MaxSize + 1, MaxSize + 1}, // above them
+		{MaxSize + 1, -1}, // above them
 	} {
+		c, ok := classOf(tc.n)
+		if got := map[bool]int{true: classSize(c), false: -1}[ok]; got != tc.class {
+			t.Errorf("class of %d: %d, want %d", tc.n, got, tc.class)
+		}
+		// As make: capacity n, so an append past the end copies.
 		b := Make(tc.n)
-		if len(b) != tc.n || cap(b) != tc.capacity {
-			t.Errorf("Make(%d): len %d cap %d, want len %d cap %d", tc.n, len(b), cap(b), tc.n, tc.capacity)
+		if len(b) != tc.n || cap(b) != tc.n {
+			t.Errorf("Make(%d): len %d cap %d, want both %d", tc.n, len(b), cap(b), tc.n)
+		}
+		if c := append(b, 'x'); base(c) == base(b) {
+			t.Errorf("Make(%d): an append wrote past the end in place", tc.n)
 		}
 	}
 }
@@ -52,6 +74,7 @@ func TestClasses(t *testing.T) {
 // once nothing points into it, and not while a string aliasing one of its
 // bytes lives; the string's bytes stay as they were.
 func TestReusedOnlyWhenUnreferenced(t *testing.T) {
+	keepStale(t)
 	drain := func() { // empty the class, so that the next Make shows where its buffer came from
 		free.mu.Lock()
 		c, _ := classOf(300 << 10)
@@ -100,10 +123,12 @@ func TestReusedOnlyWhenUnreferenced(t *testing.T) {
 
 // TestFreeBounded: the free list never keeps more than MaxFree bytes.
 func TestFreeBounded(t *testing.T) {
-	n := 2*MaxFree/MaxSize + 2
-	for range n {
-		_ = Make(MaxSize)
+	keepStale(t)
+	bufs := make([][]byte, 2*MaxFree/MaxSize+2)
+	for i := range bufs {
+		bufs[i] = Make(MaxSize)
 	}
+	bufs = nil                                                                             // all unreferenced at once: more than the bound comes back
 	collectUntil(t, "the free list full", func() bool { return Free() > MaxFree-MaxSize }) // no room for another
 	for range 3 {
 		runtime.GC()
@@ -112,6 +137,7 @@ func TestFreeBounded(t *testing.T) {
 	if got := Free(); got > MaxFree {
 		t.Fatalf("free list holds %d bytes, bound %d", got, MaxFree)
 	}
+	runtime.KeepAlive(bufs)
 }
 
 // TestIdleTrimmed: buffers nobody takes leave the free list after two
