@@ -128,8 +128,10 @@ func TestFreeBounded(t *testing.T) {
 	for i := range bufs {
 		bufs[i] = Make(MaxSize)
 	}
-	bufs = nil                                                                             // all unreferenced at once: more than the bound comes back
-	collectUntil(t, "the free list full", func() bool { return Free() > MaxFree-MaxSize }) // no room for another
+	// All unreferenced at once: more than the bound comes back, and the
+	// list fills until there is no room for another.
+	bufs = nil
+	collectUntil(t, "the free list full", func() bool { return Free() > MaxFree-MaxSize })
 	for range 3 {
 		runtime.GC()
 		time.Sleep(time.Millisecond)
