@@ -17,6 +17,7 @@ import (
 
 	"github.com/shaperproxy/shaperproxy/conv"
 
+	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
 	"github.com/shaperproxy/shaperproxy/internal/redact"
 )
 
@@ -299,10 +300,11 @@ type queued struct {
 }
 
 // held is the memory a queued record holds: its pooled buffer's
-// capacity (the size classes are 4× apart), else its data's length, and
-// the same for the records of rest. The queue's bound counts this.
+// capacity (the size classes are 4× apart), else its data's length (a
+// large body's bigbuf class), and the same for the records of rest. The
+// queue's bound counts this.
 func (q *queued) held() int64 {
-	n := int64(len(q.Data))
+	n := int64(bigbuf.SizeOf(len(q.Data)))
 	if q.buf != nil {
 		n = int64(cap(*q.buf))
 	}

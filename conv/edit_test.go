@@ -1,14 +1,18 @@
 package conv
 
 import (
+	"bytes"
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shaperproxy/shaperproxy/fixtures"
+	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
 )
 
 // sameView fails unless got and want are the same view: every field
@@ -229,4 +233,40 @@ func BenchmarkApplyEditsSeed(b *testing.B) {
 		_ = ApplyEdits(seed.Body, edits)
 	}
 	b.ReportMetric(float64(len(edits)), "edits")
+}
+
+// TestApplyEditsReusedBuffer: a large edited body is written into a
+// reused buffer that is not cleared, so every byte must be written: the
+// buffers an earlier body left (here filled with 0xEE) must not show.
+func TestApplyEditsReusedBuffer(t *testing.T) {
+	body := bytes.Repeat([]byte("0123456789"), 20<<10) // 200 KiB
+	edits := []Edit{{Start: 150 << 10, End: 150<<10 + 4, Repl: []byte("tail")}, {Start: 0, End: 10, Repl: []byte("head-")}, {Start: 100 << 10, End: 110 << 10, Repl: nil}}
+	want := string(body[:0]) + "head-" + string(body[10:100<<10]) + string(body[110<<10:150<<10]) + "tail" + string(body[150<<10+4:])
+	n := len(want)
+	poison := func() {
+		for range 4 { // buffers of the edited body's class, filled and dropped
+			b := bigbuf.Make(n)
+			for i := range b {
+				b[i] = 0xEE
+			}
+		}
+	}
+	poison()
+	for deadline := time.Now().Add(5 * time.Second); bigbuf.Free() == 0; { // back on the free list after a collection
+		if time.Now().After(deadline) {
+			t.Fatal("no buffer came back to the free list")
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+	for range 4 {
+		got := ApplyEdits(body, slices.Clone(edits))
+		if string(got) != want {
+			i := 0
+			for i < len(got) && i < len(want) && got[i] == want[i] {
+				i++
+			}
+			t.Fatalf("edited body differs at byte %d of %d (got %d bytes)", i, n, len(got))
+		}
+	}
 }

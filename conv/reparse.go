@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
 	"github.com/tidwall/gjson"
 )
 
@@ -155,7 +156,8 @@ func (r *Request) heldBytes() int {
 	if r.held > 0 {
 		return r.held
 	}
-	n := len(r.Body) + 512 + cap(r.fields)*int(unsafe.Sizeof(Field{})) + cap(r.Messages)*int(unsafe.Sizeof(Message{}))
+	// A large body's buffer is a bigbuf class, up to a quarter longer.
+	n := bigbuf.SizeOf(len(r.Body)) + 512 + cap(r.fields)*int(unsafe.Sizeof(Field{})) + cap(r.Messages)*int(unsafe.Sizeof(Message{}))
 	for i := range r.Messages {
 		m := &r.Messages[i]
 		n += len(m.Reasoning) + len(m.Content) + len(m.ToolCalls)*int(unsafe.Sizeof(ToolCall{}))

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,7 +27,7 @@ func (p *Proxy) do(ctx context.Context, parent *Call, purpose string, body []byt
 		Internal: true, Parent: parent.ID, Purpose: purpose, Conversation: parent.Conversation, route: parent.route, p: p,
 	}
 	if v, err := conv.ParseRequest(body); err == nil {
-		call.Chat, call.View, call.Model, call.Stream = true, v, v.Model, v.Stream
+		call.Chat, call.View, call.Model, call.Stream = true, v, strings.Clone(v.Model), v.Stream // a copy, as forward's
 	}
 	in := &http.Request{Method: http.MethodPost, URL: &url.URL{Path: parent.Path, RawQuery: parent.RawQuery}, Header: parent.Header, ContentLength: int64(len(body))}
 	out, err := p.newUpstreamRequest(ctx, in, parent.route, parent.Path, body, nil)

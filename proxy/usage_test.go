@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/shaperproxy/shaperproxy/conv"
 )
@@ -69,3 +71,46 @@ func TestUsageWatcherGuarded(t *testing.T) {
 		t.Fatalf("end carries usage %s from a watcher turned off", end.Usage)
 	}
 }
+
+// TestModelKeysOwnTheirBytes: the model names long-lived caches (profiles,
+// metric children, the meter's sets), so the call's model may not be a
+// string of the body, which would keep the body alive with the cache's
+// key. (The usage's model is copied for the same reason; the watcher's
+// copy of the answer it would alias is not visible from here.)
+func TestModelKeysOwnTheirBytes(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"model":"m-answer","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
+	}))
+	defer up.Close()
+	var mu sync.Mutex
+	var call *Call
+	rec := &recordingObserver{}
+	obs := observerFunc(func(c *Call, u *Upstream) ResponseSink {
+		mu.Lock()
+		call = c
+		mu.Unlock()
+		return rec.Request(c, u)
+	})
+	_, srv := newTestProxy(t, up.URL, func(o *Options) { o.Observers = []Observer{obs} })
+	body := []byte(`{"model":"m-request","messages":[{"role":"user","content":"hi"}]}`)
+	do(t, rawClient(), http.MethodPost, srv.URL+"/v1/chat/completions", body, nil)
+	end := rec.waitEnd(t)
+	mu.Lock()
+	defer mu.Unlock()
+	if call == nil || call.Model != "m-request" || end.UsageModel != "m-answer" {
+		t.Fatalf("model %q, usage model %q", call.Model, end.UsageModel)
+	}
+	within := func(s string, b []byte) bool {
+		p, lo := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+		return p >= lo && p < lo+uintptr(len(b))
+	}
+	if within(call.Model, call.ClientBody) || call.View != nil && within(call.Model, call.View.Body) {
+		t.Error("the call's model is a string of the request body")
+	}
+}
+
+// observerFunc adapts a function to Observer.
+type observerFunc func(*Call, *Upstream) ResponseSink
+
+func (f observerFunc) Request(c *Call, u *Upstream) ResponseSink { return f(c, u) }

@@ -244,17 +244,22 @@ func startProfile(variant string) func() {
 	}
 }
 
+// wholeBufs are the read-whole baseline's body buffers.
 var wholeBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
+// pooledBody is a body read whole; its buffer goes back to wholeBufs when
+// the transport closes it having read it all. A body closed before its
+// end (a connection going down: the transport may close it from another
+// goroutine while its writer still reads) is left to the collector.
 type pooledBody struct {
 	*bytes.Reader
 	b *bytes.Buffer
 }
 
 func (p *pooledBody) Close() error {
-	if p.b != nil {
+	if p.b != nil && p.Len() == 0 {
 		wholeBufs.Put(p.b)
-		p.b = nil
 	}
+	p.b = nil
 	return nil
 }

@@ -15,17 +15,20 @@
 // it back on a free list instead of letting it go. No reader has to
 // return anything, so none can return it too early.
 //
-// Buffers come in power-of-two classes from MinSize to MaxSize; a request
-// outside them gets a plain make. The free list holds at most MaxFree
-// bytes; a buffer that finds it full is left to the collector, and so is
-// one that waited on the list through two collections unused (an idle
-// program is collected at least every two minutes: the memory of a burst
-// of large bodies goes back within minutes).
+// Buffers come in classes from MinSize to MaxSize, four to each doubling
+// (so a buffer is at most a quarter larger than asked: SizeOf is what a
+// bound on memory should count); a request outside them gets a plain
+// make. The free list holds at most MaxFree bytes; a buffer that finds it
+// full is left to the collector, and so is one that waited on the list
+// unused through two or three collections (an idle program is collected
+// at least every two minutes, unless GOGC=off: the memory of a burst of
+// large bodies goes back within minutes).
 package bigbuf
 
 import (
 	"math/bits"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -42,9 +45,12 @@ const (
 )
 
 const (
-	minShift = 16 // log2(MinSize)
-	classes  = 9  // 64 KiB … 16 MiB
+	minShift = 16      // log2(MinSize)
+	classes  = 8*4 + 1 // 64 KiB … 16 MiB, four steps to each of its eight doublings
 )
+
+// maxFree is MaxFree, smaller in tests.
+var maxFree = MaxFree
 
 // free is the free list, by class; each list is a stack, its oldest
 // buffers at the bottom.
@@ -100,24 +106,41 @@ func trim() {
 			n++
 		}
 		if n > 0 {
-			clear(l[:n])
-			free.lists[c] = append(l[:0], l[n:]...)
+			free.lists[c] = slices.Delete(l, 0, n) // clears the tail: no stale copy keeps a buffer alive
 			free.bytes -= n * classSize(c)
 		}
 	}
 }
 
-// classSize is the capacity of the buffers of class c.
-func classSize(c int) int { return MinSize << c }
+// classSize is the capacity of the buffers of class c: MinSize doubled
+// c/4 times, plus c%4 quarters of that.
+func classSize(c int) int {
+	base := MinSize << (c / 4)
+	return base + base/4*(c%4)
+}
 
-// classOf returns the class of a buffer of n bytes, and false when n is
-// outside the classes.
+// classOf returns the class of a buffer of n bytes (the smallest that
+// holds n), and false when n is outside the classes.
 func classOf(n int) (int, bool) {
 	if n < MinSize || n > MaxSize {
 		return 0, false
 	}
-	c := bits.Len(uint(n-1)) - minShift
-	return max(c, 0), true
+	if n == MinSize {
+		return 0, true
+	}
+	k := bits.Len(uint(n-1)) - 1 // 2^k < n ≤ 2^(k+1)
+	step := 1 << (k - 2)
+	q := (n - 1<<k + step - 1) / step // 1…4 quarters above 2^k
+	return (k-minShift)*4 + q, true
+}
+
+// SizeOf returns the memory Make(n) takes: its class's size, or n outside
+// the classes.
+func SizeOf(n int) int {
+	if c, ok := classOf(n); ok {
+		return classSize(c)
+	}
+	return n
 }
 
 // Make returns a buffer of length and capacity n. Its bytes are not
@@ -156,7 +179,7 @@ func Make(n int) []byte {
 func put(c int, p *byte) {
 	free.mu.Lock()
 	defer free.mu.Unlock()
-	if free.bytes+classSize(c) > MaxFree {
+	if free.bytes+classSize(c) > maxFree {
 		return // no finalizer left on it: the next collection frees it
 	}
 	free.lists[c] = append(free.lists[c], entry{p, free.cycle})

@@ -46,18 +46,62 @@ func held(n int) int {
 	return len(free.lists[c])
 }
 
+// onList reports whether the buffer at addr is on the free list.
+func onList(addr uintptr) bool {
+	free.mu.Lock()
+	defer free.mu.Unlock()
+	for _, l := range free.lists {
+		for _, e := range l {
+			if uintptr(unsafe.Pointer(e.p)) == addr {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// bound empties the free list and sets its bound for the test.
+func bound(t *testing.T, n int) {
+	free.mu.Lock()
+	defer free.mu.Unlock()
+	free.lists, free.bytes = [classes][]entry{}, 0
+	old := maxFree
+	maxFree = n
+	t.Cleanup(func() {
+		free.mu.Lock()
+		defer free.mu.Unlock()
+		maxFree = old
+	})
+}
+
 func TestClasses(t *testing.T) {
-	for _, tc := range []struct{ n, class int }{
-		{MinSize - 1, -1}, // below the classes: a plain make
+	prev := 0 // every n from MinSize to MaxSize has the smallest class that holds it
+	for c := 0; c < classes; c++ {
+		size := classSize(c)
+		if size <= prev || size > prev+prev/4+1 && c > 0 {
+			t.Fatalf("class %d: size %d after %d (want larger, by at most a quarter)", c, size, prev)
+		}
+		for _, n := range []int{prev + 1, size} {
+			if got, ok := classOf(n); n >= MinSize && (!ok || got != c) {
+				t.Fatalf("class of %d: %d (%v), want %d", n, got, ok, c)
+			}
+		}
+		prev = size
+	}
+	if prev != MaxSize {
+		t.Fatalf("the last class is %d bytes, want MaxSize", prev)
+	}
+	for _, tc := range []struct{ n, size int }{
+		{MinSize - 1, MinSize - 1}, // below the classes: a plain make
 		{MinSize, MinSize},
-		{MinSize + 1, 2 * MinSize},
+		{MinSize + 1, MinSize + MinSize/4},
 		{938 << 10, 1 << 20},
+		{(1 << 20) + 1, 1<<20 + 1<<18},
 		{MaxSize, MaxSize},
-		{MaxSize + 1, -1}, // above them
+		{MaxSize + 1, MaxSize + 1}, // above them
 	} {
-		c, ok := classOf(tc.n)
-		if got := map[bool]int{true: classSize(c), false: -1}[ok]; got != tc.class {
-			t.Errorf("class of %d: %d, want %d", tc.n, got, tc.class)
+		if got := SizeOf(tc.n); got != tc.size {
+			t.Errorf("SizeOf(%d) = %d, want %d", tc.n, got, tc.size)
 		}
 		// As make: capacity n, so an append past the end copies.
 		b := Make(tc.n)
@@ -75,14 +119,6 @@ func TestClasses(t *testing.T) {
 // bytes lives; the string's bytes stay as they were.
 func TestReusedOnlyWhenUnreferenced(t *testing.T) {
 	keepStale(t)
-	drain := func() { // empty the class, so that the next Make shows where its buffer came from
-		free.mu.Lock()
-		c, _ := classOf(300 << 10)
-		free.bytes -= len(free.lists[c]) * classSize(c)
-		free.lists[c] = nil
-		free.mu.Unlock()
-	}
-	drain()
 	b := Make(300 << 10)
 	for i := range b {
 		b[i] = 'a'
@@ -90,13 +126,13 @@ func TestReusedOnlyWhenUnreferenced(t *testing.T) {
 	kept := unsafe.String(&b[1000], 16) // as a parsed view's strings alias a body
 	at := base(b)
 	b = nil
-	// While kept lives, the buffer is not on the free list.
+	// While kept lives, the buffer is not on the free list, nor handed out.
 	for range 3 {
 		runtime.GC()
 		time.Sleep(time.Millisecond)
 	}
-	if n := held(300 << 10); n != 0 {
-		t.Fatalf("free list holds %d buffers of the class while a string points into its buffer", n)
+	if onList(at) {
+		t.Fatal("a buffer is on the free list while a string points into it")
 	}
 	other := Make(300 << 10)
 	if base(other) == at {
@@ -109,35 +145,36 @@ func TestReusedOnlyWhenUnreferenced(t *testing.T) {
 		t.Fatalf("the aliasing string changed: %q", kept)
 	}
 	runtime.KeepAlive(kept)
+	second := base(other)
 	kept, other = "", nil
-	// Now nothing points into either: both come back.
-	collectUntil(t, "both buffers on the free list", func() bool { return held(300<<10) == 2 })
-	seen := map[uintptr]bool{base(Make(300 << 10)): true, base(Make(260 << 10)): true}
-	if !seen[at] {
-		t.Fatal("the first buffer was not reused once unreferenced")
+	// Now nothing points into either: both come back, and are handed out.
+	collectUntil(t, "both buffers on the free list", func() bool { return onList(at) && onList(second) })
+	for range held(300 << 10) {
+		_ = Make(300 << 10)
 	}
-	if n := held(300 << 10); n != 0 {
-		t.Fatalf("free list holds %d buffers of the class after both were taken", n)
+	if onList(at) || onList(second) {
+		t.Fatal("a buffer on the free list was not handed out")
 	}
 }
 
 // TestFreeBounded: the free list never keeps more than MaxFree bytes.
 func TestFreeBounded(t *testing.T) {
 	keepStale(t)
-	bufs := make([][]byte, 2*MaxFree/MaxSize+2)
+	bound(t, 2<<20)
+	bufs := make([][]byte, 8) // 4 MiB: twice the bound
 	for i := range bufs {
-		bufs[i] = Make(MaxSize)
+		bufs[i] = Make(512 << 10)
 	}
 	// All unreferenced at once: more than the bound comes back, and the
 	// list fills until there is no room for another.
 	bufs = nil
-	collectUntil(t, "the free list full", func() bool { return Free() > MaxFree-MaxSize })
+	collectUntil(t, "the free list full", func() bool { return Free() > 2<<20-512<<10 })
 	for range 3 {
 		runtime.GC()
 		time.Sleep(time.Millisecond)
 	}
-	if got := Free(); got > MaxFree {
-		t.Fatalf("free list holds %d bytes, bound %d", got, MaxFree)
+	if got := Free(); got > 2<<20 {
+		t.Fatalf("free list holds %d bytes, bound %d", got, 2<<20)
 	}
 	runtime.KeepAlive(bufs)
 }
@@ -150,4 +187,34 @@ func TestIdleTrimmed(t *testing.T) {
 	}
 	collectUntil(t, "buffers on the free list", func() bool { return held(3<<20) > 0 })
 	collectUntil(t, "the idle buffers trimmed", func() bool { return held(3<<20) == 0 })
+}
+
+// TestTrimClearsTail: trimming leaves no copy of a kept entry past the
+// list's end, which would keep that buffer alive after Make hands it out
+// and its user drops it.
+func TestTrimClearsTail(t *testing.T) {
+	c, _ := classOf(5 << 20)
+	bufs := make([][]byte, 4)
+	free.mu.Lock()
+	for i := range bufs {
+		bufs[i] = make([]byte, classSize(c))
+		free.lists[c] = append(free.lists[c], entry{&bufs[i][0], free.cycle + 100*(2*(i/2)-1)}) // the first two stale, the others fresh whatever the collections meanwhile
+		free.bytes += classSize(c)
+	}
+	free.mu.Unlock()
+	trim()
+	free.mu.Lock()
+	l := free.lists[c]
+	tail := l[len(l):cap(l)]
+	free.bytes -= len(l) * classSize(c)
+	free.lists[c] = nil
+	free.mu.Unlock()
+	if len(l) != 2 || l[0].p != &bufs[2][0] || l[1].p != &bufs[3][0] {
+		t.Fatalf("trim kept %d entries, want the two fresh ones", len(l))
+	}
+	for i, e := range tail {
+		if e.p != nil {
+			t.Fatalf("slot %d past the end still points at a buffer", len(l)+i)
+		}
+	}
 }
