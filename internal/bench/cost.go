@@ -595,11 +595,16 @@ func median(xs []float64) float64 {
 func costStreams(ctx context.Context, c *http.Client, targets []costTarget, conc int, cs costSizes, w *wideTable) error {
 	q := fmt.Sprintf("?n=%d&gap=%s", cs.streamEvents, cs.streamGap)
 	p99 := map[string][]time.Duration{}
+	fs, _ := tallies(targets) // a cut stream is left out and counted; a round with none whole stops the section
 	for r := 0; r < cs.streamRounds; r++ {
 		for _, tg := range rotate(targets, r) {
-			gaps, err := streamGaps(ctx, c, tg.url+chatPath+q, conc, cs.streamEvents)
-			if err != nil {
-				return fmt.Errorf("%s: %w", tg.name, err)
+			s0, f0 := fs[tg.name].mark()
+			gaps := streamGaps(ctx, c, tg.url+chatPath+q, conc, cs.streamEvents, fs[tg.name])
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := fs[tg.name].down(tg.name, s0, f0); err != nil {
+				return err
 			}
 			p99[tg.name] = append(p99[tg.name], pct(gaps, 99))
 		}
@@ -623,31 +628,32 @@ func costStreams(ctx context.Context, c *http.Client, targets []costTarget, conc
 		note += fmt.Sprintf("; the baseline adds %s", signed(pct(added(stdlib), 50)))
 	}
 	w.add(append(row, note)...)
+	failedRow(w, title, "streams cut (left out of the gaps)", targets, fs)
 	return nil
 }
 
 // streamGaps runs conc streams at once and returns the gaps between
-// consecutive events as the client read them.
-func streamGaps(ctx context.Context, c *http.Client, url string, conc, events int) ([]time.Duration, error) {
+// consecutive events as the client read them, of the streams that came
+// whole; each stream is tallied in f.
+func streamGaps(ctx context.Context, c *http.Client, url string, conc, events int, f *failures) []time.Duration {
 	var mu sync.Mutex
 	var all []time.Duration
-	var first error
 	var wg sync.WaitGroup
 	for i := 0; i < conc; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			gaps, err := readGaps(ctx, c, url, events)
-			mu.Lock()
-			defer mu.Unlock()
-			all = append(all, gaps...)
-			if first == nil {
-				first = err
+			f.add(err)
+			if err == nil {
+				mu.Lock()
+				all = append(all, gaps...)
+				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	return all, first
+	return all
 }
 
 // readGaps reads one stream and records the time between events.

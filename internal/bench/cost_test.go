@@ -135,3 +135,33 @@ func TestFailuresCounted(t *testing.T) {
 		t.Fatal("a row for no failures")
 	}
 }
+
+// TestCutStreamCounted: a stream cut before its end is counted and left
+// out of the gaps; the others are measured (one cut baseline stream used
+// to stop the whole section).
+func TestCutStreamCounted(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		cut := n.Add(1) == 2
+		for i := range 5 {
+			if cut && i == 2 {
+				panic(http.ErrAbortHandler) // the connection is cut mid-stream
+			}
+			_, _ = io.WriteString(w, "data: {}\n\n")
+			w.(http.Flusher).Flush()
+		}
+	}))
+	defer srv.Close()
+	var f failures
+	gaps := streamGaps(context.Background(), srv.Client(), srv.URL, 3, 5, &f)
+	if f.sent != 3 || f.failed != 1 {
+		t.Fatalf("tallied %d streams, %d failed; want 3 and 1", f.sent, f.failed)
+	}
+	if len(gaps) != 2*4 {
+		t.Fatalf("%d gaps, want the 4 of each whole stream", len(gaps))
+	}
+	if err := f.down("upstream", 0, 0); err != nil {
+		t.Fatalf("one cut stream of three: %v", err)
+	}
+}
