@@ -98,7 +98,10 @@ func TestModelKeysOwnTheirBytes(t *testing.T) {
 	end := rec.waitEnd(t)
 	mu.Lock()
 	defer mu.Unlock()
-	if call == nil || call.Model != "m-request" || end.UsageModel != "m-answer" {
+	if call == nil {
+		t.Fatal("the observer saw no call")
+	}
+	if call.Model != "m-request" || end.UsageModel != "m-answer" {
 		t.Fatalf("model %q, usage model %q", call.Model, end.UsageModel)
 	}
 	within := func(s string, b []byte) bool {
