@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/shaperproxy/shaperproxy/fixtures"
+	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
 	"github.com/shaperproxy/shaperproxy/internal/config"
 	"github.com/tidwall/sjson"
 )
@@ -34,6 +35,7 @@ func benchProxy(b *testing.B, mod func(*config.Config), body []byte) {
 	px := httptest.NewServer(a)
 	defer px.Close()
 	b.SetBytes(int64(len(body)))
+	made0, reused0 := bigbuf.Counts()
 	for b.Loop() {
 		resp, err := http.Post(px.URL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
 		if err != nil {
@@ -41,6 +43,12 @@ func benchProxy(b *testing.B, mod func(*config.Config), body []byte) {
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+	}
+	// The share of large buffers (a body read whole, an edited copy) made
+	// fresh rather than taken from bigbuf's free list.
+	made, reused := bigbuf.Counts()
+	if n := made - made0 + reused - reused0; n > 0 {
+		b.ReportMetric(100*float64(made-made0)/float64(n), "%fresh-bigbuf")
 	}
 }
 
