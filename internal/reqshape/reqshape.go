@@ -316,9 +316,8 @@ func candidates(req *conv.Request, rule shapeRule, memo *memo) []cand {
 	// allocation, and none when none can.
 	n := 0
 	for i := range req.Messages {
-		m := &req.Messages[i]
-		if m.Role == "assistant" && (m.ReasoningStart >= 0 && m.Reasoning != "" || rule.ThinkTags && m.ContentIsString && strings.HasPrefix(strings.TrimLeft(m.Content, " \t\r\n"), "<think>")) {
-			n++
+		if m := &req.Messages[i]; m.Role == "assistant" {
+			n += btoi(hasReasoning(m)) + btoi(hasThink(m, rule))
 		}
 	}
 	var out []cand
@@ -377,9 +376,25 @@ func hasTools(body []byte) bool {
 	return bytes.Contains(body, []byte(`"tools"`))
 }
 
+// hasReasoning reports whether an assistant message's reasoning field can
+// give a block, and hasThink whether its content's <think> block can
+// (candidates counts them, reasoningCand and thinkCand start with them).
+func hasReasoning(m *conv.Message) bool { return m.ReasoningStart >= 0 && m.Reasoning != "" }
+
+func hasThink(m *conv.Message, rule shapeRule) bool {
+	return rule.ThinkTags && m.ContentIsString && strings.HasPrefix(strings.TrimLeft(m.Content, " \t\r\n"), "<think>")
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // reasoningCand handles the reasoning field of one assistant message.
 func reasoningCand(body []byte, m *conv.Message, rule shapeRule, memo *memo, allowed, noTools bool) (cand, bool) {
-	if m.ReasoningStart < 0 || m.Reasoning == "" {
+	if !hasReasoning(m) {
 		return cand{}, false
 	}
 	c := cand{block: block{Message: m.Index, Field: m.ReasoningField, Original: m.Reasoning, Shaped: m.Reasoning},
@@ -461,7 +476,7 @@ func callTokens(m *conv.Message) int {
 // thinkCand handles an inline <think>…</think> block at the start of the
 // string content, when the rule opts in.
 func thinkCand(body []byte, m *conv.Message, rule shapeRule, memo *memo, allowed bool) (cand, bool) {
-	if !rule.ThinkTags || !m.ContentIsString {
+	if !hasThink(m, rule) {
 		return cand{}, false
 	}
 	cv := gjson.GetBytes(body[m.Start:m.End], "content")
