@@ -300,11 +300,11 @@ type queued struct {
 }
 
 // held is the memory a queued record holds: its pooled buffer's
-// capacity (the size classes are 4× apart), else its data's length (a
-// large body's bigbuf class), and the same for the records of rest. The
+// capacity (the size classes are 4× apart), else its data's capacity or
+// a large body's bigbuf class, and the same for the records of rest. The
 // queue's bound counts this.
 func (q *queued) held() int64 {
-	n := int64(bigbuf.SizeOf(len(q.Data)))
+	n := int64(max(cap(q.Data), bigbuf.SizeOf(len(q.Data))))
 	if q.buf != nil {
 		n = int64(cap(*q.buf))
 	}

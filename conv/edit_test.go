@@ -259,6 +259,7 @@ func TestApplyEditsReusedBuffer(t *testing.T) {
 		runtime.GC()
 		time.Sleep(time.Millisecond)
 	}
+	_, reused := bigbuf.Counts()
 	for range 4 {
 		got := ApplyEdits(body, slices.Clone(edits))
 		if string(got) != want {
@@ -268,5 +269,8 @@ func TestApplyEditsReusedBuffer(t *testing.T) {
 			}
 			t.Fatalf("edited body differs at byte %d of %d (got %d bytes)", i, n, len(got))
 		}
+	}
+	if _, now := bigbuf.Counts(); now == reused {
+		t.Fatal("no edited body went into a reused buffer: the test checked nothing")
 	}
 }

@@ -156,8 +156,9 @@ func (r *Request) heldBytes() int {
 	if r.held > 0 {
 		return r.held
 	}
-	// A large body's buffer is a bigbuf class, up to a quarter longer.
-	n := bigbuf.SizeOf(len(r.Body)) + 512 + cap(r.fields)*int(unsafe.Sizeof(Field{})) + cap(r.Messages)*int(unsafe.Sizeof(Message{}))
+	// A large body's buffer is a bigbuf class, up to a quarter longer;
+	// one read without a declared length, its capacity.
+	n := max(cap(r.Body), bigbuf.SizeOf(len(r.Body))) + 512 + cap(r.fields)*int(unsafe.Sizeof(Field{})) + cap(r.Messages)*int(unsafe.Sizeof(Message{}))
 	for i := range r.Messages {
 		m := &r.Messages[i]
 		n += len(m.Reasoning) + len(m.Content) + len(m.ToolCalls)*int(unsafe.Sizeof(ToolCall{}))

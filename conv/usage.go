@@ -118,7 +118,7 @@ func (w *UsageWatcher) fromBody() {
 			}
 		}
 		if r[1].Type == gjson.String {
-			w.model = r[1].String()
+			w.model = strings.Clone(r[1].String()) // as noteModel: the model keys long-lived caches
 		}
 		w.tail = nil
 		return

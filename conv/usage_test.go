@@ -3,6 +3,7 @@ package conv
 import (
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // TestUsageWatcher finds the usage where each kind of stream and body puts it.
@@ -68,5 +69,22 @@ func TestUsageWatcherInPlace(t *testing.T) {
 	}
 	if string(w.Raw()) != `{"prompt_tokens":3}` || w.Model() != "m-1" {
 		t.Fatalf("after the buffer was reused: usage %s, model %q", w.Raw(), w.Model())
+	}
+}
+
+// TestUsageModelOwnsItsBytes: the model keys long-lived caches (the
+// meter's sets), so it is not a string of the answer the watcher keeps,
+// which would keep that answer alive with the key.
+func TestUsageModelOwnsItsBytes(t *testing.T) {
+	w := &UsageWatcher{}
+	w.Body([]byte(`{"model":"m-answer","choices":[],"usage":{"prompt_tokens":1}}`))
+	raw := w.Raw() // reads the body kept whole, in place
+	if w.Model() != "m-answer" || len(raw) == 0 {
+		t.Fatalf("model %q, usage %s", w.Model(), raw)
+	}
+	p := uintptr(unsafe.Pointer(unsafe.StringData(w.Model())))
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(raw))) - 100 // the body around the usage
+	if p >= lo && p < lo+200 {
+		t.Fatal("the model points into the watched body")
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
@@ -92,9 +91,7 @@ func (s sinkList) Body(p []byte) {
 }
 
 func (s sinkList) End(end End) {
-	// The model is copied: it keys the meter's sets, and the watcher's
-	// string keeps the answer's body alive.
-	s.watch(func(w *conv.UsageWatcher) { end.Usage, end.UsageModel = w.Raw(), strings.Clone(w.Model()) })
+	s.watch(func(w *conv.UsageWatcher) { end.Usage, end.UsageModel = w.Raw(), w.Model() })
 	for i, k := range s.s {
 		if k != nil {
 			s.end(i, k, end)

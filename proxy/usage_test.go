@@ -75,8 +75,7 @@ func TestUsageWatcherGuarded(t *testing.T) {
 // TestModelKeysOwnTheirBytes: the model names long-lived caches (profiles,
 // metric children, the meter's sets), so the call's model may not be a
 // string of the body, which would keep the body alive with the cache's
-// key. (The usage's model is copied for the same reason; the watcher's
-// copy of the answer it would alias is not visible from here.)
+// key. (The usage's model: conv's TestUsageModelOwnsItsBytes.)
 func TestModelKeysOwnTheirBytes(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
