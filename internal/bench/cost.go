@@ -319,8 +319,7 @@ func ratioNote(a, b []time.Duration, target string) string {
 func roundsNote(ratio float64, rs []float64, target string) string {
 	s := fmt.Sprintf("%.2f", ratio)
 	if len(rs) >= 3 {
-		slices.Sort(rs)
-		s += fmt.Sprintf(" (rounds: median %.2f, %.2f to %.2f)", rs[len(rs)/2], rs[0], rs[len(rs)-1])
+		s += fmt.Sprintf(" (rounds: median %.2f, %.2f to %.2f)", median(rs), slices.Min(rs), slices.Max(rs))
 	}
 	return s + " (target " + target + ")"
 }
@@ -370,7 +369,7 @@ func fireBodies(ctx context.Context, c *http.Client, url string, bodies [][]byte
 type failures struct {
 	mu           sync.Mutex
 	sent, failed int
-	first        error
+	first, last  error
 }
 
 const maxFailedShare = 0.01
@@ -381,6 +380,7 @@ func (f *failures) add(err error) {
 	f.sent++
 	if err != nil {
 		f.failed++
+		f.last = err
 		if f.first == nil {
 			f.first = err
 		}
@@ -403,7 +403,7 @@ func (f *failures) down(name string, sent0, failed0 int) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if n := f.sent - sent0; n > 0 && f.failed-failed0 == n {
-		return fmt.Errorf("%s: all %d requests of a round failed, the first: %w", name, n, f.first)
+		return fmt.Errorf("%s: all %d requests of a round failed, the last: %w", name, n, f.last)
 	}
 	return nil
 }
@@ -512,8 +512,8 @@ func costSaturation(ctx context.Context, c *http.Client, targets []costTarget, b
 // target within seconds: its ratio is the least moved by the machine's
 // drift).
 func satRatio(a, b []float64) string {
-	mb := median(positive(b))
-	if mb <= 0 {
+	ma, mb := median(positive(a)), median(positive(b))
+	if ma <= 0 || mb <= 0 {
 		return "n/a (no CPU reading: run with -subprocess)"
 	}
 	var rs []float64
@@ -522,7 +522,7 @@ func satRatio(a, b []float64) string {
 			rs = append(rs, a[i]/b[i])
 		}
 	}
-	return roundsNote(median(positive(a))/mb, rs, "≥ 0.9")
+	return roundsNote(ma/mb, rs, "≥ 0.9")
 }
 
 // saturate sends requests from workers goroutines, each as soon as the
@@ -594,30 +594,50 @@ func median(xs []float64) float64 {
 // streams of every target interleaved, and adds the gap row.
 func costStreams(ctx context.Context, c *http.Client, targets []costTarget, conc int, cs costSizes, w *wideTable) error {
 	q := fmt.Sprintf("?n=%d&gap=%s", cs.streamEvents, cs.streamGap)
-	p99 := map[string][]time.Duration{}
-	fs, _ := tallies(targets) // a cut stream is left out and counted; a round with none whole stops the section
+	// A cut stream is left out and counted. A round in which a target
+	// had no whole stream (with one stream a round, one cut) measures
+	// nothing for it and is left out of its comparisons; a target with
+	// more than a tenth of its streams cut fails the section.
+	p99 := map[string][]time.Duration{} // per round; -1: no whole stream
+	fs, _ := tallies(targets)
 	for r := 0; r < cs.streamRounds; r++ {
 		for _, tg := range rotate(targets, r) {
-			s0, f0 := fs[tg.name].mark()
 			gaps := streamGaps(ctx, c, tg.url+chatPath+q, conc, cs.streamEvents, fs[tg.name])
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if err := fs[tg.name].down(tg.name, s0, f0); err != nil {
-				return err
+			v := time.Duration(-1)
+			if len(gaps) > 0 {
+				v = pct(gaps, 99)
 			}
-			p99[tg.name] = append(p99[tg.name], pct(gaps, 99))
+			p99[tg.name] = append(p99[tg.name], v)
 		}
+	}
+	for _, tg := range targets {
+		if sent, failed := fs[tg.name].mark(); failed*10 > sent {
+			return fmt.Errorf("%s: %d of %d streams cut, the last: %w", tg.name, failed, sent, fs[tg.name].last)
+		}
+	}
+	measured := func(name string) []time.Duration {
+		var out []time.Duration
+		for _, v := range p99[name] {
+			if v >= 0 {
+				out = append(out, v)
+			}
+		}
+		return out
 	}
 	added := func(name string) []time.Duration {
 		var out []time.Duration
 		for r, v := range p99[name] {
-			out = append(out, v-p99[direct][r])
+			if d := p99[direct][r]; v >= 0 && d >= 0 {
+				out = append(out, v-d)
+			}
 		}
 		return out
 	}
 	title := fmt.Sprintf("streaming: %d stream(s) at once × %d events, %s apart, %d rounds", conc, cs.streamEvents, cs.streamGap, cs.streamRounds)
-	row := []string{title, "inter-event gap p99 at the client: direct, then added (median of rounds)", fmtDur(pct(p99[direct], 50))}
+	row := []string{title, "inter-event gap p99 at the client: direct, then added (median of rounds)", fmtDur(pct(measured(direct), 50))}
 	for _, tg := range targets[1:] {
 		row = append(row, fmtAdded(added(tg.name)))
 	}

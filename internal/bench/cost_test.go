@@ -74,6 +74,9 @@ func TestSatRatio(t *testing.T) {
 	if got := satRatio([]float64{0, 0}, []float64{0, 0}); !strings.HasPrefix(got, "n/a") {
 		t.Fatalf("no readings at all: got %q", got)
 	}
+	if got := satRatio([]float64{0, 0}, []float64{100, 100}); !strings.HasPrefix(got, "n/a") {
+		t.Fatalf("no reading of the proxy's: got %q", got)
+	}
 }
 
 // TestFailuresCounted: a target that fails one request in a few hundred
@@ -163,5 +166,42 @@ func TestCutStreamCounted(t *testing.T) {
 	}
 	if err := f.down("upstream", 0, 0); err != nil {
 		t.Fatalf("one cut stream of three: %v", err)
+	}
+}
+
+// TestOneStreamCutLeftOut: with one stream a round, a cut stream leaves
+// its round out of that target's figures and is counted in a row; it does
+// not stop the section. A target that cuts more than a tenth does.
+func TestOneStreamCutLeftOut(t *testing.T) {
+	serve := func(cutEvery int) string {
+		var n atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			cut := cutEvery > 0 && int(n.Add(1))%cutEvery == 0
+			for i := range 4 {
+				if cut && i == 2 {
+					panic(http.ErrAbortHandler)
+				}
+				_, _ = io.WriteString(w, "data: {}\n\n")
+				w.(http.Flusher).Flush()
+			}
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	cs := costSizes{streamRounds: 12, streamEvents: 4}
+	run := func(cutEvery int) (*wideTable, error) {
+		targets := []costTarget{{direct, serve(0), 0}, {stdlib, serve(cutEvery), 0}, {costAll, serve(0), 0}}
+		w := &wideTable{}
+		return w, costStreams(context.Background(), http.DefaultClient, targets, 1, cs, w)
+	}
+	w, err := run(12) // one cut in twelve rounds
+	if err != nil {
+		t.Fatalf("one cut stream stopped the section: %v", err)
+	}
+	if len(w.rows) != 2 || w.rows[1][1] != "streams cut (left out of the gaps)" || w.rows[1][3] != "1 of 12" {
+		t.Fatalf("rows %q", w.rows)
+	}
+	if _, err := run(4); err == nil || !strings.Contains(err.Error(), "3 of 12 streams cut") {
+		t.Fatalf("a quarter of the streams cut: %v", err)
 	}
 }

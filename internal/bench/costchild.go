@@ -17,7 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing/iotest"
+	"sync/atomic"
 	"time"
 )
 
@@ -135,10 +135,12 @@ func newReverseProxy(upstream string, readWhole bool) (http.Handler, error) {
 				b.Grow(int(n) + bytes.MinRead)
 			}
 			if _, err := b.ReadFrom(r.Out.Body); err != nil {
-				r.Out.Body = io.NopCloser(iotest.ErrReader(err)) // the transport fails the request: a 502
+				r.Out.Body = io.NopCloser(errReader{err}) // the transport fails the request: a 502
 				return
 			}
-			r.Out.Body, r.Out.ContentLength = &pooledBody{bytes.NewReader(b.Bytes()), b}, int64(b.Len())
+			pb := &pooledBody{Reader: bytes.NewReader(b.Bytes())}
+			pb.b.Store(b)
+			r.Out.Body, r.Out.ContentLength = pb, int64(b.Len())
 		}
 	}
 	return &httputil.ReverseProxy{
@@ -248,18 +250,26 @@ func startProfile(variant string) func() {
 var wholeBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // pooledBody is a body read whole; its buffer goes back to wholeBufs when
-// the transport closes it having read it all. A body closed before its
-// end (a connection going down: the transport may close it from another
-// goroutine while its writer still reads) is left to the collector.
+// the transport closes it having read it all. Here a pool is safe, as it
+// is not for the proxy's bodies (internal/bigbuf): the transport is the
+// body's one reader, so the baseline is the floor an owner who knows
+// could reach. A body closed before its end (a connection going
+// down: the transport may close it from another goroutine while its
+// writer still reads) is left to the collector, and a second Close finds
+// nothing to give back.
 type pooledBody struct {
 	*bytes.Reader
-	b *bytes.Buffer
+	b atomic.Pointer[bytes.Buffer]
 }
 
 func (p *pooledBody) Close() error {
-	if p.b != nil && p.Len() == 0 {
-		wholeBufs.Put(p.b)
+	if b := p.b.Swap(nil); b != nil && p.Len() == 0 {
+		wholeBufs.Put(b)
 	}
-	p.b = nil
 	return nil
 }
+
+// errReader fails every read with err.
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
