@@ -69,7 +69,7 @@ func (o *Observer) Request(call *proxy.Call, up *proxy.Upstream) proxy.ResponseS
 		r := base
 		r.Kind, r.Where, r.Offset = KindClientRequest, whereClient, 0
 		r.Method, r.URL, r.Header, r.Data = call.Method, call.Path, call.Header, call.ClientBody
-		o.w.enqueueQ(requestQ(r, call.View)) // the view, when it is the client body's, saves a parse
+		o.w.enqueueQuiet(requestQ(r, call.View)) // as the wire's below; the view, when it is the client body's, saves a parse
 	}
 	r := base
 	r.Kind, r.Where, r.Offset = KindRequest, whereWire, call.Since()
@@ -161,7 +161,7 @@ func (s *captureSink) Response(info *proxy.ResponseInfo) {
 	}
 	r := s.record(KindResponse, s.call.Since())
 	r.Status, r.Header, r.Stream = info.Status, info.Header, info.Stream
-	s.hold = !info.Stream
+	s.hold = !info.Stream && s.room != nil // a stream request's sink has no room
 	s.keep(queued{Record: r})
 }
 

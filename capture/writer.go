@@ -174,20 +174,20 @@ type Writer struct {
 	hdr         headerScratch
 }
 
-// A blob the segment already holds is found by its conv.RawKey: 128 bits
-// under seeds of this process, as unlikely to collide as the SHA-256 the
-// blob is stored under, a tenth of its cost (only new blobs get a
-// SHA-256), and not predictable from outside the process. A message's key
-// comes with the proxy's view (computed once when the message was first
-// parsed), so a history is not hashed again per request.
-
 // segState is the segment being written. Its file is created with the
 // first frame.
 type segState struct {
-	num      uint64
-	f        File
-	path     string
-	size     int64
+	num  uint64
+	f    File
+	path string
+	size int64
+	// A blob the segment already holds is found by its conv.RawKey: 128
+	// bits under seeds of this process, as unlikely to collide as the
+	// SHA-256 the blob is stored under, a tenth of its cost (only new
+	// blobs get a SHA-256), and not predictable from outside the process.
+	// A message's key comes with the proxy's view (computed once when the
+	// message was first parsed), so a history is not hashed again per
+	// request.
 	blobs    map[conv.RawKey]uint32
 	nextBlob uint32
 }
