@@ -12,7 +12,8 @@
 //	...
 //	err = w.Close()
 //
-// The proxy's Observer queues a call's request record as the request goes
+// The proxy's Observer queues a call's request records (the client's,
+// when client_requests asks for it, and the wire's) as the request goes
 // upstream, in its place, but without waking the writer: the call's later
 // records wake it (or any other call's, a Flush or Close, quiet records
 // piling up, and at the latest one timer FlushInterval later). The
