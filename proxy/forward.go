@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,15 +45,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, route *Route, pa
 	}
 	for {
 		out := p.transform(ctx, call, body)
-		up, err := p.newUpstreamRequest(ctx, r, route, path, out, rest)
-		if err == nil && call.ReadsResponse {
-			up.Header.Del("Accept-Encoding") // a finisher must read the answer
-		}
-		if err != nil {
-			writeError(w, http.StatusBadGateway, "bad_upstream_request", "shaperproxy: could not build the upstream request")
-			p.finish(call, nil, End{Outcome: OutcomeUpstreamError, Status: http.StatusBadGateway, Err: err.Error()})
-			return
-		}
+		up := p.newUpstreamRequest(ctx, r, route, path, out, rest, call.ReadsResponse) // a finisher must read the answer
 		if !p.exchange(w, call, up, out) {
 			return
 		}
@@ -231,36 +224,70 @@ func describeBodyErr(err error) string {
 }
 
 // newUpstreamRequest builds the request to send upstream: same method,
-// path (joined to the route's base), query and end-to-end headers.
-func (p *Proxy) newUpstreamRequest(ctx context.Context, r *http.Request, route *Route, path string, body []byte, rest io.Reader) (*http.Request, error) {
+// path (joined to the route's base), query and end-to-end headers (less
+// Accept-Encoding when the proxy reads the answer itself).
+func (p *Proxy) newUpstreamRequest(ctx context.Context, r *http.Request, route *Route, path string, body []byte, rest io.Reader, readsAnswer bool) *http.Request {
 	target := new(url.URL)
 	*target = *route.Upstream
 	target.Path, target.RawPath = joinURLPath(route.Upstream, &url.URL{Path: path, RawPath: rawPathFor(r, path)})
 	target.RawQuery = r.URL.RawQuery
 	target.Fragment = ""
-	// The URL is built, not printed and parsed again: NewRequest with an
-	// empty URL, then this one.
-	out, err := http.NewRequestWithContext(ctx, r.Method, "", nil)
-	if err != nil {
-		return nil, err
-	}
 	target.Host = strings.TrimSuffix(target.Host, ":") // as NewRequest's removeEmptyPort
-	out.URL, out.Host = target, target.Host
-	out.Header = r.Header.Clone()
-	removeHopHeaders(out.Header)
-	removeOwnHeaders(out.Header)
-	// The proxy answered any "Expect: 100-continue" itself when it read
-	// the body; asked again, an upstream that sends no 100 would cost the
-	// transport's whole ExpectContinueTimeout.
-	out.Header.Del("Expect")
-	if _, ok := out.Header["User-Agent"]; !ok {
-		out.Header.Set("User-Agent", "") // the transport then sends none
-	}
-	if route.APIKey != "" {
-		out.Header.Set("Authorization", "Bearer "+route.APIKey)
-	}
+	// Built, not printed and parsed again (NewRequest would parse a URL
+	// and make a header, both replaced).
+	out := (&http.Request{
+		Method: r.Method, URL: target, Host: target.Host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: upstreamHeader(r.Header, route.APIKey, readsAnswer),
+	}).WithContext(ctx)
 	setBody(out, r, body, rest)
-	return out, nil
+	return out
+}
+
+// upstreamHeader returns the header to send upstream: in less the
+// hop-by-hop headers, the proxy's own and Expect (the proxy answered any
+// "Expect: 100-continue" itself when it read the body; asked again, an
+// upstream that sends no 100 would cost the transport's whole
+// ExpectContinueTimeout), and Accept-Encoding when readsAnswer; with the
+// route's key when it has one, and an empty User-Agent when the client
+// sent none (the transport then sends none). When none of that changes
+// in, in itself is returned, not a copy: the transport only reads it, and
+// neither the proxy nor the observers change a header once it is sent
+// (Upstream.Header).
+func upstreamHeader(in http.Header, apiKey string, readsAnswer bool) http.Header {
+	if !headerEdited(in, apiKey, readsAnswer) {
+		return in
+	}
+	h := in.Clone()
+	removeHopHeaders(h)
+	removeOwnHeaders(h)
+	delete(h, "Expect")
+	if readsAnswer {
+		delete(h, "Accept-Encoding")
+	}
+	if _, ok := h["User-Agent"]; !ok {
+		h["User-Agent"] = []string{""}
+	}
+	if apiKey != "" {
+		h["Authorization"] = []string{"Bearer " + apiKey}
+	}
+	return h
+}
+
+// headerEdited reports whether upstreamHeader changes in.
+func headerEdited(in http.Header, apiKey string, readsAnswer bool) bool {
+	if _, ok := in["User-Agent"]; !ok || apiKey != "" {
+		return true
+	}
+	if _, ok := in["Accept-Encoding"]; ok && readsAnswer {
+		return true
+	}
+	for k := range in {
+		if k == "Expect" || strings.HasPrefix(k, OwnHeaderPrefix) || slices.Contains(hopHeaders, k) {
+			return true // Connection among them: it may name more
+		}
+	}
+	return false
 }
 
 func setBody(out, in *http.Request, body []byte, rest io.Reader) {

@@ -30,12 +30,7 @@ func (p *Proxy) do(ctx context.Context, parent *Call, purpose string, body []byt
 		call.Chat, call.View, call.Model, call.Stream = true, v, strings.Clone(v.Model), v.Stream // a copy, as forward's
 	}
 	in := &http.Request{Method: http.MethodPost, URL: &url.URL{Path: parent.Path, RawQuery: parent.RawQuery}, Header: parent.Header, ContentLength: int64(len(body))}
-	out, err := p.newUpstreamRequest(ctx, in, parent.route, parent.Path, body, nil)
-	if err != nil {
-		return nil, call, err
-	}
-	// The proxy reads this answer itself: ask for it uncompressed.
-	out.Header.Del("Accept-Encoding")
+	out := p.newUpstreamRequest(ctx, in, parent.route, parent.Path, body, nil, true) // the proxy reads this answer itself: uncompressed
 	sinks := p.observe(call, out, body)
 	resp, err := p.transportFor(parent.route).RoundTrip(out)
 	if err != nil {
