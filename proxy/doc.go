@@ -44,7 +44,10 @@
 // counters and latency histograms (time to first byte and first token
 // included) at /metrics. For a clean stop, Drain lets the calls in flight
 // finish, Cut ends the rest (each logged, outcome "shutdown") and
-// CloseTunnels closes the tunnels left.
+// CloseTunnels closes the tunnels left. A server that serves a Proxy
+// should set its ConnContext (http.Server.ConnContext): Cut then cancels
+// a call through its connection's context, and a call makes no context of
+// its own.
 //
 // The zero value of every Options field but Routes is a working default.
 // A Proxy is safe for concurrent use.

@@ -196,6 +196,7 @@ func (p *Proxy) serveIntercepted(req *http.Request, client net.Conn, ctx *goprox
 			r.Header.Del("Proxy-Authorization")
 			p.forward(w, r, route, r.URL.Path)
 		}),
+		ConnContext:       p.ConnContext,
 		ErrorLog:          log.New(io.Discard, "", 0),
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       5 * time.Minute, // an idle tunnel is closed, not kept forever

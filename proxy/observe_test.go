@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -405,8 +406,15 @@ func TestModelLabelBounded(t *testing.T) {
 // TestDrainAndCut: Drain waits for a stream in flight and returns once it
 // ends; when it does not end in time, Cut ends it (logged, outcome
 // shutdown, the client sees the stream cut, not ended), and a call cut
-// before the upstream answered gets a 503.
+// before the upstream answered gets a 503. Served with ConnContext (a call
+// cut through its connection's context) and without (its own context).
 func TestDrainAndCut(t *testing.T) {
+	for _, connCtx := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ConnContext=%v", connCtx), func(t *testing.T) { testDrainAndCut(t, connCtx) })
+	}
+}
+
+func testDrainAndCut(t *testing.T, connCtx bool) {
 	release := make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body) // the server then sees the proxy leave
@@ -430,6 +438,12 @@ func TestDrainAndCut(t *testing.T) {
 	defer up.Close()
 	obs, log := &recordingObserver{}, &testenv.Log{}
 	p, px := newTestProxy(t, up.URL, func(o *Options) { o.Observers, o.Logger = []Observer{obs}, slog.New(log) })
+	if connCtx {
+		px = httptest.NewUnstartedServer(p)
+		px.Config.ConnContext = p.ConnContext
+		px.Start()
+		defer px.Close()
+	}
 
 	resp, cancel := openStream(t, rawClient(), px.URL+"/v1/chat/completions")
 	defer cancel()
@@ -494,5 +508,71 @@ func TestLabelValue(t *testing.T) {
 	}
 	if got := s.value(""); got != "" {
 		t.Errorf("empty value: %q", got)
+	}
+}
+
+// TestConnContextCalls: served with ConnContext, a call makes no context
+// of its own, and its end leaves its connection's context alone: the next
+// call on the same keep-alive connection is served. Without ConnContext
+// each call has its own context.
+func TestConnContextCalls(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, `{"choices":[]}`)
+	}))
+	defer up.Close()
+	for _, connCtx := range []bool{false, true} {
+		var p *Proxy
+		var mu sync.Mutex
+		var own []bool
+		p, px := newTestProxy(t, up.URL, func(o *Options) {
+			o.Transforms = []RequestTransform{RequestTransformFunc(func(_ context.Context, c *Call, b []byte) ([]byte, error) {
+				p.flight.mu.Lock()
+				o := p.flight.calls[c].own
+				p.flight.mu.Unlock()
+				mu.Lock()
+				own = append(own, o)
+				mu.Unlock()
+				return b, nil
+			})}
+		})
+		if connCtx {
+			px = httptest.NewUnstartedServer(p)
+			px.Config.ConnContext = p.ConnContext
+			px.Start()
+			defer px.Close()
+		}
+		c := rawClient()
+		conns := map[string]bool{}
+		for i := range 3 {
+			var addr string
+			ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+				GotConn: func(ci httptrace.GotConnInfo) { addr = ci.Conn.LocalAddr().String() },
+			})
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, px.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatalf("ConnContext=%v, call %d: %v", connCtx, i, err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || string(got) != `{"choices":[]}` {
+				t.Fatalf("ConnContext=%v, call %d: status %d, body %q", connCtx, i, resp.StatusCode, got)
+			}
+			conns[addr] = true
+		}
+		if len(conns) != 1 {
+			t.Fatalf("ConnContext=%v: %d connections for 3 calls", connCtx, len(conns))
+		}
+		mu.Lock()
+		for i, o := range own {
+			if o == connCtx {
+				t.Errorf("ConnContext=%v, call %d: own context %v", connCtx, i, o)
+			}
+		}
+		if len(own) != 3 {
+			t.Errorf("ConnContext=%v: %d calls transformed", connCtx, len(own))
+		}
+		mu.Unlock()
 	}
 }

@@ -162,7 +162,7 @@ func localURL(a net.Addr) string {
 // long stream. A signal on hup (SIGHUP) is logged: the configuration is
 // not reloaded.
 func serveUntilDone(ctx context.Context, p *proxy.Proxy, lns listeners, grace time.Duration, hup <-chan os.Signal, logger *slog.Logger) error {
-	servers := []*http.Server{{Handler: p, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 5 * time.Minute, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)}}
+	servers := []*http.Server{{Handler: p, ConnContext: p.ConnContext, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 5 * time.Minute, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)}}
 	errc := make(chan error, 2)
 	go func() { errc <- servers[0].Serve(lns.main) }()
 	if lns.admin != nil {

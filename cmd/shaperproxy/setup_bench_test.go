@@ -32,7 +32,9 @@ func benchProxy(b *testing.B, mod func(*config.Config), body []byte) {
 		b.Fatal(err)
 	}
 	defer a.Close()
-	px := httptest.NewServer(a)
+	px := httptest.NewUnstartedServer(a)
+	px.Config.ConnContext = a.ConnContext // as serve sets it
+	px.Start()
 	defer px.Close()
 	b.SetBytes(int64(len(body)))
 	made0, reused0 := bigbuf.Counts()

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -171,6 +172,11 @@ func startServer(h http.Handler, closers *[]func()) (string, error) {
 		return "", err
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	if cc, ok := h.(interface {
+		ConnContext(context.Context, net.Conn) context.Context
+	}); ok {
+		srv.ConnContext = cc.ConnContext // as shaperproxy serve does: a call then makes no context of its own
+	}
 	go func() { _ = srv.Serve(ln) }()
 	*closers = append(*closers, func() { _ = srv.Close() })
 	return "http://" + ln.Addr().String(), nil

@@ -295,6 +295,11 @@ func serve(h http.Handler) (string, func(), error) {
 		return "", nil, err
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	if cc, ok := h.(interface {
+		ConnContext(context.Context, net.Conn) context.Context
+	}); ok {
+		srv.ConnContext = cc.ConnContext // as shaperproxy serve does: a call then makes no context of its own
+	}
 	go func() { _ = srv.Serve(ln) }()
 	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
 }
