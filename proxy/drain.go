@@ -47,8 +47,14 @@ type connCutKey struct{}
 // it needs no context of its own (making one, registering it with the
 // request's and cancelling it again cost about 3 µs a call, the most of
 // anything the proxy adds to a small request). A server without it still
-// works: each call then makes its own.
+// works: each call then makes its own, as it does when the server's base
+// context can be cancelled (a context derived from one stays registered
+// with it until it ends, and a connection's is never cancelled but by
+// Cut: each connection would leave its context behind).
 func (p *Proxy) ConnContext(ctx context.Context, _ net.Conn) context.Context {
+	if ctx.Done() != nil {
+		return ctx
+	}
 	cctx, cancel := context.WithCancelCause(ctx)
 	return context.WithValue(cctx, connCutKey{}, cancel)
 }

@@ -576,3 +576,22 @@ func TestConnContextCalls(t *testing.T) {
 		mu.Unlock()
 	}
 }
+
+// TestConnContextCancellableBase: under a base context that can be
+// cancelled, ConnContext makes no context (one derived from it would stay
+// registered with it, a connection's never cancelled but by Cut); calls
+// then make their own.
+func TestConnContextCancellableBase(t *testing.T) {
+	p, err := New(Options{Routes: []Route{{Name: "default", Upstream: &url.URL{Scheme: "http", Host: "127.0.0.1:1"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if got := p.ConnContext(base, nil); got != base {
+		t.Fatal("a context derived from a cancellable base")
+	}
+	if _, ok := p.ConnContext(context.Background(), nil).Value(connCutKey{}).(context.CancelCauseFunc); !ok {
+		t.Fatal("no connection context under a base that cannot be cancelled")
+	}
+}
