@@ -51,6 +51,52 @@ func TestPutLater(t *testing.T) {
 	wantValue(t, s, "k", "v49", true)
 }
 
+// TestPutLaterCommitsSeldom: values queued one after another (the guard's
+// state changing on many requests at once) share commits (at most one per
+// writeEvery, the first at once); Flush does not wait for the next one;
+// every value reaches the file.
+func TestPutLaterCommitsSeldom(t *testing.T) {
+	s := openAt(t, testPath(t), Options{})
+	const n = 100
+	start := time.Now()
+	for i := range n {
+		if err := s.PutLater("b", fmt.Sprintf("c%d", i), "k", fmt.Appendf(nil, "v%d", i)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond) // 1,000 requests a second
+	}
+	s.Flush()
+	elapsed := time.Since(start)
+	st := s.Stats()
+	// One commit at once, then at most one per writeEvery, and the Flush's.
+	if most := int64(elapsed/writeEvery) + 2; st.Commits > most || st.Written != n || st.Lost != 0 {
+		t.Fatalf("%d values over %v: %d commits (at most %d), %d written, %d lost", n, elapsed, st.Commits, most, st.Written, st.Lost)
+	}
+	// A lone value after a quiet spell goes at once: the writer is not
+	// holding it back (nothing else is queued; Flush is not called).
+	time.Sleep(2 * writeEvery)
+	before := s.Stats().Commits
+	if err := s.PutLater("b", "c1", "k", []byte("alone")); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); s.Stats().Commits == before; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a lone value was not written")
+		}
+	}
+	s = reopen(t, s)
+	v, ok, err := s.Get("b", "c1", "k")
+	if err != nil || !ok || string(v) != "alone" {
+		t.Fatalf("after reopening: %q, %v, %v", v, ok, err)
+	}
+	for i := 2; i < n; i++ { // c1's value was replaced
+		v, ok, err := s.Get("b", fmt.Sprintf("c%d", i), "k")
+		if err != nil || !ok || string(v) != fmt.Sprintf("v%d", i) {
+			t.Fatalf("c%d after reopening: %q, %v, %v", i, v, ok, err)
+		}
+	}
+}
+
 // TestPutLaterOrder: Put, Delete and ClearConversation never lose to a
 // value queued before them.
 func TestPutLaterOrder(t *testing.T) {

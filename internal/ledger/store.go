@@ -142,6 +142,7 @@ func (s *Store) Close() error {
 	if !k.closed {
 		k.closed = true
 		close(k.wake)
+		close(k.stop)
 	}
 	k.cond.Broadcast()
 	k.mu.Unlock()
