@@ -68,7 +68,8 @@ func BenchmarkWriterPut(b *testing.B) {
 // BenchmarkWriterPutPaced queues one Put every millisecond (1,000 requests
 // a second, far more than an agent makes) and measures the enqueue latency
 // while the writer commits in the background. Drops happen only if the disk
-// stalls for longer than the queue (1024 Puts, about a second) lasts.
+// stalls for longer than the queue (1024 Puts, about a second) lasts. It
+// also reports the writer's commits per Put.
 func BenchmarkWriterPutPaced(b *testing.B) {
 	s := openTest(b, Options{})
 	w := s.Async(1024)
@@ -91,6 +92,7 @@ func BenchmarkWriterPutPaced(b *testing.B) {
 	b.ReportMetric(float64(percentile(lat, 0.50)), "p50-ns")
 	b.ReportMetric(float64(percentile(lat, 0.99)), "p99-ns")
 	b.ReportMetric(float64(w.Dropped()), "dropped")
+	b.ReportMetric(float64(w.commits.Load())/float64(b.N), "commits/op")
 }
 
 type simResult struct {

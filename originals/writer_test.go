@@ -89,6 +89,39 @@ func TestWriterKeepsOrder(t *testing.T) {
 	}
 }
 
+// TestWriterCommitsSeldom: Puts queued one after another (an agent's loop
+// shaping a new block on each request) share commits: at most one per
+// commitEvery, the first at once; Flush does not wait for the next one,
+// and every entry is written.
+func TestWriterCommitsSeldom(t *testing.T) {
+	s := openTest(t, Options{})
+	w := s.Async(1024)
+	defer w.Close()
+	const n = 100
+	start := time.Now()
+	for i := range n {
+		w.Put([]Entry{entry(fmt.Sprintf("c%d", i), 1, fmt.Sprintf("s%d", i), "o")})
+		time.Sleep(time.Millisecond)
+	}
+	w.Flush()
+	elapsed := time.Since(start)
+	if most := int64(elapsed/commitEvery) + 2; w.commits.Load() > most {
+		t.Fatalf("%d Puts over %v: %d commits, at most %d", n, elapsed, w.commits.Load(), most)
+	}
+	if got := len(listKeys(t, s, "")); got != n || w.Dropped() != 0 || w.Failed() != 0 {
+		t.Fatalf("%d entries written of %d (dropped %d, failed %d)", got, n, w.Dropped(), w.Failed())
+	}
+	// A lone Put after a quiet spell is written without a Flush.
+	time.Sleep(2 * commitEvery)
+	before := w.commits.Load()
+	w.Put([]Entry{entry("alone", 1, "s", "o")})
+	for deadline := time.Now().Add(10 * time.Second); w.commits.Load() == before; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a lone Put was not committed")
+		}
+	}
+}
+
 func TestWriterTurnOverflow(t *testing.T) {
 	g := newGate()
 	s := openTest(t, Options{Now: g.Now})
