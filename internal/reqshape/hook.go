@@ -93,8 +93,9 @@ func (s *Shaper) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{s.blocks, s.decisions, s.trips}
 }
 
-// Close writes the blocks shaped at cache breaks that are still queued
-// and stops the writer.
+// Close stops recording the blocks shaped at cache breaks in Options.State
+// (whose own Close writes what it still holds): close the Shaper before
+// it.
 func (s *Shaper) Close() error { return s.history.Close() }
 
 // TransformRequest clears the conversation's earlier turns when the

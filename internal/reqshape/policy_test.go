@@ -138,7 +138,7 @@ func TestBreakShapesOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer led.Close()
+	defer func() { _ = led.Close() }()
 	cfg := DefaultConfig()
 	cfg.MaxChars = 80
 	newShaper := func() *Shaper {
@@ -173,6 +173,13 @@ func TestBreakShapesOnce(t *testing.T) {
 		t.Fatalf("the batched block changed again: %q", got)
 	}
 	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A restart: the ledger closed (writing what it holds) and opened again.
+	if err := led.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if led, err = ledger.Open(led.Path(), ledger.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	restarted := newShaper()

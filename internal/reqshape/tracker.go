@@ -5,16 +5,16 @@ import (
 	"crypto/sha256"
 	"hash/maphash"
 	"sync"
-	"sync/atomic"
 
 	"github.com/shaperproxy/shaperproxy/conv"
 )
 
-// KV stores small values per conversation across restarts;
-// *ledger.Store implements it.
+// KV stores small values per conversation across restarts, PutLater
+// returning at once and writing in the background; *ledger.Store
+// implements it.
 type KV interface {
 	Get(bucket, conversation, key string) ([]byte, bool, error)
-	Put(bucket, conversation, key string, value []byte) error
+	PutLater(bucket, conversation, key string, value []byte) error
 }
 
 // The ledger bucket and key of a conversation's batch-shaped blocks.
@@ -198,8 +198,8 @@ type convState struct {
 
 // tracker remembers, for a bounded number of conversations, the
 // fingerprints of the last request and the blocks shaped at a cache break
-// (those also in kv, written in the background). It is safe for
-// concurrent use; Close stops the writer.
+// (those also in kv, which writes them in the background). It is safe for
+// concurrent use.
 type tracker struct {
 	kv  KV
 	max int
@@ -208,20 +208,13 @@ type tracker struct {
 	order  *list.List // front = most recent; values are *convState
 	convs  map[string]*list.Element
 	closed bool
-
-	writes  chan string // conversations whose batch set to write
-	done    chan struct{}
-	dropped atomic.Int64
 }
 
 // historyConversations bounds the conversations remembered in memory.
 const historyConversations = 1024
 
 func newTracker(kv KV, max int) *tracker {
-	h := &tracker{kv: kv, max: max, order: list.New(), convs: map[string]*list.Element{},
-		writes: make(chan string, 256), done: make(chan struct{})}
-	go h.writer()
-	return h
+	return &tracker{kv: kv, max: max, order: list.New(), convs: map[string]*list.Element{}}
 }
 
 // state returns the conversation's previous prints and batch set,
@@ -298,9 +291,12 @@ func (h *tracker) put(st *convState) {
 }
 
 // record keeps the prints of the request just sent and the blocks shaped
-// at a break in it (added to the conversation's set and queued for kv).
+// at a break in it (added to the conversation's set, which kv then writes
+// in the background: it never blocks, so holding the lock is fine, and the
+// sets reach it in the order they were made).
 func (h *tracker) record(conversation string, p prints, added []blockKey) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	el, ok := h.convs[conversation]
 	if !ok {
 		h.put(&convState{key: conversation, batched: map[blockKey]bool{}})
@@ -308,44 +304,23 @@ func (h *tracker) record(conversation string, p prints, added []blockKey) {
 	}
 	st := el.Value.(*convState)
 	st.prev = p
+	before := len(st.batched)
 	st.batched = with(st.batched, added) // a new map: readers may hold the old one
-	defer h.mu.Unlock()
-	if len(added) == 0 || h.kv == nil || h.closed {
+	if len(st.batched) == before || h.kv == nil || h.closed {
 		return
 	}
-	select { // never blocks, so holding the lock is fine
-	case h.writes <- conversation:
-	default:
-		h.dropped.Add(1) // the set is still in memory; only a restart forgets it
+	v := make([]byte, 0, len(st.batched)*len(blockKey{}))
+	for k := range st.batched {
+		v = append(v, k[:]...)
 	}
+	_ = h.kv.PutLater(kvBucket, conversation, kvBatched, v) // a failure leaves the set in memory; a restart forgets it
 }
 
-// writer writes queued batch sets to kv.
-func (h *tracker) writer() {
-	defer close(h.done)
-	for c := range h.writes {
-		h.mu.Lock()
-		var v []byte
-		if el, ok := h.convs[c]; ok {
-			for k := range el.Value.(*convState).batched {
-				v = append(v, k[:]...)
-			}
-		}
-		h.mu.Unlock()
-		if v != nil {
-			_ = h.kv.Put(kvBucket, c, kvBatched, v)
-		}
-	}
-}
-
-// Close writes what is queued and stops the writer.
+// Close stops recording sets in kv (the kv's own Close writes what it
+// holds).
 func (h *tracker) Close() error {
 	h.mu.Lock()
-	if !h.closed {
-		h.closed = true
-		close(h.writes)
-	}
+	h.closed = true
 	h.mu.Unlock()
-	<-h.done
 	return nil
 }
