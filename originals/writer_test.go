@@ -122,6 +122,32 @@ func TestWriterCommitsSeldom(t *testing.T) {
 	}
 }
 
+// TestWriterBacklogNotPaused: a backlog (full batches) is written commit
+// after commit, without the pause between commits: with a pause of an hour,
+// every queued Put is still written, without a Flush.
+func TestWriterBacklogNotPaused(t *testing.T) {
+	defer func(d time.Duration) { commitEvery = d }(commitEvery)
+	commitEvery = time.Hour
+	g := newGate()
+	s := openTest(t, Options{Now: g.Now})
+	w := s.Async(1024)
+	defer w.Close()
+	release := stall(t, g, w)
+	const n = 3*maxBatch - 10
+	for i := range n {
+		w.Put([]Entry{entry(fmt.Sprintf("c%d", i), 1, fmt.Sprintf("s%d", i), "o")})
+	}
+	release()
+	for deadline := time.Now().Add(20 * time.Second); len(listKeys(t, s, "")) < n+1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d entries written: the writer paused with a backlog", len(listKeys(t, s, "")), n+1)
+		}
+	}
+	if w.Dropped() != 0 {
+		t.Fatalf("%d dropped", w.Dropped())
+	}
+}
+
 func TestWriterTurnOverflow(t *testing.T) {
 	g := newGate()
 	s := openTest(t, Options{Now: g.Now})

@@ -18,8 +18,8 @@ import (
 
 // Shaper is the request transform that shapes reasoning in outgoing
 // history, records the originals, clears them at each new turn, and backs
-// off (the breaker) when an upstream rejects a shaped request. Close stops
-// its background writer.
+// off (the breaker) when an upstream rejects a shaped request. Close it
+// before its Options.State.
 type Shaper struct {
 	enabled   bool
 	rules     rules
