@@ -500,14 +500,16 @@ type idleReader struct {
 
 func (i *idleReader) Read(p []byte) (int, error) {
 	n, err := i.r.Read(p)
-	// What a body closed by the timer says is not the upstream's doing;
-	// its end is (a body closed under a read never ends in io.EOF, so an
-	// answer whose last read raced the timer stays whole).
-	if err != nil && err != io.EOF && i.fired.Load() {
-		err = errIdle
-	}
 	if err != nil {
-		i.t.Stop() // the body is over: what follows is not the upstream's silence
+		// The body is over: what follows is not the upstream's silence.
+		// When the timer had fired first, the timer cut the body, whatever
+		// the read says: an upstream may answer the closed connection by
+		// ending its stream cleanly (over TLS its close_notify can arrive
+		// before the connection is gone), which must not pass for a whole
+		// answer. A read that ended before the timer fired keeps its end.
+		if !i.t.Stop() && i.fired.Load() {
+			err = errIdle
+		}
 	} else {
 		i.t.Reset(i.d)
 	}
