@@ -597,7 +597,9 @@ func costStreams(ctx context.Context, c *http.Client, targets []costTarget, conc
 	// A cut stream is left out and counted. A round in which a target
 	// had no whole stream (with one stream a round, one cut) measures
 	// nothing for it and is left out of its comparisons; a target with
-	// more than a tenth of its streams cut fails the section.
+	// more than one stream cut, and more than a tenth of them, fails the
+	// section (one cut among a few streams says nothing of the others:
+	// the baseline's own streams have been cut so, once in a while).
 	p99 := map[string][]time.Duration{} // per round; -1: no whole stream
 	fs, _ := tallies(targets)
 	for r := 0; r < cs.streamRounds; r++ {
@@ -614,7 +616,7 @@ func costStreams(ctx context.Context, c *http.Client, targets []costTarget, conc
 		}
 	}
 	for _, tg := range targets {
-		if sent, failed := fs[tg.name].mark(); failed*10 > sent {
+		if sent, failed := fs[tg.name].mark(); failed > 1 && failed*10 > sent {
 			return fmt.Errorf("%s: %d of %d streams cut, the last: %w", tg.name, failed, sent, fs[tg.name].last)
 		}
 	}

@@ -171,7 +171,8 @@ func TestCutStreamCounted(t *testing.T) {
 
 // TestOneStreamCutLeftOut: with one stream a round, a cut stream leaves
 // its round out of that target's figures and is counted in a row; it does
-// not stop the section. A target that cuts more than a tenth does.
+// not stop the section. A target that cuts more than one, and more than a
+// tenth, does.
 func TestOneStreamCutLeftOut(t *testing.T) {
 	serve := func(cutEvery int) string {
 		var n atomic.Int32
@@ -203,5 +204,13 @@ func TestOneStreamCutLeftOut(t *testing.T) {
 	}
 	if _, err := run(4); err == nil || !strings.Contains(err.Error(), "3 of 12 streams cut") {
 		t.Fatalf("a quarter of the streams cut: %v", err)
+	}
+	// One cut is never enough to stop it, however few the streams (the
+	// README run has 8 rounds; the quick run in the tests, 1).
+	for _, rounds := range []int{1, 8} {
+		cs.streamRounds = rounds
+		if _, err := run(rounds); err != nil {
+			t.Fatalf("one cut stream of %d stopped the section: %v", rounds, err)
+		}
 	}
 }
