@@ -91,8 +91,7 @@ func TestWriterKeepsOrder(t *testing.T) {
 
 // TestWriterCommitsSeldom: Puts queued one after another (an agent's loop
 // shaping a new block on each request) share commits: at most one per
-// commitEvery, the first at once; Flush does not wait for the next one,
-// and every entry is written.
+// commitEvery, the first at once; every entry is written.
 func TestWriterCommitsSeldom(t *testing.T) {
 	s := openTest(t, Options{})
 	w := s.Async(1024)
@@ -145,6 +144,12 @@ func TestWriterBacklogNotPaused(t *testing.T) {
 	}
 	if w.Dropped() != 0 {
 		t.Fatalf("%d dropped", w.Dropped())
+	}
+	// Paused now (the last batch was short): a Flush does not wait the hour.
+	w.Put([]Entry{entry("late", 1, "s", "o")})
+	w.Flush()
+	if got := len(listKeys(t, s, "")); got != n+2 {
+		t.Fatalf("after a Flush, %d of %d entries written", got, n+2)
 	}
 }
 

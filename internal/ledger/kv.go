@@ -73,8 +73,9 @@ type kvState struct {
 	written, lost, commits atomic.Int64
 }
 
-// writeEvery is the least time between two of the writer's commits.
-const writeEvery = 50 * time.Millisecond
+// writeEvery is the least time between two of the writer's commits (a
+// variable for the tests).
+var writeEvery = 50 * time.Millisecond
 
 func (k *kvState) init() {
 	k.cond = sync.NewCond(&k.mu)

@@ -53,8 +53,7 @@ func TestPutLater(t *testing.T) {
 
 // TestPutLaterCommitsSeldom: values queued one after another (the guard's
 // state changing on many requests at once) share commits (at most one per
-// writeEvery, the first at once); Flush does not wait for the next one;
-// every value reaches the file.
+// writeEvery, the first at once); every value reaches the file.
 func TestPutLaterCommitsSeldom(t *testing.T) {
 	s := openAt(t, testPath(t), Options{})
 	const n = 100
@@ -98,6 +97,25 @@ func TestPutLaterCommitsSeldom(t *testing.T) {
 			t.Fatalf("c%d after reopening: %q, %v, %v", i, v, ok, err)
 		}
 	}
+}
+
+// TestFlushEndsThePause: a Flush does not wait for the writer's pause
+// between commits (here an hour) to write what is queued.
+func TestFlushEndsThePause(t *testing.T) {
+	defer func(d time.Duration) { writeEvery = d }(writeEvery)
+	writeEvery = time.Hour
+	s := openAt(t, testPath(t), Options{})
+	for i := range 3 { // the first commits at once, the writer then pauses
+		if err := s.PutLater("b", "c1", fmt.Sprint(i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		s.Flush()
+	}
+	if st := s.Stats(); st.Written != 3 || st.Pending != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	s = reopen(t, s) // Close does not wait for it either
+	wantValue(t, s, "2", "v", true)
 }
 
 // TestPutLaterOrder: Put, Delete and ClearConversation never lose to a
