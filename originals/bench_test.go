@@ -71,6 +71,13 @@ func BenchmarkWriterPut(b *testing.B) {
 // stalls for longer than the queue (1024 Puts, about a second) lasts. It
 // also reports the writer's commits per Put.
 func BenchmarkWriterPutPaced(b *testing.B) {
+	b.Run("paced", func(b *testing.B) { benchWriterPutPaced(b, commitEvery) })
+	b.Run("unpaced", func(b *testing.B) { benchWriterPutPaced(b, 0) }) // a commit as the Puts come, as before the writer paused
+}
+
+func benchWriterPutPaced(b *testing.B, every time.Duration) {
+	defer func(d time.Duration) { commitEvery = d }(commitEvery)
+	commitEvery = every
 	s := openTest(b, Options{})
 	w := s.Async(1024)
 	lat := make([]time.Duration, 0, b.N)
