@@ -40,6 +40,7 @@ type Writer struct {
 	ops    chan op
 	wake   chan struct{} // there are overflowing turns
 	urgent chan struct{} // a Flush or Close waits: no pause before the next commit
+	every  time.Duration // commitEvery when the Writer started
 	done   chan struct{} // closed when the goroutine ends
 
 	mu     sync.RWMutex // guards closed; read-locked around sends
@@ -79,6 +80,7 @@ func (s *Store) Async(queue int) *Writer {
 		ops:      make(chan op, queue+turnReserve),
 		wake:     make(chan struct{}, 1),
 		urgent:   make(chan struct{}, 1),
+		every:    commitEvery,
 		done:     make(chan struct{}),
 		overflow: make(map[string]int),
 		put:      putMemo{now: time.Now, refresh: s.opts.TTL / 2}, // not the store's clock: Put runs on the request path
@@ -281,7 +283,7 @@ func (w *Writer) hurry() {
 }
 
 // commitEvery is the least time between two of a Writer's commits while
-// there is no backlog (a variable for the tests).
+// there is no backlog (a variable for the tests, read by Async).
 var commitEvery = 50 * time.Millisecond
 
 // Dropped returns how many entries Put dropped because the queue was full
@@ -329,7 +331,7 @@ func (w *Writer) loop() {
 	defer close(w.done)
 	tick := time.NewTicker(w.s.losses.every)
 	defer tick.Stop()
-	pause := time.NewTimer(commitEvery)
+	pause := time.NewTimer(w.every)
 	pause.Stop()
 	for stop := false; !stop; {
 		var batch []op
@@ -349,7 +351,7 @@ func (w *Writer) loop() {
 		// follows at once (paused, the writer would take at most maxBatch
 		// operations per commitEvery and drop Puts under a burst).
 		if committed && !stop && len(batch) < maxBatch && len(w.ops) < maxBatch {
-			pause.Reset(commitEvery)
+			pause.Reset(w.every)
 			select {
 			case <-pause.C:
 			case <-w.urgent:

@@ -64,7 +64,8 @@ type kvState struct {
 	gen     uint64          // counts changes to memory: a file read older than one is not learned
 	closed  bool
 	wake    chan struct{} // values are queued
-	urgent  chan struct{} // a Flush waits: write without waiting for writeEvery
+	urgent  chan struct{} // a Flush waits: write without waiting for every
+	every   time.Duration // writeEvery when the Store opened
 	stop    chan struct{} // closed by Close
 	done    chan struct{}
 
@@ -74,7 +75,7 @@ type kvState struct {
 }
 
 // writeEvery is the least time between two of the writer's commits (a
-// variable for the tests).
+// variable for the tests, read when a Store opens).
 var writeEvery = 50 * time.Millisecond
 
 func (k *kvState) init() {
@@ -83,6 +84,7 @@ func (k *kvState) init() {
 	k.pending = make(map[kvID][]byte)
 	k.wake = make(chan struct{}, 1)
 	k.urgent = make(chan struct{}, 1)
+	k.every = writeEvery
 	k.stop = make(chan struct{})
 	k.done = make(chan struct{})
 }
@@ -219,13 +221,13 @@ func (s *Store) Flush() {
 func (s *Store) writer() {
 	k := &s.kv
 	defer close(k.done)
-	t := time.NewTimer(writeEvery)
+	t := time.NewTimer(k.every)
 	t.Stop()
 	for range k.wake {
 		if !s.writeBatch() {
 			continue // nothing was queued: the next value goes at once
 		}
-		t.Reset(writeEvery)
+		t.Reset(k.every)
 		select {
 		case <-t.C:
 		case <-k.urgent:
