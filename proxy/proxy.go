@@ -140,6 +140,7 @@ type Proxy struct {
 	selfConns sync.Map // local addresses of the proxy's own connections to loopback
 	keys      *conv.KeyCache
 	reparse   *conv.Reparser
+	lastURL   urlMemo // the upstream URL observers get, printed
 }
 
 // New returns a Proxy for opts.

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
@@ -42,7 +44,7 @@ func (p *Proxy) observe(call *Call, out *http.Request, body []byte) sinkList {
 	if len(p.opts.Observers) == 0 {
 		return sinkList{}
 	}
-	ob := &observed{up: Upstream{Method: out.Method, URL: out.URL.String(), Header: out.Header, Body: body}}
+	ob := &observed{up: Upstream{Method: out.Method, URL: p.lastURL.of(out.URL), Header: out.Header, Body: body}}
 	up := &ob.up
 	sinks := sinkList{log: p.log, id: call.ID, s: ob.sinks[:0], usage: &ob.usage}
 	for _, o := range p.opts.Observers {
@@ -285,4 +287,24 @@ func decodeAll(encoding string, b []byte) []byte {
 	defer closeFn()
 	out, _ := io.ReadAll(io.LimitReader(r, maxRetryInspect))
 	return out
+}
+
+// urlMemo prints a URL once for the calls that go to the same one (most
+// of a proxy's calls go to one or two): URL.String builds the string each
+// time, and a call's observers want it printed. It keeps the last URL
+// printed; a call to another replaces it.
+type urlMemo struct{ last atomic.Pointer[printedURL] }
+
+type printedURL struct {
+	u url.URL
+	s string
+}
+
+func (m *urlMemo) of(u *url.URL) string {
+	if l := m.last.Load(); l != nil && l.u == *u {
+		return l.s
+	}
+	l := &printedURL{u: *u, s: u.String()}
+	m.last.Store(l)
+	return l.s
 }
