@@ -2,6 +2,7 @@ package capture
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -80,21 +81,26 @@ func (o *Observer) Request(call *proxy.Call, up *proxy.Upstream) proxy.ResponseS
 	// goes upstream: the call's later records wake it. The proxy's view of
 	// the body, when it is one, saves the writer reading it again.
 	o.w.enqueueQuiet(requestQ(r, call.View))
-	if call.Stream {
-		// A stream's records go as they come: no room to hold them (the
-		// rare non-stream answer to a stream request is not held either).
-		return &captureSink{w: o.w, base: base, call: call, where: whereWire}
-	}
-	hs := &heldSink{captureSink: captureSink{w: o.w, base: base, call: call, where: whereWire}}
-	hs.room = hs.arr[:0]
-	return &hs.captureSink
+	// A stream's records go as they come (the rare non-stream answer to a
+	// stream request is not held either).
+	return &captureSink{w: o.w, base: base, call: call, where: whereWire, holds: !call.Stream}
 }
 
-// heldSink is a captureSink with room for the records of a non-stream
-// answer, in the same allocation.
-type heldSink struct {
-	captureSink
-	arr [maxHeldRecords]queued
+// heldRecords is the room for the records of a non-stream answer held
+// together. It comes from heldPool at the first record held, goes to the
+// writer with them, and the writer puts it back once it has taken them
+// (or dropped them): a call does not allocate it.
+type heldRecords [maxHeldRecords]queued
+
+var heldPool = sync.Pool{New: func() any { return new(heldRecords) }}
+
+// putHeld clears a and puts it back in the pool (cleared, it keeps no
+// record's header, strings or view alive).
+func putHeld(a *heldRecords) {
+	if a != nil {
+		*a = heldRecords{}
+		heldPool.Put(a)
+	}
 }
 
 // captureSink records one response as it passes, and the usage it
@@ -107,12 +113,13 @@ type captureSink struct {
 	seq   int
 	// A non-stream answer's records (response, body, end) are handed to
 	// the writer together when it ends, while its body is small (most
-	// are): one hand-over instead of three. held is the records kept,
-	// room their place (a heldSink's array; none for a stream request).
-	hold      bool
-	held      []queued
-	heldBytes int
-	room      []queued
+	// are): one hand-over instead of three. holds says the sink may hold
+	// (not for a stream request), hold that it does now; held is the
+	// records kept, in room (from heldPool; the writer's once handed over).
+	holds, hold bool
+	held        []queued
+	heldBytes   int
+	room        *heldRecords
 }
 
 // maxHeldBody is the most memory (pooled buffers counted whole) a sink
@@ -128,8 +135,9 @@ const (
 // keep holds q, or enqueues it (and what was held) when the answer is not
 // held or no longer fits.
 func (s *captureSink) keep(q queued) {
-	if n := q.held(); s.hold && s.heldBytes+int(n) <= maxHeldBody && len(s.held) < cap(s.room) {
-		if s.held == nil {
+	if n := q.held(); s.hold && s.heldBytes+int(n) <= maxHeldBody && len(s.held) < maxHeldRecords {
+		if s.room == nil {
+			s.room = heldPool.Get().(*heldRecords)
 			s.held = s.room[:0]
 		}
 		q.Time = time.Now()
@@ -144,9 +152,11 @@ func (s *captureSink) keep(q queued) {
 // release enqueues what is held, together, and holds nothing more.
 func (s *captureSink) release() {
 	if len(s.held) > 0 {
-		s.w.enqueueBatch(s.held)
+		s.w.enqueueBatch(s.held, s.room) // the room is the writer's now
+	} else {
+		putHeld(s.room)
 	}
-	s.hold, s.held = false, nil
+	s.hold, s.held, s.room = false, nil, nil
 }
 
 func (s *captureSink) record(kind Kind, at time.Duration) Record {
@@ -161,7 +171,7 @@ func (s *captureSink) Response(info *proxy.ResponseInfo) {
 	}
 	r := s.record(KindResponse, s.call.Since())
 	r.Status, r.Header, r.Stream = info.Status, info.Header, info.Stream
-	s.hold = !info.Stream && s.room != nil // a stream request's sink has no room
+	s.hold = !info.Stream && s.holds
 	s.keep(queued{Record: r})
 }
 

@@ -297,6 +297,7 @@ type queued struct {
 	buf  *[]byte
 	view *conv.Request
 	rest []queued
+	room *heldRecords // where rest lies, put back once rest is taken
 }
 
 // held is the memory a queued record holds: its pooled buffer's
@@ -332,12 +333,13 @@ func copied(r Record, data []byte) queued {
 
 // enqueueBatch hands qs over at once (qs[0] first); their Time must be
 // set. The writer owns qs and their buffers from here.
-func (w *Writer) enqueueBatch(qs []queued) bool {
+func (w *Writer) enqueueBatch(qs []queued, room *heldRecords) bool {
 	if len(qs) == 0 {
+		putHeld(room)
 		return true
 	}
 	q := qs[0]
-	q.rest = qs[1:]
+	q.rest, q.room = qs[1:], room
 	return w.enqueueQ(q)
 }
 
@@ -399,6 +401,7 @@ func (w *Writer) drop(q *queued) {
 	}
 	w.dropped.Add(q.records())
 	w.pendingDrops.Add(q.records())
+	putHeld(q.room)
 }
 
 // Stats returns the Writer's counters. It is safe to call at any time.
@@ -542,12 +545,13 @@ func (w *Writer) rekick() {
 // take encodes one record, writing the frame before it when the record
 // would make it too large and after it when it is full.
 func (w *Writer) take(q queued) {
-	rest := q.rest
-	q.rest = nil // held() of the head alone from here
+	rest, room := q.rest, q.room
+	q.rest, q.room = nil, nil // held() of the head alone from here
 	w.takeOne(q)
 	for _, r := range rest {
 		w.takeOne(r)
 	}
+	putHeld(room) // rest was taken: its room goes back
 }
 
 func (w *Writer) takeOne(q queued) {
