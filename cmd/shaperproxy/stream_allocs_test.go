@@ -115,3 +115,45 @@ func TestStreamEventAllocs(t *testing.T) {
 		t.Errorf("%.3f allocations per event, want 0", got)
 	}
 }
+
+// BenchmarkStreamEvent streams chat chunks (1,000 a stream, b.N in all)
+// straight from the upstream and through the default configuration, in
+// one process: the difference between the two is the proxy's time per
+// event (reading it, the observers' and the guard's look, the client's
+// write and flush). `go test -run=^$ -bench=StreamEvent ./cmd/shaperproxy`
+func BenchmarkStreamEvent(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(eventUpstream))
+	defer up.Close()
+	c := config.Default()
+	c.DataDir = b.TempDir()
+	c.Routes = c.WithDefaultRoute(up.URL)
+	c.Guard.StallStepChars, c.Guard.StallTurnChars = 1e9, 1e9 // as TestStreamEventAllocs
+	st, err := build(c, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	px := httptest.NewServer(st)
+	defer px.Close()
+	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"go"}]}`
+	buf := make([]byte, 64<<10)
+	const perStream = 1000
+	for _, tg := range []struct{ name, url string }{{"direct", up.URL}, {"default", px.URL}} {
+		b.Run(tg.name, func(b *testing.B) {
+			for left := b.N; left > 0; left -= perStream {
+				n := min(left, perStream)
+				resp, err := client.Post(fmt.Sprintf("%s/v1/chat/completions?n=%d", tg.url, n), "application/json", strings.NewReader(body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				for {
+					if _, err := resp.Body.Read(buf); err != nil {
+						break
+					}
+				}
+				resp.Body.Close()
+			}
+		})
+	}
+}
