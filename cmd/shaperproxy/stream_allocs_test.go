@@ -35,6 +35,26 @@ func eventUpstream(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, "data: [DONE]\n\n")
 }
 
+// eventProxy starts eventUpstream and the default configuration in front
+// of it; both stop when the test ends.
+func eventProxy(tb testing.TB) (up, px *httptest.Server) {
+	up = httptest.NewServer(http.HandlerFunc(eventUpstream))
+	tb.Cleanup(up.Close)
+	c := config.Default()
+	c.DataDir = tb.TempDir()
+	c.Routes = c.WithDefaultRoute(up.URL)
+	// A long stream would be a STALL and a short one not: the guard's
+	// state would change (and be written) for one length only.
+	c.Guard.StallStepChars, c.Guard.StallTurnChars = 1e9, 1e9
+	st, err := build(c, slog.New(slog.DiscardHandler))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	px = httptest.NewServer(st)
+	tb.Cleanup(func() { px.Close(); st.Close() })
+	return up, px
+}
+
 // mallocs is testing.AllocsPerRun without its GOMAXPROCS=1, under which
 // the capture's writer goroutine waits for the streams to end and the
 // queue grows past what the free lists keep.
@@ -62,21 +82,7 @@ func TestStreamEventAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	up := httptest.NewServer(http.HandlerFunc(eventUpstream))
-	defer up.Close()
-	c := config.Default()
-	c.DataDir = t.TempDir()
-	c.Routes = c.WithDefaultRoute(up.URL)
-	// A long stream would be a STALL and a short one not: the guard's
-	// state would change (and be written) for one length only.
-	c.Guard.StallStepChars, c.Guard.StallTurnChars = 1e9, 1e9
-	st, err := build(c, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	px := httptest.NewServer(st)
-	defer px.Close()
+	_, px := eventProxy(t)
 	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
 	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"go"}]}`
 	buf := make([]byte, 64<<10)
@@ -122,19 +128,7 @@ func TestStreamEventAllocs(t *testing.T) {
 // event (reading it, the observers' and the guard's look, the client's
 // write and flush). `go test -run=^$ -bench=StreamEvent ./cmd/shaperproxy`
 func BenchmarkStreamEvent(b *testing.B) {
-	up := httptest.NewServer(http.HandlerFunc(eventUpstream))
-	defer up.Close()
-	c := config.Default()
-	c.DataDir = b.TempDir()
-	c.Routes = c.WithDefaultRoute(up.URL)
-	c.Guard.StallStepChars, c.Guard.StallTurnChars = 1e9, 1e9 // as TestStreamEventAllocs
-	st, err := build(c, slog.New(slog.DiscardHandler))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	px := httptest.NewServer(st)
-	defer px.Close()
+	up, px := eventProxy(b)
 	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
 	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"go"}]}`
 	buf := make([]byte, 64<<10)
