@@ -253,6 +253,14 @@ func TestHeldRoomGoesBack(t *testing.T) {
 		if cs := sink.(*captureSink); cs.room != nil || cs.held != nil {
 			t.Errorf("closed=%v: the sink still refers to the room it handed over", closed)
 		}
+		// Given back once: two takes from the pool never get the same
+		// room (a room put back twice would be handed to two calls).
+		a, b := heldPool.Get().(*heldRecords), heldPool.Get().(*heldRecords)
+		if a == b {
+			t.Errorf("closed=%v: the room was put back twice", closed)
+		}
+		putHeld(a)
+		putHeld(b)
 	}
 }
 

@@ -332,7 +332,9 @@ func copied(r Record, data []byte) queued {
 }
 
 // enqueueBatch hands qs over at once (qs[0] first); their Time must be
-// set. The writer owns qs and their buffers from here.
+// set. The writer owns qs, their buffers and room (the array qs lies in,
+// nil when none) from here, and puts room back to heldPool once it has
+// taken or dropped them.
 func (w *Writer) enqueueBatch(qs []queued, room *heldRecords) bool {
 	if len(qs) == 0 {
 		putHeld(room)
@@ -393,7 +395,8 @@ func (w *Writer) send(q queued, quiet bool) bool {
 	}
 }
 
-// drop counts q's records as dropped and gives their buffers back.
+// drop counts q's records as dropped and gives their buffers back, and
+// the room they were held in.
 func (w *Writer) drop(q *queued) {
 	putBuf(q.buf)
 	for i := range q.rest {

@@ -289,11 +289,17 @@ func decodeAll(encoding string, b []byte) []byte {
 	return out
 }
 
-// urlMemo prints a URL once for the calls that go to the same one (most
-// of a proxy's calls go to one or two): URL.String builds the string each
-// time, and a call's observers want it printed. It keeps the last URL
-// printed; a call to another replaces it.
-type urlMemo struct{ last atomic.Pointer[printedURL] }
+// urlMemo prints a URL once for the calls that go to it: URL.String
+// builds the string each time, and a call's observers want it printed.
+// It keeps the last urlMemoSize URLs printed (a proxy's calls go to a
+// few: a route's chat path, its models, a second route), the oldest
+// replaced by the next one missing.
+type urlMemo struct {
+	last [urlMemoSize]atomic.Pointer[printedURL]
+	next atomic.Uint32
+}
+
+const urlMemoSize = 4
 
 type printedURL struct {
 	u url.URL
@@ -301,10 +307,12 @@ type printedURL struct {
 }
 
 func (m *urlMemo) of(u *url.URL) string {
-	if l := m.last.Load(); l != nil && l.u == *u {
-		return l.s
+	for i := range m.last {
+		if l := m.last[i].Load(); l != nil && l.u == *u {
+			return l.s
+		}
 	}
 	l := &printedURL{u: *u, s: u.String()}
-	m.last.Store(l)
+	m.last[m.next.Add(1)%urlMemoSize].Store(l)
 	return l.s
 }

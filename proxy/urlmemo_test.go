@@ -31,3 +31,30 @@ func TestURLMemo(t *testing.T) {
 		}
 	}
 }
+
+// TestURLMemoKeepsSeveral: calls alternating between a few URLs find each
+// one printed (no string built once each has been), and more than the
+// memo keeps are still printed right.
+func TestURLMemoKeepsSeveral(t *testing.T) {
+	var m urlMemo
+	var us []*url.URL
+	for _, p := range []string{"/v1/chat/completions", "/v1/models", "/v1/messages", "/v1/responses"} {
+		u, _ := url.Parse("https://api.example.com" + p)
+		us = append(us, u)
+		m.of(u)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		for _, u := range us {
+			m.of(u)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations for URLs the memo holds, want 0", allocs)
+	}
+	for i := range 3 * urlMemoSize {
+		u, _ := url.Parse("https://api.example.com/v1/x?i=" + string(rune('a'+i)))
+		if got, want := m.of(u), u.String(); got != want {
+			t.Errorf("%q, want %q", got, want)
+		}
+	}
+}

@@ -141,6 +141,9 @@ func BenchmarkStreamEvent(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+				if resp.StatusCode != http.StatusOK {
+					b.Fatalf("%s: status %d", tg.name, resp.StatusCode)
+				}
 				for {
 					if _, err := resp.Body.Read(buf); err != nil {
 						break
