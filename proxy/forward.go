@@ -161,6 +161,9 @@ func (p *Proxy) readBody(rc *http.ResponseController, r *http.Request) (body []b
 		// that length (the server's body ends there, or fails short).
 		buf := bigbuf.Make(int(n)) // every byte read into, or the buffer dropped
 		_, err = io.ReadFull(br, buf)
+		if err == nil && r.ProtoMajor >= 2 {
+			err = endOfStream(br)
+		}
 		br.release()
 		if err != nil {
 			return nil, nil, err
@@ -186,6 +189,31 @@ func (p *Proxy) readBody(rc *http.ResponseController, r *http.Request) (body []b
 	br.release()
 	return buf, nil, nil
 }
+
+// endOfStream reads past a body's declared length, where only its end
+// may come. Over HTTP/1 the server's body ends there by itself (what
+// follows is the next request); an HTTP/2 stream goes on until the client
+// ends it, and one that sends more than it declared is reset by the
+// server as those bytes arrive: read up to its end, it says so, and the
+// request is refused instead of going upstream cut at the declared
+// length.
+func endOfStream(r io.Reader) error {
+	var one [1]byte
+	for range 100 { // reads of nothing: asked again, as io.ReadFull does
+		switch n, err := r.Read(one[:]); {
+		case n > 0:
+			return errBodyTooLong
+		case err == io.EOF:
+			return nil
+		case err != nil:
+			return err
+		}
+	}
+	return io.ErrNoProgress
+}
+
+// errBodyTooLong is a request body longer than its Content-Length.
+var errBodyTooLong = errors.New("longer than its Content-Length")
 
 // maxPrealloc bounds what a declared Content-Length reserves before the
 // bytes arrive.
@@ -219,6 +247,8 @@ func describeBodyErr(err error) string {
 		return "timeout"
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return "cut short"
+	case errors.Is(err, errBodyTooLong):
+		return errBodyTooLong.Error()
 	}
 	return "malformed or unreadable"
 }
