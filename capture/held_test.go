@@ -8,7 +8,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
+	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/proxy"
 )
 
@@ -307,5 +309,30 @@ func TestHeldRoomReused(t *testing.T) {
 		if k != "request response body body end " || bodies[id] != `{"id":"`+id+`","choices":[]}` || ends[id] != id {
 			t.Fatalf("call %s: records %q, body %q, end %q", id, k, bodies[id], ends[id])
 		}
+	}
+}
+
+// TestQueueCountsViews: a queued request record counts the view it keeps
+// beside its body (message structs, decoded strings) against the queue's
+// bound: a body of many small messages holds several times its bytes
+// there, and counting the body alone let the queue hold that much more
+// than queue_bytes. The count goes back to nothing once written.
+func TestQueueCountsViews(t *testing.T) {
+	w, _ := openTest(t, Options{FlushInterval: time.Hour}) // a quiet record stays queued
+	o := NewObserver(w, false)
+	const n = 5000
+	body := []byte(`{"model":"m","messages":[` + strings.Repeat(`{"role":"user","content":""},`, n-1) + `{"role":"user","content":""}]}`)
+	view, err := conv.ParseRequest(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Request(&proxy.Call{ID: "v", Route: "r", Chat: true, View: view, Start: time.Now()}, &proxy.Upstream{Method: "POST", URL: "http://up/v1/chat/completions", Body: body})
+	least := int64(len(body) + n*int(unsafe.Sizeof(conv.Message{})))
+	if got := w.queued.Load(); got < least {
+		t.Fatalf("%d bytes counted for a %d-byte body of %d messages, want at least %d (the view's messages)", got, len(body), n, least)
+	}
+	mustFlush(t, w)
+	if got := w.queued.Load(); got != 0 {
+		t.Fatalf("%d bytes still counted after the record was written", got)
 	}
 }

@@ -281,7 +281,7 @@ func requestQ(r Record, view *conv.Request) queued {
 	if view == nil || !sameBytes(view.Body, r.Data) {
 		return queued{Record: r}
 	}
-	return queued{Record: r, view: view}
+	return queued{Record: r, view: view, viewBytes: int64(view.ViewBytes())}
 }
 
 // queued is a record waiting for the writer goroutine; buf, when set, is
@@ -298,17 +298,22 @@ type queued struct {
 	view *conv.Request
 	rest []queued
 	room *heldRecords // where rest lies, put back once rest is taken
+	// viewBytes is what view holds besides the body it shares with Data
+	// (message structs, decoded strings): a body of many small messages
+	// holds several times its bytes there.
+	viewBytes int64
 }
 
 // held is the memory a queued record holds: its pooled buffer's
 // capacity (the size classes are 4× apart), else its data's capacity or
-// a large body's bigbuf class, and the same for the records of rest. The
-// queue's bound counts this.
+// a large body's bigbuf class, with its view's share, and the same for
+// the records of rest. The queue's bound counts this.
 func (q *queued) held() int64 {
 	n := int64(max(cap(q.Data), bigbuf.SizeOf(len(q.Data))))
 	if q.buf != nil {
 		n = int64(cap(*q.buf))
 	}
+	n += q.viewBytes
 	for i := range q.rest {
 		n += q.rest[i].held()
 	}

@@ -156,9 +156,28 @@ func (r *Request) heldBytes() int {
 	if r.held > 0 {
 		return r.held
 	}
-	// A large body's buffer is a bigbuf class, up to a quarter longer;
-	// one read without a declared length, its capacity.
-	n := max(cap(r.Body), bigbuf.SizeOf(len(r.Body))) + 512 + cap(r.fields)*int(unsafe.Sizeof(Field{})) + cap(r.Messages)*int(unsafe.Sizeof(Message{}))
+	r.held = bodyBytes(r.Body) + r.viewBytes()
+	return r.held
+}
+
+// bodyBytes is the memory a body holds: a large body's buffer is a bigbuf
+// class, up to a quarter longer; one read without a declared length, its
+// capacity.
+func bodyBytes(body []byte) int { return max(cap(body), bigbuf.SizeOf(len(body))) }
+
+// ViewBytes is the memory the view holds besides its body (heldBytes less
+// the body), for a holder that bounds memory by the body's bytes (the
+// capture's queue) and must count the view it keeps beside it. It changes
+// nothing in r, so it is safe while other goroutines read the view.
+func (r *Request) ViewBytes() int {
+	if r.held > 0 { // set before the view was shared, when kept
+		return r.held - bodyBytes(r.Body)
+	}
+	return r.viewBytes()
+}
+
+func (r *Request) viewBytes() int {
+	n := 512 + cap(r.fields)*int(unsafe.Sizeof(Field{})) + cap(r.Messages)*int(unsafe.Sizeof(Message{}))
 	for i := range r.Messages {
 		m := &r.Messages[i]
 		n += len(m.Reasoning) + len(m.Content) + len(m.ToolCalls)*int(unsafe.Sizeof(ToolCall{}))
@@ -166,7 +185,6 @@ func (r *Request) heldBytes() int {
 			n += len(tc.Arguments)
 		}
 	}
-	r.held = n
 	return n
 }
 
