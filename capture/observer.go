@@ -151,10 +151,8 @@ func (s *captureSink) keep(q queued) {
 
 // release enqueues what is held, together, and holds nothing more.
 func (s *captureSink) release() {
-	if len(s.held) > 0 {
+	if len(s.held) > 0 { // room is taken with the first record held: none without
 		s.w.enqueueBatch(s.held, s.room) // the room is the writer's now
-	} else {
-		putHeld(s.room)
 	}
 	s.hold, s.held, s.room = false, nil, nil
 }

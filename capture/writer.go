@@ -337,14 +337,10 @@ func copied(r Record, data []byte) queued {
 }
 
 // enqueueBatch hands qs over at once (qs[0] first); their Time must be
-// set. The writer owns qs, their buffers and room (the array qs lies in,
-// nil when none) from here, and puts room back to heldPool once it has
+// set; qs is not empty. The writer owns qs, their buffers and room (the
+// array qs lies in) from here, and puts room back to heldPool once it has
 // taken or dropped them.
 func (w *Writer) enqueueBatch(qs []queued, room *heldRecords) bool {
-	if len(qs) == 0 {
-		putHeld(room)
-		return true
-	}
 	q := qs[0]
 	q.rest, q.room = qs[1:], room
 	return w.enqueueQ(q)

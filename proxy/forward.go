@@ -199,7 +199,7 @@ func (p *Proxy) readBody(rc *http.ResponseController, r *http.Request) (body []b
 // length.
 func endOfStream(r io.Reader) error {
 	var one [1]byte
-	for range 100 { // reads of nothing: asked again, as io.ReadFull does
+	for range 100 { // a read of nothing is asked again, a hundred times at most (as bufio)
 		switch n, err := r.Read(one[:]); {
 		case n > 0:
 			return errBodyTooLong
