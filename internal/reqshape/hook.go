@@ -248,8 +248,19 @@ func (b *breaker) trip(route string) {
 	b.mu.Unlock()
 }
 
+// paused reports whether shaping is paused on route. A route that is not
+// paused costs no clock read (most requests ask; a trip is rare): its
+// entry goes when its cool-down has passed.
 func (b *breaker) paused(route string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.now().Before(b.until[route])
+	until, ok := b.until[route]
+	if !ok {
+		return false
+	}
+	if b.now().Before(until) {
+		return true
+	}
+	delete(b.until, route)
+	return false
 }
