@@ -336,3 +336,35 @@ func TestQueueCountsViews(t *testing.T) {
 		t.Fatalf("%d bytes still counted after the record was written", got)
 	}
 }
+
+// TestQueueCountsRoom: the queue's bound counts the room a non-stream
+// answer's records are handed over in (about 1.6 KB, more than the
+// records of a small answer hold), and the count goes back to zero once
+// the writer has taken them, or when they are dropped.
+func TestQueueCountsRoom(t *testing.T) {
+	for _, closed := range []bool{false, true} {
+		w, _ := openTest(t, Options{FlushInterval: time.Hour})
+		o := NewObserver(w, false)
+		sink := o.Request(&proxy.Call{ID: "c", Route: "r", Chat: true, Start: time.Now()}, &proxy.Upstream{Method: "POST", URL: "http://up/v1/chat/completions", Body: []byte(`{}`)})
+		sink.Response(&proxy.ResponseInfo{Status: 200})
+		sink.Body([]byte(`{"choices":[]}`))
+		held := sink.(*captureSink).held
+		batch := held[0]
+		batch.rest, batch.room = held[1:], sink.(*captureSink).room
+		if got := batch.held(); got < roomBytes {
+			t.Fatalf("a held answer counts %d bytes, less than its room's %d", got, roomBytes)
+		}
+		if closed {
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sink.End(proxy.End{Outcome: proxy.OutcomeComplete, Status: 200})
+		if !closed {
+			mustFlush(t, w)
+		}
+		if got := w.queued.Load(); got != 0 {
+			t.Fatalf("closed=%v: %d bytes still counted once the records were taken or dropped", closed, got)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -307,7 +308,8 @@ type queued struct {
 // held is the memory a queued record holds: its pooled buffer's
 // capacity (the size classes are 4× apart), else its data's capacity or
 // a large body's bigbuf class, with its view's share, and the same for
-// the records of rest. The queue's bound counts this.
+// the records of rest and the room they lie in. The queue's bound counts
+// this.
 func (q *queued) held() int64 {
 	n := int64(max(cap(q.Data), bigbuf.SizeOf(len(q.Data))))
 	if q.buf != nil {
@@ -317,8 +319,14 @@ func (q *queued) held() int64 {
 	for i := range q.rest {
 		n += q.rest[i].held()
 	}
+	if q.room != nil {
+		n += roomBytes
+	}
 	return n
 }
+
+// roomBytes is the memory of a room of held records.
+const roomBytes = int64(unsafe.Sizeof(heldRecords{}))
 
 // records is how many records q hands over.
 func (q *queued) records() int64 { return 1 + int64(len(q.rest)) }
@@ -554,6 +562,9 @@ func (w *Writer) take(q queued) {
 	w.takeOne(q)
 	for _, r := range rest {
 		w.takeOne(r)
+	}
+	if room != nil {
+		w.queued.Add(-roomBytes)
 	}
 	putHeld(room) // rest was taken: its room goes back
 }
