@@ -12,13 +12,16 @@
 //	...
 //	err = w.Close()
 //
-// The proxy's Observer queues a call's request records (the client's,
-// when client_requests asks for it, and the wire's) as the request goes
-// upstream, in its place, but without waking the writer: the call's later
-// records wake it (or any other call's, a Flush or Close, quiet records
-// piling up, and at the latest one timer FlushInterval later). The
-// answer to a non-stream request, when small, has its records handed
-// over together at its end.
+// The proxy's Observer queues a call's records in their place but without
+// waking the writer, which takes them when they pile up (batchMin of
+// them, or half the queue's room or bytes), on a Flush or Close, and at
+// the latest FlushInterval after the first of them (one timer); a frame
+// is written FlushInterval after its oldest record was queued. Waking the
+// writer for each call would put nothing on disk sooner (frames are
+// written on that timer) and would cost a thread's wake-up per call (a
+// stream's events woke it every few milliseconds), CPU that on a small
+// machine is taken from the traffic. The answer to a non-stream request,
+// when small, has its records handed over together at its end.
 //
 // Nothing the disk does holds up traffic. A failed write loses its frame
 // (counted in WriterStats.Lost) and the writer backs off, then tries again

@@ -12,6 +12,7 @@ import (
 
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/proxy"
+	"github.com/shaperproxy/shaperproxy/sse"
 )
 
 // TestHeldAnswerRecords: a non-stream answer's records are handed over
@@ -110,7 +111,8 @@ func TestHeldAnswerDropped(t *testing.T) {
 // TestRequestRecordQuiet: the request record is queued as the request
 // goes upstream, in its place, without waking the writer: nothing is
 // written at once, and a lone record is written within FlushInterval
-// (the one quiet timer) without any other record; then a later call's
+// of being queued (the quiet timer, and its frame's timer counted from
+// then) without any other record; then a later call's
 // records and the first call's answer follow in the order they were
 // queued. Quiet records also wake the writer once batchMin of them wait.
 func TestRequestRecordQuiet(t *testing.T) {
@@ -132,8 +134,10 @@ func TestRequestRecordQuiet(t *testing.T) {
 		t.Fatalf("stats %+v, %d bytes queued: want the request still waiting in the queue (the writer not woken)", st, w.queued.Load())
 	}
 	for w.Stats().Written == 0 {
-		if time.Since(start) > 10*interval {
-			t.Fatalf("stats %+v: a lone quiet record waited past %v", w.Stats(), 10*interval)
+		// Written one interval after it was queued (the quiet timer, then
+		// its frame's timer counted from when it was queued), not two.
+		if time.Since(start) > interval*8/5 {
+			t.Fatalf("stats %+v: a lone quiet record waited past %v", w.Stats(), interval*8/5)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -366,5 +370,38 @@ func TestQueueCountsRoom(t *testing.T) {
 		if got := w.queued.Load(); got != 0 {
 			t.Fatalf("closed=%v: %d bytes still counted once the records were taken or dropped", closed, got)
 		}
+	}
+}
+
+// TestCallRecordsQuiet: none of a call's records wakes the writer (a
+// non-stream answer handed over at its end, a stream's events, its end):
+// they wait in the queue, in order, until something else does (here a
+// Flush), and then all of them are written.
+func TestCallRecordsQuiet(t *testing.T) {
+	w, dir := openTest(t, Options{FlushInterval: time.Hour}) // the quiet timer out of the way
+	o := NewObserver(w, false)
+	up := &proxy.Upstream{Method: "POST", URL: "http://up/v1/chat/completions", Body: []byte(`{"messages":[]}`)}
+	a := o.Request(&proxy.Call{ID: "a", Route: "r", Chat: true, Start: time.Now()}, up)
+	a.Response(&proxy.ResponseInfo{Status: 200})
+	a.Body([]byte(`{"choices":[]}`))
+	a.End(proxy.End{Outcome: proxy.OutcomeComplete, Status: 200})
+	s := o.Request(&proxy.Call{ID: "s", Route: "r", Chat: true, Stream: true, Start: time.Now()}, up)
+	s.Response(&proxy.ResponseInfo{Status: 200, Stream: true})
+	for i := range 3 {
+		s.Event(&sse.Event{Raw: []byte("data: {}\n\n"), Data: []byte("{}"), HasData: true}, i, time.Millisecond)
+	}
+	s.End(proxy.End{Outcome: proxy.OutcomeComplete, Status: 200})
+	time.Sleep(50 * time.Millisecond)
+	if got := w.queued.Load(); got == 0 {
+		t.Fatal("the writer took the calls' records: one of them woke it")
+	}
+	mustFlush(t, w)
+	var got []string
+	for _, l := range scanAll(t, openReaderTest(t, dir)) {
+		got = append(got, l.Record.Call+":"+l.Record.Kind.String())
+	}
+	want := "a:request a:response a:body a:end s:request s:response s:event s:event s:event s:end"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("records %q, want %q", strings.Join(got, " "), want)
 	}
 }

@@ -77,9 +77,9 @@ func (o *Observer) Request(call *proxy.Call, up *proxy.Upstream) proxy.ResponseS
 	r.Method, r.URL, r.Header, r.Data = up.Method, up.URL, up.Header, up.Body
 	r.ReasoningShaped, r.ReasoningRaw = call.Reasoning.Shaped, call.Reasoning.Raw
 	r.Purpose, r.Conversation = call.Purpose, call.Conversation
-	// Queued in its place, without waking the writer while the request
-	// goes upstream: the call's later records wake it. The proxy's view of
-	// the body, when it is one, saves the writer reading it again.
+	// Queued in its place, without waking the writer (as all of a call's
+	// records are: see the package doc). The proxy's view of the body,
+	// when it is one, saves the writer reading it again.
 	o.w.enqueueQuiet(requestQ(r, call.View))
 	// A stream's records go as they come (the rare non-stream answer to a
 	// stream request is not held either).
@@ -146,13 +146,13 @@ func (s *captureSink) keep(q queued) {
 		return
 	}
 	s.release()
-	s.w.enqueueQ(q)
+	s.w.enqueueQuiet(q)
 }
 
 // release enqueues what is held, together, and holds nothing more.
 func (s *captureSink) release() {
 	if len(s.held) > 0 { // room is taken with the first record held: none without
-		s.w.enqueueBatch(s.held, s.room) // the room is the writer's now
+		s.w.enqueueBatch(s.held, s.room) // the room is the writer's now (queued quietly)
 	}
 	s.hold, s.held, s.room = false, nil, nil
 }
@@ -184,7 +184,7 @@ func (s *captureSink) Event(ev *sse.Event, seq int, at time.Duration) {
 		r.Bytes = ev.Size
 		r.Err = fmt.Sprintf("%s: %d of %d bytes kept", TruncatedErr, len(ev.Raw), ev.Size)
 	}
-	s.w.EnqueueCopy(r, ev.Raw) // a pooled copy: no allocation per event
+	s.w.enqueueQuiet(copied(r, ev.Raw)) // a pooled copy: no allocation per event
 }
 
 // TruncatedErr starts the Err of an event record that holds only the
@@ -207,5 +207,5 @@ func (s *captureSink) End(end proxy.End) {
 		s.release()
 		return
 	}
-	s.w.Enqueue(r)
+	s.w.enqueueQuiet(queued{Record: r})
 }

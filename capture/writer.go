@@ -50,9 +50,8 @@ type Options struct {
 	// decompresses a whole frame to reach one record.
 	FrameBytes int
 	// FlushInterval is the longest a record waits in memory before its
-	// frame is written (default 100 ms), twice that (and the writer's
-	// short batching delay) for a request record queued quietly
-	// (enqueueQuiet): what a kill can lose.
+	// frame is written (default 100 ms), counted from when it was queued
+	// (and the writer's short batching delay): what a kill can lose.
 	FlushInterval time.Duration
 	// FS is the file system (default OSFS).
 	FS FS
@@ -202,7 +201,7 @@ type frameBuf struct {
 	blobFirst uint32
 	blobs     uint32
 	maxTime   int64
-	since     time.Time // when the first record came in
+	since     time.Time // when the frame's oldest record was queued
 	drops     bool      // raw holds a KindDrops record
 	dropQueue int64     // counts carried by that record
 	dropLost  int64
@@ -290,9 +289,8 @@ func requestQ(r Record, view *conv.Request) queued {
 // Data.
 //
 // rest, when set, are records that follow this one in a single hand-over
-// (a non-stream answer's response, body and end: one channel send and
-// one wake-up of the writer instead of three); they carry no rest of
-// their own.
+// (a non-stream answer's response, body and end: one channel send
+// instead of three); they carry no rest of their own.
 type queued struct {
 	Record
 	buf  *[]byte
@@ -351,7 +349,7 @@ func copied(r Record, data []byte) queued {
 func (w *Writer) enqueueBatch(qs []queued, room *heldRecords) bool {
 	q := qs[0]
 	q.rest, q.room = qs[1:], room
-	return w.enqueueQ(q)
+	return w.enqueueQuiet(q)
 }
 
 func (w *Writer) enqueueQ(q queued) bool { return w.send(q, false) }
@@ -363,8 +361,7 @@ func (w *Writer) enqueueQ(q queued) bool { return w.send(q, false) }
 // them, half the queue's room or half its bytes), and at the latest
 // FlushInterval later (one timer, set by the first quiet record that
 // finds it unset).
-// The proxy's request record goes this way: the writer is not woken while
-// the request goes upstream, and the call's other records wake it.
+// The Observer's records go this way (see the package doc).
 func (w *Writer) enqueueQuiet(q queued) bool { return w.send(q, true) }
 
 func (w *Writer) send(q queued, quiet bool) bool {
@@ -580,6 +577,15 @@ func (w *Writer) takeOne(q queued) {
 	if !isReq && len(w.fr.raw) > 0 && len(w.fr.raw)+len(r.Data) > w.opts.FrameBytes {
 		w.writeFrame()
 	}
+	if w.fr.since.IsZero() {
+		// The frame is written FlushInterval after its oldest record was
+		// queued, not after the writer took it: a record queued quietly
+		// waits in the queue up to that interval already.
+		w.fr.since = time.Now()
+		if !r.Time.IsZero() && r.Time.Before(w.fr.since) {
+			w.fr.since = r.Time
+		}
+	}
 	r.URL = redact.URL(r.URL)
 	w.encode(&r, q.view)
 	if len(w.fr.raw) >= w.opts.FrameBytes {
@@ -671,7 +677,7 @@ func (w *Writer) encodeRecord(r *Record, tag uint64, payload []byte) {
 
 // appendFramed appends one record: uvarint length, head, payload field.
 func (w *Writer) appendFramed(head []byte, tag uint64, payload []byte) {
-	if w.fr.records == 0 {
+	if w.fr.since.IsZero() {
 		w.fr.since = time.Now()
 	}
 	n := len(head)
