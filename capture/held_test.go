@@ -143,15 +143,7 @@ func TestRequestRecordQuiet(t *testing.T) {
 	}
 	answer(o.Request(&proxy.Call{ID: "b", Route: "r", Chat: true, Start: time.Now()}, up))
 	answer(a)
-	mustFlush(t, w)
-	var got []string
-	for _, l := range scanAll(t, openReaderTest(t, dir)) {
-		got = append(got, l.Record.Call+":"+l.Record.Kind.String())
-	}
-	want := "a:request b:request b:response b:body b:end a:response a:body a:end"
-	if strings.Join(got, " ") != want {
-		t.Fatalf("records %q, want %q", strings.Join(got, " "), want)
-	}
+	wantCallRecords(t, w, dir, "a:request b:request b:response b:body b:end a:response a:body a:end")
 
 	w2, _ := openTest(t, Options{FlushInterval: time.Hour}) // the quiet timer out of the way
 	o2 := NewObserver(w2, false)
@@ -395,12 +387,18 @@ func TestCallRecordsQuiet(t *testing.T) {
 	if got := w.queued.Load(); got == 0 {
 		t.Fatal("the writer took the calls' records: one of them woke it")
 	}
+	wantCallRecords(t, w, dir, "a:request a:response a:body a:end s:request s:response s:event s:event s:event s:end")
+}
+
+// wantCallRecords flushes w and checks that the log in dir holds exactly
+// want ("call:kind" of each record, in order).
+func wantCallRecords(t *testing.T, w *Writer, dir, want string) {
+	t.Helper()
 	mustFlush(t, w)
 	var got []string
 	for _, l := range scanAll(t, openReaderTest(t, dir)) {
 		got = append(got, l.Record.Call+":"+l.Record.Kind.String())
 	}
-	want := "a:request a:response a:body a:end s:request s:response s:event s:event s:event s:end"
 	if strings.Join(got, " ") != want {
 		t.Fatalf("records %q, want %q", strings.Join(got, " "), want)
 	}
