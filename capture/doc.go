@@ -16,7 +16,8 @@
 // waking the writer, which takes them when they pile up (batchMin of
 // them, or half the queue's room or bytes), on a Flush or Close, and at
 // the latest FlushInterval after the first of them (one timer); a frame
-// is written FlushInterval after its oldest record was queued. Waking the
+// is written at the latest FlushInterval after its oldest record was
+// queued (a held answer's records count from when they were held). Waking the
 // writer for each call would put nothing on disk sooner (frames are
 // written on that timer) and would cost a thread's wake-up per call (a
 // stream's events woke it every few milliseconds), CPU that on a small

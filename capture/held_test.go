@@ -336,10 +336,16 @@ func TestQueueCountsViews(t *testing.T) {
 // TestQueueCountsRoom: the queue's bound counts the room a non-stream
 // answer's records are handed over in (about 1.6 KB, more than the
 // records of a small answer hold), and the count goes back to zero once
-// the writer has taken them, or when they are dropped.
+// the writer has taken them, or when they are dropped (the writer
+// closed, or the queue's bytes full: a request record waits in it).
 func TestQueueCountsRoom(t *testing.T) {
-	for _, closed := range []bool{false, true} {
-		w, _ := openTest(t, Options{FlushInterval: time.Hour})
+	for _, c := range []string{"taken", "closed", "full"} {
+		closed := c == "closed"
+		opts := Options{FlushInterval: time.Hour}
+		if c == "full" {
+			opts.QueueBytes = 1000
+		}
+		w, _ := openTest(t, opts)
 		o := NewObserver(w, false)
 		sink := o.Request(&proxy.Call{ID: "c", Route: "r", Chat: true, Start: time.Now()}, &proxy.Upstream{Method: "POST", URL: "http://up/v1/chat/completions", Body: []byte(`{}`)})
 		sink.Response(&proxy.ResponseInfo{Status: 200})
@@ -355,12 +361,16 @@ func TestQueueCountsRoom(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		before := w.Stats().Dropped
 		sink.End(proxy.End{Outcome: proxy.OutcomeComplete, Status: 200})
+		if dropped := w.Stats().Dropped - before; (c == "taken") != (dropped == 0) {
+			t.Fatalf("%s: %d records dropped at the end", c, dropped)
+		}
 		if !closed {
 			mustFlush(t, w)
 		}
 		if got := w.queued.Load(); got != 0 {
-			t.Fatalf("closed=%v: %d bytes still counted once the records were taken or dropped", closed, got)
+			t.Fatalf("%s: %d bytes still counted once the records were taken or dropped", c, got)
 		}
 	}
 }

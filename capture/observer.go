@@ -40,7 +40,7 @@ func NewObserver(w *Writer, clientRequests bool) *Observer {
 
 // Annotate records a hook's note about the call.
 func (o *Observer) Annotate(call *proxy.Call, where string, data []byte) {
-	o.w.Enqueue(Record{Kind: KindNote, Call: call.ID, Route: call.Route, Model: call.Model, Where: where, Time: time.Now(), Data: data})
+	o.w.enqueueQuiet(queued{Record: Record{Kind: KindNote, Call: call.ID, Route: call.Route, Model: call.Model, Where: where, Time: time.Now(), Data: data}})
 }
 
 // Collectors are the writer's metrics.
