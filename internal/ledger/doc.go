@@ -35,8 +35,10 @@
 // returns at once, the value is read back from memory, and a background
 // writer commits the values queued meanwhile in one transaction, within
 // milliseconds; Close (and Flush) write what is queued, and a crash loses
-// only the values of its last moments. A value not yet on disk is served
-// from the queue; the others, up to 64 KiB, from a bounded cache after
+// only the values of its last moments. The queue holds at most 65,536
+// values and 64 MiB (past either, a value is lost and counted in Stats, as
+// a write error's are: a disk that stalls costs state, not memory). A
+// value not yet on disk is served from the queue; the others, up to 64 KiB, from a bounded cache after
 // their first read (larger ones from the file). A Store is safe for concurrent
 // use; one process at a time may open the file.
 package ledger

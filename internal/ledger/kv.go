@@ -52,6 +52,13 @@ const (
 	maxPending     = 1 << 16  // values waiting for the writer; past it PutLater loses (counted)
 )
 
+// maxPendingBytes bounds the bytes of the values waiting for the writer
+// (a variable for the tests): a value is as large as a client's history
+// makes it (the shaper's set of blocks), and a slow disk must not turn
+// the queue into all the memory there is. Past it PutLater loses, as past
+// maxPending.
+var maxPendingBytes = 64 << 20
+
 // kvState is the Store's memory of values and its background writer.
 type kvState struct {
 	mu      sync.Mutex
@@ -59,6 +66,7 @@ type kvState struct {
 	cache   map[kvID]kvEntry
 	bytes   int
 	pending map[kvID][]byte
+	queued  int             // the bytes of the pending values
 	writing map[kvID][]byte // the batch the writer took from pending, until it is on disk
 	busy    bool            // the writer holds a batch taken from pending
 	gen     uint64          // counts changes to memory: a file read older than one is not learned
@@ -92,7 +100,7 @@ func (k *kvState) init() {
 // Stats are the counters of PutLater's writer.
 type Stats struct {
 	Written int64 // values written by the background writer
-	Lost    int64 // values it could not write (a write error, or too many queued)
+	Lost    int64 // values it could not write (a write error, or too many or too many bytes queued)
 	Pending int   // values waiting now
 	Commits int64 // the writer's transactions
 }
@@ -138,7 +146,34 @@ func (k *kvState) forget(id kvID) {
 		k.bytes -= len(old.value)
 		delete(k.cache, id)
 	}
-	delete(k.pending, id)
+	k.unqueue(id)
+}
+
+// queue adds value for id to the values waiting for the writer (in place
+// of one waiting for id); k.mu is held.
+func (k *kvState) queue(id kvID, value []byte) {
+	k.unqueue(id)
+	k.pending[id] = value
+	k.queued += len(value)
+}
+
+// unqueue drops the value waiting for id, if one is; k.mu is held.
+func (k *kvState) unqueue(id kvID) {
+	if old, ok := k.pending[id]; ok {
+		k.queued -= len(old)
+		delete(k.pending, id)
+	}
+}
+
+// roomFor reports whether value may wait for the writer as id's: within
+// maxPending values and maxPendingBytes bytes, counting the value it
+// replaces as gone; k.mu is held.
+func (k *kvState) roomFor(id kvID, value []byte) bool {
+	old, replaces := k.pending[id]
+	if !replaces && len(k.pending) >= maxPending {
+		return false
+	}
+	return k.queued-len(old)+len(value) <= maxPendingBytes
 }
 
 // forgetConversations drops every value memory holds of the named
@@ -158,7 +193,7 @@ func (k *kvState) forgetConversations(names map[string]bool, keepQueued bool) {
 	}
 	for id := range k.pending {
 		if names[id.conversation] {
-			delete(k.pending, id)
+			k.unqueue(id)
 		}
 	}
 }
@@ -185,12 +220,12 @@ func (s *Store) PutLater(bucket, conversation, key string, value []byte) error {
 	if k.closed {
 		return errClosed
 	}
-	if _, queued := k.pending[id]; !queued && len(k.pending) >= maxPending {
+	if !k.roomFor(id, value) {
 		k.forget(id) // as after a restart: the file's value is read again
 		k.lost.Add(1)
 		return nil
 	}
-	k.pending[id] = value
+	k.queue(id, value)
 	k.remember(id, kvEntry{value: value, ok: true})
 	select {
 	case k.wake <- struct{}{}:
@@ -251,7 +286,7 @@ func (s *Store) writeBatch() bool {
 		k.mu.Unlock()
 		return false
 	}
-	k.pending, k.writing, k.busy = make(map[kvID][]byte), batch, true
+	k.pending, k.queued, k.writing, k.busy = make(map[kvID][]byte), 0, batch, true
 	k.mu.Unlock()
 	err := s.update(func(tx *bolt.Tx) error {
 		for id, v := range batch {

@@ -270,3 +270,79 @@ func TestPutLaterLarge(t *testing.T) {
 	s = reopen(t, s)
 	wantBig("reopened")
 }
+
+// wantQueued checks the queue's byte count against its values.
+func wantQueued(t *testing.T, s *Store, want int) {
+	t.Helper()
+	k := &s.kv
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	sum := 0
+	for _, v := range k.pending {
+		sum += len(v)
+	}
+	if k.queued != sum || sum != want {
+		t.Fatalf("queued bytes: counted %d, held %d, want %d", k.queued, sum, want)
+	}
+}
+
+// TestPutLaterBoundsBytes: the values waiting for the writer are bounded
+// in bytes as well as in number (a value is as large as a client's history
+// makes it); past the bound a value is lost and counted, and a value
+// replacing a queued one counts in its place.
+func TestPutLaterBoundsBytes(t *testing.T) {
+	defer func(n int) { maxPendingBytes = n }(maxPendingBytes)
+	maxPendingBytes = 100
+	s := openAt(t, testPath(t), Options{})
+	put := func(conv string, n int) {
+		t.Helper()
+		if err := s.PutLater("b", conv, "k", bytes.Repeat([]byte("x"), n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	has := func(conv string) bool {
+		t.Helper()
+		_, ok, err := s.Get("b", conv, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	s.kv.writeMu.Lock() // the writer cannot take the queued values yet
+	locked := true
+	defer func() {
+		if locked { // a failure: Close waits for the writer
+			s.kv.writeMu.Unlock()
+		}
+	}()
+	put("c1", 60)
+	put("c2", 60) // 120 bytes: lost
+	wantQueued(t, s, 60)
+	put("c1", 90) // replaces c1's 60: 90 bytes
+	wantQueued(t, s, 90)
+	put("c3", 20) // 110 bytes: lost
+	wantQueued(t, s, 90)
+	if st := s.Stats(); st.Lost != 2 || st.Pending != 1 {
+		t.Fatalf("stats %+v, want 2 lost and 1 pending", st)
+	}
+	if has("c2") || has("c3") || !has("c1") {
+		t.Fatal("a lost value is read back, or the queued one is not")
+	}
+	s.kv.mu.Lock()
+	s.kv.forgetConversations(map[string]bool{"c1": true}, false) // as ClearConversation
+	s.kv.mu.Unlock()
+	wantQueued(t, s, 0)
+	put("c3", 100) // the room is back
+	wantQueued(t, s, 100)
+	s.kv.writeMu.Unlock()
+	locked = false
+	s.Flush()
+	wantQueued(t, s, 0) // the writer took them
+	put("c2", 100)
+	s = reopen(t, s)
+	for _, c := range []string{"c2", "c3"} {
+		if !has(c) {
+			t.Fatalf("%s not written", c)
+		}
+	}
+}

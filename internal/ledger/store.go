@@ -295,7 +295,7 @@ func (s *Store) Put(bucket, conversation, key string, value []byte) error {
 	k.writeMu.Lock() // after any batch holding an older value of the key
 	defer k.writeMu.Unlock()
 	k.mu.Lock()
-	delete(k.pending, id) // this value replaces it
+	k.unqueue(id) // this value replaces it
 	k.mu.Unlock()
 	err := s.updateConv(conversation, func(cb *bolt.Bucket) error {
 		kv, err := sub(cb, bucketKV, true)
