@@ -172,19 +172,8 @@ func firstChoice(r conv.Response) conv.Choice {
 // assistantMessage is the history entry an agent tool writes for a step:
 // content, the reasoning under the field it came in, and the tool calls.
 func assistantMessage(ch conv.Choice) []byte {
-	m := []byte(`{"role":"assistant","content":""}`)
-	m, _ = sjson.SetBytes(m, "content", ch.Content)
-	field := ch.ReasoningField
-	if field == "" {
-		field = conv.ReasoningFields[0]
+	if ch.ReasoningField == "" {
+		ch.ReasoningField = conv.ReasoningFields[0]
 	}
-	m, _ = sjson.SetBytes(m, field, ch.Reasoning)
-	for i, tc := range ch.ToolCalls {
-		call := []byte(`{"id":"","type":"function","function":{"name":"","arguments":""}}`)
-		call, _ = sjson.SetBytes(call, "id", tc.ID)
-		call, _ = sjson.SetBytes(call, "function.name", tc.Name)
-		call, _ = sjson.SetBytes(call, "function.arguments", tc.Arguments)
-		m, _ = sjson.SetRawBytes(m, fmt.Sprintf("tool_calls.%d", i), call)
-	}
-	return m
+	return ch.Message()
 }

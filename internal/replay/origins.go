@@ -84,27 +84,10 @@ func replyMessage(resp conv.Response) []byte {
 		return nil
 	}
 	c := resp.Choices[0]
-	field := c.ReasoningField
-	if field == "" {
-		field = "reasoning_content"
+	if c.ReasoningField == "" {
+		c.ReasoningField = "reasoning_content"
 	}
-	msg := jsonstr.Append([]byte(`{"role":"assistant","content":`), c.Content)
-	msg = jsonstr.Append(append(msg, ','), field)
-	msg = jsonstr.Append(append(msg, ':'), c.Reasoning)
-	if len(c.ToolCalls) > 0 {
-		msg = append(msg, `,"tool_calls":[`...)
-		for i, tc := range c.ToolCalls {
-			if i > 0 {
-				msg = append(msg, ',')
-			}
-			msg = jsonstr.Append(append(msg, `{"id":`...), tc.ID)
-			msg = jsonstr.Append(append(msg, `,"type":"function","function":{"name":`...), tc.Name)
-			msg = jsonstr.Append(append(msg, `,"arguments":`...), tc.Arguments)
-			msg = append(msg, "}}"...)
-		}
-		msg = append(msg, ']')
-	}
-	return append(msg, '}')
+	return c.Message()
 }
 
 func sortGroups(gs []*Group) {

@@ -23,38 +23,10 @@ func DraftOf(c conv.Choice) Draft {
 	return Draft{ReasoningField: c.ReasoningField, Reasoning: c.Reasoning, Content: c.Content, ToolCalls: c.ToolCalls}
 }
 
-// Message returns d as a raw assistant message:
-// {"role":"assistant","content":…,"<field>":…,"tool_calls":[…]}. The
-// reasoning key is present (possibly "") when ReasoningField is set, so a
-// DeepSeek-style upstream finds it (PROTOCOLS.md rule 1); tool_calls is
-// present only when there are calls.
+// Message returns d as a raw assistant message (conv.Choice.Message):
+// the reasoning key is present (possibly "") when ReasoningField is set,
+// so a DeepSeek-style upstream finds it (PROTOCOLS.md rule 1); tool_calls
+// is present only when there are calls.
 func (d Draft) Message() []byte {
-	b := append([]byte(`{"role":"assistant","content":`), quote(d.Content)...)
-	if d.ReasoningField != "" {
-		b = append(append(append(b, ','), quote(d.ReasoningField)...), ':')
-		b = appendString(b, d.Reasoning)
-	}
-	if len(d.ToolCalls) > 0 {
-		b = appendToolCalls(append(b, `,"tool_calls":`...), d.ToolCalls)
-	}
-	return append(b, '}')
-}
-
-// appendToolCalls appends calls as a message's tool_calls array.
-func appendToolCalls(b []byte, calls []conv.ToolCall) []byte {
-	b = append(b, '[')
-	for i, c := range calls {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		typ := c.Type
-		if typ == "" {
-			typ = "function"
-		}
-		b = append(appendString(append(b, `{"id":`...), c.ID), `,"type":`...)
-		b = append(appendString(b, typ), `,"function":{"name":`...)
-		b = append(appendString(b, c.Name), `,"arguments":`...)
-		b = append(appendString(b, c.Arguments), "}}"...)
-	}
-	return append(b, ']')
+	return conv.Choice{ReasoningField: d.ReasoningField, Reasoning: d.Reasoning, Content: d.Content, ToolCalls: d.ToolCalls}.Message()
 }
