@@ -36,9 +36,12 @@
 // writer commits the values queued meanwhile in one transaction, within
 // milliseconds; Close (and Flush) write what is queued, and a crash loses
 // only the values of its last moments. The queue holds at most 65,536
-// values and 64 MiB (past either, a value is lost and counted in Stats, as
-// a write error's are: a disk that stalls costs state, not memory). A
-// value not yet on disk is served from the queue; the others, up to 64 KiB, from a bounded cache after
+// values and 64 MiB (and the batch being written as much again): past
+// either bound a value is lost and counted in Stats, as a write error's
+// are, and a value refused in place of one still queued drops that one
+// too (the key reads the file's value, as after a restart) — a disk that
+// stalls costs state, not unbounded memory. A value not yet on disk is
+// served from the queue; the others, up to 64 KiB, from a bounded cache after
 // their first read (larger ones from the file). A Store is safe for concurrent
 // use; one process at a time may open the file.
 package ledger

@@ -364,7 +364,7 @@ func cloneValue(v []byte) []byte {
 }
 
 // Collectors are the background writer's metrics: values written, and
-// values lost (a write error, or too many queued).
+// values lost (a write error, or too many or too many bytes queued).
 func Collectors(s *Store) []prometheus.Collector {
 	return []prometheus.Collector{
 		prometheus.NewCounterFunc(prometheus.CounterOpts{

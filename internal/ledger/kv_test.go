@@ -328,6 +328,13 @@ func TestPutLaterBoundsBytes(t *testing.T) {
 	if has("c2") || has("c3") || !has("c1") {
 		t.Fatal("a lost value is read back, or the queued one is not")
 	}
+	put("c1", 101) // refused in place of the queued one: both go
+	wantQueued(t, s, 0)
+	if has("c1") || s.Stats().Lost != 3 {
+		t.Fatalf("a refused replacement: c1 read back %v, stats %+v", has("c1"), s.Stats())
+	}
+	put("c1", 50)
+	wantQueued(t, s, 50)
 	s.kv.mu.Lock()
 	s.kv.forgetConversations(map[string]bool{"c1": true}, false) // as ClearConversation
 	s.kv.mu.Unlock()
@@ -345,4 +352,31 @@ func TestPutLaterBoundsBytes(t *testing.T) {
 			t.Fatalf("%s not written", c)
 		}
 	}
+}
+
+// TestPutLaterBytesAfterPut: Put and Delete take a queued value's bytes
+// out of the count (the writer paused, so the values stay queued).
+func TestPutLaterBytesAfterPut(t *testing.T) {
+	defer func(d time.Duration) { writeEvery = d }(writeEvery)
+	writeEvery = time.Hour
+	s := openAt(t, testPath(t), Options{})
+	if err := s.PutLater("b", "c0", "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	s.Flush() // the first commit; the writer then pauses for an hour
+	for _, c := range []string{"c1", "c2"} {
+		if err := s.PutLater("b", c, "k", bytes.Repeat([]byte("x"), 40)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantQueued(t, s, 80)
+	if err := s.Put("b", "c1", "k", []byte("now")); err != nil {
+		t.Fatal(err)
+	}
+	wantQueued(t, s, 40)
+	if err := s.Delete("b", "c2", "k"); err != nil {
+		t.Fatal(err)
+	}
+	wantQueued(t, s, 0)
+	wantValue(t, s, "k", "now", true) // c1's
 }
