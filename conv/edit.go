@@ -88,6 +88,9 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 			return nil, false
 		}
 	}
+	if toolCalls(n.Messages) > MaxToolCalls {
+		return nil, false // ParseRequest says why
+	}
 	n.DuplicateKeys = r.DuplicateKeys && !r.msgDup || n.msgDup
 	return n, true
 }

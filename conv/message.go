@@ -161,7 +161,8 @@ func partsText(parts gjson.Result) (string, int) {
 	return strings.Join(texts, "\n"), images
 }
 
-// parseToolCalls reads a tool_calls array.
+// parseToolCalls reads a tool_calls array, stopping past MaxToolCalls
+// calls (the request is then refused).
 func parseToolCalls(arr gjson.Result) []ToolCall {
 	var calls []ToolCall
 	forEachElem(arr, func(_, c gjson.Result) bool {
@@ -176,7 +177,7 @@ func parseToolCalls(arr gjson.Result) []ToolCall {
 			tc.Index = int(n.Int())
 		}
 		calls = append(calls, tc)
-		return true
+		return len(calls) <= MaxToolCalls
 	})
 	return calls
 }

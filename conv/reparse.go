@@ -226,6 +226,7 @@ func walkTop(body []byte, prev *Request, same *span) (*Request, bool) {
 	}
 	r := &Request{Body: body, fields: make([]Field, 0, 8)}
 	var msgs gjson.Result
+	var keys keySet
 	found := false
 	for i = skipSpace(body, i+1); i < len(body) && body[i] == '"'; {
 		end, ok := endString(body, i+1)
@@ -248,10 +249,8 @@ func walkTop(body []byte, prev *Request, same *span) (*Request, bool) {
 			return nil, false
 		}
 		vend = trimSpaceEnd(body, v, vend)
-		for _, f := range r.fields {
-			if f.Key == key {
-				return nil, false // a repeated key: the view takes the last
-			}
+		if keys.add(key) {
+			return nil, false // a repeated key (the view takes the last), or too many to check
 		}
 		r.fields = append(r.fields, Field{Key: key, Start: v, End: vend})
 		r.readTop(key, s[v:vend])
@@ -298,7 +297,7 @@ func trimSpaceEnd(body []byte, start, end int) int {
 func (r *Request) walkMessages(body []byte, v int, prev *Request, same *span) (int, bool) {
 	s := bodyString(body)
 	r.Messages = make([]Message, 0, len(prev.Messages)+4)
-	reuse := true
+	reuse, calls := true, 0
 	i := skipSpace(body, v+1)
 	if i < len(body) && body[i] == ']' {
 		return i + 1, true
@@ -332,6 +331,9 @@ func (r *Request) walkMessages(body []byte, v int, prev *Request, same *span) (i
 		}
 		r.msgDup = r.msgDup || m.dup
 		r.Messages = append(r.Messages, m)
+		if calls += len(m.ToolCalls); len(r.Messages) > MaxMessages || calls > MaxToolCalls {
+			return 0, false // ParseRequest says why
+		}
 		switch i = skipSpace(body, end); {
 		case i < len(body) && body[i] == ',':
 			i = skipSpace(body, i+1)

@@ -3,7 +3,6 @@ package conv
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"unicode/utf8"
 	"unsafe"
@@ -107,6 +106,9 @@ func ParseRequest(body []byte) (*Request, error) {
 	}
 	r.Stream = top.get("stream").Type == gjson.True
 	r.Messages = parseMessages(top.get("messages"), &r.msgDup)
+	if len(r.Messages) > MaxMessages || toolCalls(r.Messages) > MaxToolCalls {
+		return nil, fmt.Errorf("%w: more than %d messages or %d tool calls", ErrNotChat, MaxMessages, MaxToolCalls)
+	}
 	r.DuplicateKeys = r.DuplicateKeys || r.msgDup
 	return r, nil
 }
@@ -133,14 +135,12 @@ func AsString(b []byte) string {
 // value of the keys the view reads.
 func (r *Request) topLevel(root gjson.Result) keyVals {
 	out := keyVals{names: topKeys}
-	var seenBuf [16]string
-	seen := seenBuf[:0]
+	var seen keySet
 	r.fields = make([]Field, 0, 8)
 	root.ForEach(func(k, v gjson.Result) bool {
-		if slices.Contains(seen, k.Str) {
+		if seen.add(k.Str) {
 			r.DuplicateKeys = true
 		}
-		seen = append(seen, k.Str)
 		r.fields = append(r.fields, Field{Key: k.Str, Start: v.Index, End: v.Index + len(v.Raw)})
 		for i, w := range out.names {
 			if k.Str == w {
@@ -152,12 +152,16 @@ func (r *Request) topLevel(root gjson.Result) keyVals {
 	return out
 }
 
-// parseMessages builds one Message per element of the messages array.
+// parseMessages builds one Message per element of the messages array; it
+// stops past MaxMessages messages or MaxToolCalls tool calls (the caller
+// then refuses the request).
 func parseMessages(arr gjson.Result, dup *bool) []Message {
 	msgs := make([]Message, 0, min(len(arr.Raw)/256+2, 256))
+	calls := 0
 	arr.ForEach(func(_, v gjson.Result) bool {
 		msgs = append(msgs, parseMessage(len(msgs), v, dup))
-		return true
+		calls += len(msgs[len(msgs)-1].ToolCalls)
+		return len(msgs) <= MaxMessages && calls <= MaxToolCalls
 	})
 	return msgs
 }
@@ -188,13 +192,11 @@ func (k *keyVals) get(name string) gjson.Result {
 // appears twice. At most maxWanted keys are wanted.
 func lastKeys(obj gjson.Result, dup *bool, wanted ...string) keyVals {
 	out := keyVals{names: wanted[:min(len(wanted), maxWanted)]}
-	var seenBuf [16]string
-	seen := seenBuf[:0]
+	var seen keySet
 	obj.ForEach(func(k, v gjson.Result) bool {
-		if slices.Contains(seen, k.Str) {
+		if seen.add(k.Str) {
 			*dup = true
 		}
-		seen = append(seen, k.Str)
 		for i, w := range out.names {
 			if k.Str == w {
 				out.vals[i] = v

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"crypto/sha256"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -192,4 +193,41 @@ func capturedRequestSizes(t *testing.T, st *stack, dataDir string) map[int]int {
 		t.Fatal(err)
 	}
 	return sizes
+}
+
+// TestTinyElementsThroughProxy: chat requests shaped to make the parsed
+// view or the key checks cost far more than the body — a million
+// one-byte messages (a view of ~200 bytes each: 231 MB for these 2 MB),
+// a message of a million tool calls, a message of 200,000 distinct keys
+// (every key was compared with every earlier one: about a minute) — go
+// through the whole default stack to the upstream byte for byte, the
+// client gets the upstream's answer, and the proxy goes on serving.
+func TestTinyElementsThroughProxy(t *testing.T) {
+	up := &recordingUpstream{answer: func([]byte) (int, []byte) { return http.StatusOK, []byte(upstreamOK) }}
+	upSrv := httptest.NewServer(up)
+	defer upSrv.Close()
+	url, _, _ := stackTo(t, upSrv.URL, nil, nil)
+
+	zeros := strings.TrimSuffix(strings.Repeat("0,", 1<<20), ",")
+	var keys strings.Builder
+	for i := range 200_000 {
+		fmt.Fprintf(&keys, `,"k%d":0`, i)
+	}
+	bodies := [][]byte{
+		[]byte(`{"model":"m","messages":[` + zeros + `]}`),
+		[]byte(`{"model":"m","messages":[{"role":"assistant","content":"","tool_calls":[` + zeros + `]},{"role":"user","content":"go on"}]}`),
+		[]byte(`{"model":"m","messages":[{"role":"user","content":"hi"` + keys.String() + `}]}`),
+	}
+	for i, body := range bodies {
+		status, _, got := postChat(t, url, body)
+		if status != http.StatusOK || string(got) != upstreamOK {
+			t.Fatalf("body %d: %d %.200s", i, status, got)
+		}
+		if rec := up.received(); len(rec) != i+1 || rec[i] != sha256.Sum256(body) {
+			t.Fatalf("body %d did not reach the upstream byte for byte", i)
+		}
+	}
+	if status, _, body := postChat(t, url, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)); status != 200 || string(body) != upstreamOK {
+		t.Fatalf("next request: %d %s", status, body)
+	}
 }
