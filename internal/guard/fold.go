@@ -1,7 +1,9 @@
 package guard
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"hash/maphash"
 	"strings"
 	"unicode/utf8"
@@ -94,10 +96,7 @@ func (f *fold) addStep(m *conv.Message) {
 // earlier call with it got its result names a new call.
 func (f *fold) addCalls(m *conv.Message) {
 	for _, tc := range m.ToolCalls {
-		// The fold outlives the request: its strings must not share the
-		// memory of the request's body (a view's strings do), or every
-		// body a call came in would stay alive with the conversation.
-		rec := callRec{id: strings.Clone(tc.ID), name: strings.Clone(tc.Name), result: -1}
+		rec := callRec{id: kept(tc.ID), name: kept(tc.Name), result: -1}
 		rec.sig, rec.known = signature(tc.Name, tc.Arguments)
 		if !rec.known {
 			rec.sig = rawSig(tc.Name, tc.Arguments)
@@ -109,7 +108,7 @@ func (f *fold) addCalls(m *conv.Message) {
 			f.calls = append(f.calls, rec)
 			continue
 		}
-		if i, ok := f.byID[tc.ID]; ok {
+		if i, ok := f.byID[rec.id]; ok {
 			prev := &f.calls[i]
 			same := prev.name == rec.name && prev.known == rec.known && prev.sig == rec.sig
 			switch {
@@ -130,13 +129,44 @@ func (f *fold) addCalls(m *conv.Message) {
 	}
 }
 
+// maxKept bounds the bytes of a call's id and name the fold keeps: the
+// fold outlives the request (up to maxProjections conversations), and
+// both come from the client.
+const maxKept = 256
+
+// kept returns s as the fold keeps it: a copy (the strings of a view
+// share the request body's memory, and every body a call came in would
+// stay alive with the conversation), or, past maxKept bytes, its first
+// bytes and a hash of all of it — still told apart from any other, at a
+// size of its own.
+func kept(s string) string {
+	if len(s) > maxKept {
+		return keyOf(s)
+	}
+	return strings.Clone(s)
+}
+
+// keyOf returns what the fold keeps of s without a copy of a short s
+// (to look it up).
+func keyOf(s string) string {
+	if len(s) <= maxKept {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	n := maxKept - 1 - 2*len(sum) // the prefix, "~" and the hash
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "~" + hex.EncodeToString(sum[:]) // a new string: not the body's memory
+}
+
 // addResult records the first result that names a known call: the
 // latest call with its id made before it.
 func (f *fold) addResult(g *Guard, body []byte, m *conv.Message) {
 	if m.ToolCallID == "" {
 		return // orphan
 	}
-	i, ok := f.byID[m.ToolCallID]
+	i, ok := f.byID[keyOf(m.ToolCallID)]
 	if !ok {
 		return // orphan: no call made before it has this id
 	}

@@ -2,7 +2,9 @@ package guard
 
 import (
 	"fmt"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // kimiID is a Kimi-style call id: the tool name and the call's index in
@@ -78,5 +80,35 @@ func TestAckV1State(t *testing.T) {
 	e := g.Fold(failingLoop(5).req(t)).Echo
 	if n := e.countAfter(st.AckCallID, st.AckSeq); n != 2 {
 		t.Errorf("after a v1 ack of call_2: count %d, want 2", n)
+	}
+}
+
+// TestLongCallIDs: ids and names of a megabyte (the client's to choose)
+// are kept by the fold as a bounded key: results still find their calls,
+// two ids that differ only at their end stay two calls, and neither the
+// echo nor the acknowledgement holds more than the bound.
+func TestLongCallIDs(t *testing.T) {
+	long := strings.Repeat("é", 1<<19) // 1 MiB, multi-byte: the cut must not split a rune
+	idA, idB := long+"A", long+"B"
+	name := "run_build" + long
+	if k := kept(idA); len(k) > maxKept || !utf8.ValidString(k) || k == kept(idB) || k != keyOf(idA) {
+		t.Fatalf("kept: %d bytes, valid %v, A and B apart %v", len(k), utf8.ValidString(k), k != kept(idB))
+	}
+	if kept("call_1") != "call_1" || keyOf("call_1") != "call_1" {
+		t.Fatal("a short id is not kept as it is")
+	}
+	g := mustGuard(t, nil)
+	h := (&hist{}).user("fix the build")
+	for _, id := range []string{idA, idB, idA} { // A again after its result: a call of its own
+		h.assistant("", tc{id, name, `{"target":"./..."}`}).tool(id, "exit status 1")
+	}
+	e := g.Fold(h.req(t)).Echo
+	if n := e.Count(""); n != 3 {
+		t.Fatalf("three failing calls with long ids: count %d, want 3", n)
+	}
+	c := newConversation(t, g)
+	c.send(h)
+	if st := c.load(); len(st.AckCallID) > maxKept || st.AckCallID != kept(idA) {
+		t.Fatalf("acknowledged id of %d bytes", len(st.AckCallID))
 	}
 }
