@@ -1,6 +1,10 @@
 package conv
 
-import "slices"
+import (
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
 
 // MaxMessages and MaxToolCalls bound what the view of one request holds:
 // past either, ParseRequest fails with ErrNotChat and the proxy forwards
@@ -62,4 +66,24 @@ func toolCalls(msgs []Message) int {
 		n += len(msgs[i].ToolCalls)
 	}
 	return n
+}
+
+// MaxModelBytes bounds the model name a call keeps.
+const MaxModelBytes = 256
+
+// OwnModel returns a copy of the model name s, cut to MaxModelBytes bytes
+// at a character's start: the model keys long-lived caches (profiles,
+// metric children, the meter's sets), so it must neither share the
+// memory of a body (a string of it keeps all of it alive) nor be as long
+// as a client or an upstream makes it. No model is named that long; the
+// body sent upstream keeps the name whole.
+func OwnModel(s string) string {
+	if len(s) > MaxModelBytes {
+		n := MaxModelBytes
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n]
+	}
+	return strings.Clone(s)
 }

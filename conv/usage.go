@@ -2,7 +2,6 @@ package conv
 
 import (
 	"bytes"
-	"strings"
 
 	"github.com/tidwall/gjson"
 )
@@ -77,7 +76,7 @@ var (
 func (w *UsageWatcher) noteModel(data []byte, path string) {
 	if w.model == "" {
 		if m := gjson.Get(AsString(data), path); m.Type == gjson.String {
-			w.model = strings.Clone(m.String()) // data is the caller's buffer
+			w.model = OwnModel(m.String()) // data is the caller's buffer
 		}
 	}
 }
@@ -118,7 +117,7 @@ func (w *UsageWatcher) fromBody() {
 			}
 		}
 		if r[1].Type == gjson.String {
-			w.model = strings.Clone(r[1].String()) // as noteModel: the model keys long-lived caches
+			w.model = OwnModel(r[1].String()) // as noteModel: the model keys long-lived caches
 		}
 		w.tail = nil
 		return

@@ -71,10 +71,10 @@ func (p *Proxy) parse(call *Call, body []byte) {
 		return
 	}
 	call.Chat, call.View, call.clientView = true, view, view
-	// A copy: the model names keys of long-lived caches (profiles, metric
-	// children, the meter's sets), and a string of the body would keep
-	// the whole body alive with it.
-	call.Model, call.Stream = strings.Clone(view.Model), view.Stream
+	// A copy, bounded (conv.OwnModel): the model names keys of long-lived
+	// caches (profiles, metric children, the meter's sets), and a string
+	// of the body would keep the whole body alive with it.
+	call.Model, call.Stream = conv.OwnModel(view.Model), view.Stream
 	call.Conversation = p.keys.Key(view, call.Header.Get("X-Shaper-Conversation"))
 }
 

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -27,7 +26,7 @@ func (p *Proxy) do(ctx context.Context, parent *Call, purpose string, body []byt
 		Internal: true, Parent: parent.ID, Purpose: purpose, Conversation: parent.Conversation, route: parent.route, p: p,
 	}
 	if v, err := conv.ParseRequest(body); err == nil {
-		call.Chat, call.View, call.Model, call.Stream = true, v, strings.Clone(v.Model), v.Stream // a copy, as forward's
+		call.Chat, call.View, call.Model, call.Stream = true, v, conv.OwnModel(v.Model), v.Stream // a copy, as forward's
 	}
 	in := &http.Request{Method: http.MethodPost, URL: &url.URL{Path: parent.Path, RawQuery: parent.RawQuery}, Header: parent.Header, ContentLength: int64(len(body))}
 	out := p.newUpstreamRequest(ctx, in, parent.route, parent.Path, body, nil, true) // the proxy reads this answer itself: uncompressed

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"unsafe"
@@ -109,6 +110,48 @@ func TestModelKeysOwnTheirBytes(t *testing.T) {
 	}
 	if within(call.Model, call.ClientBody) || call.View != nil && within(call.Model, call.View.Body) {
 		t.Error("the call's model is a string of the request body")
+	}
+}
+
+// TestModelKeysBounded: a model name of a megabyte in the request, and
+// one of a kilobyte in the answer (a longer answer's usage is looked for
+// in its tail only), key the caches by their first conv.MaxModelBytes
+// bytes; the upstream gets the request's name whole.
+func TestModelKeysBounded(t *testing.T) {
+	long := strings.Repeat("m", 1<<20)
+	var got []byte
+	var upMu sync.Mutex
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		upMu.Lock()
+		got = b
+		upMu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"model":"`+long[:1000]+`-answer","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
+	}))
+	defer up.Close()
+	var mu sync.Mutex
+	var call *Call
+	rec := &recordingObserver{}
+	obs := observerFunc(func(c *Call, u *Upstream) ResponseSink {
+		mu.Lock()
+		call = c
+		mu.Unlock()
+		return rec.Request(c, u)
+	})
+	_, srv := newTestProxy(t, up.URL, func(o *Options) { o.Observers = []Observer{obs} })
+	body := []byte(`{"model":"` + long + `","messages":[{"role":"user","content":"hi"}]}`)
+	do(t, rawClient(), http.MethodPost, srv.URL+"/v1/chat/completions", body, nil)
+	end := rec.waitEnd(t)
+	mu.Lock()
+	defer mu.Unlock()
+	if call == nil || call.Model != long[:conv.MaxModelBytes] || end.UsageModel != long[:conv.MaxModelBytes] {
+		t.Fatalf("model of %d bytes, usage model of %d", len(call.Model), len(end.UsageModel))
+	}
+	upMu.Lock()
+	defer upMu.Unlock()
+	if !bytes.Equal(got, body) {
+		t.Fatal("the upstream did not get the request as sent")
 	}
 }
 
