@@ -3,6 +3,7 @@ package capture
 import (
 	"bytes"
 	"fmt"
+	"net/http"
 	"reflect"
 	"strings"
 	"sync"
@@ -411,5 +412,29 @@ func wantCallRecords(t *testing.T, w *Writer, dir, want string) {
 	}
 	if strings.Join(got, " ") != want {
 		t.Fatalf("records %q, want %q", strings.Join(got, " "), want)
+	}
+}
+
+// TestQueueCountsHeaders: the queue's byte bound counts a record's header
+// (a client's may be a megabyte) and strings, not its data alone: two
+// requests of 40 KB headers and two-byte bodies do not both fit a 64 KiB
+// queue; and what was counted is given back when the records are taken.
+func TestQueueCountsHeaders(t *testing.T) {
+	w, _ := openTest(t, Options{FlushInterval: time.Hour, QueueBytes: 64 << 10})
+	o := NewObserver(w, false)
+	h := http.Header{"X-Big": {strings.Repeat("h", 40<<10)}}
+	for _, id := range []string{"a", "b"} {
+		o.Request(&proxy.Call{ID: id, Route: "r", Chat: true, Start: time.Now()},
+			&proxy.Upstream{Method: "POST", URL: "http://up/v1/chat/completions", Header: h, Body: []byte(`{}`)})
+	}
+	if st := w.Stats(); st.Dropped != 1 {
+		t.Fatalf("%d records dropped, want the second request's", st.Dropped)
+	}
+	if got := w.queued.Load(); got < 40<<10 {
+		t.Fatalf("the queued request counts %d bytes, less than its header", got)
+	}
+	mustFlush(t, w)
+	if got := w.queued.Load(); got != 0 {
+		t.Fatalf("%d bytes still counted once the records were taken", got)
 	}
 }

@@ -301,19 +301,39 @@ type queued struct {
 	// (message structs, decoded strings): a body of many small messages
 	// holds several times its bytes there.
 	viewBytes int64
+	// fields is 1 + fieldBytes(&Record) once held has counted it (a
+	// header is counted once, not at each look).
+	fields int64
+}
+
+// fieldBytes is what r holds besides its Data: its header (a client's
+// may be a megabyte) and its strings.
+func fieldBytes(r *Record) int64 {
+	n := len(r.Call) + len(r.Parent) + len(r.Purpose) + len(r.Conversation) + len(r.Where) +
+		len(r.Route) + len(r.Model) + len(r.Method) + len(r.URL) + len(r.Usage) + len(r.Outcome) + len(r.Err)
+	for k, vs := range r.Header {
+		n += len(k)
+		for _, v := range vs {
+			n += len(v)
+		}
+	}
+	return int64(n)
 }
 
 // held is the memory a queued record holds: its pooled buffer's
 // capacity (the size classes are 4× apart), else its data's capacity or
-// a large body's bigbuf class, with its view's share, and the same for
-// the records of rest and the room they lie in. The queue's bound counts
-// this.
+// a large body's bigbuf class, with its view's share, its header and
+// strings, and the same for the records of rest and the room they lie in.
+// The queue's bound counts this.
 func (q *queued) held() int64 {
 	n := int64(max(cap(q.Data), bigbuf.SizeOf(len(q.Data))))
 	if q.buf != nil {
 		n = int64(cap(*q.buf))
 	}
-	n += q.viewBytes
+	if q.fields == 0 {
+		q.fields = 1 + fieldBytes(&q.Record)
+	}
+	n += q.viewBytes + q.fields - 1
 	for i := range q.rest {
 		n += q.rest[i].held()
 	}
