@@ -3,6 +3,7 @@ package originals
 import (
 	"fmt"
 	"hash/maphash"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,7 @@ type Writer struct {
 	queuedB int            // BeginTurns queued, for tests
 	put     putMemo        // entries already queued, per conversation and turn
 
+	queuedBytes      atomic.Int64 // text of the queued entries, bounded by maxQueuedBytes
 	dropped, failed  atomic.Int64
 	refused, evicted atomic.Int64
 	commits          atomic.Int64 // transactions, for tests and the benchmark
@@ -64,6 +66,7 @@ type Writer struct {
 
 type op struct {
 	entries []Entry
+	bytes   int64 // the entries' text, counted in queuedBytes
 	conv    string
 	turn    int
 	begin   bool
@@ -106,19 +109,43 @@ func (w *Writer) Put(entries []Entry) {
 	if len(entries) == 0 {
 		return
 	}
+	n := own(entries)
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if !w.closed && len(w.ops) < w.queue {
-		select {
-		case w.ops <- op{entries: entries}:
-			return
-		default:
+		if q := w.queuedBytes.Add(n); q <= maxQueuedBytes || q == n {
+			select {
+			case w.ops <- op{entries: entries, bytes: n}:
+				return
+			default:
+			}
 		}
+		w.queuedBytes.Add(-n)
 	}
 	w.bmu.Lock()
 	w.put.convs = nil
 	w.bmu.Unlock()
 	w.dropped.Add(int64(len(entries)))
+}
+
+// maxQueuedBytes bounds the text of the entries waiting for the writer
+// (the batch being written is held besides): an entry's original is as
+// long as a model's reasoning, and a disk that stalls must not hold
+// queue × that. Past it Puts are dropped and counted, as when the queue
+// is full. (A variable for the tests.)
+var maxQueuedBytes int64 = 64 << 20
+
+// own makes the entries' texts copies of their own and returns their
+// bytes: the shaper's originals are strings of the request body, and a
+// queued entry would keep the whole body alive until it is written.
+func own(entries []Entry) int64 {
+	n := 0
+	for i := range entries {
+		e := &entries[i]
+		e.Original, e.Shaped, e.Conversation = strings.Clone(e.Original), strings.Clone(e.Shaped), strings.Clone(e.Conversation)
+		n += len(e.Original) + len(e.Shaped) + len(e.Conversation)
+	}
+	return int64(n)
 }
 
 // putMemo remembers, per conversation, the turn of its last queued
@@ -346,6 +373,9 @@ func (w *Writer) loop() {
 		batch = w.drain(batch)
 		var committed bool
 		stop, committed = w.apply(batch)
+		for _, o := range batch {
+			w.queuedBytes.Add(-o.bytes)
+		}
 		w.report(false)
 		// A full batch, or one waiting, is a backlog: the next commit
 		// follows at once (paused, the writer would take at most maxBatch

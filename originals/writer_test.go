@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/shaperproxy/shaperproxy/internal/testenv"
 )
@@ -365,5 +367,39 @@ func TestWriterPausedTurnOutlivesPurge(t *testing.T) {
 	w.Flush()
 	if got := listKeys(t, s, "a"); !slices.Equal(got, []string{"a/1/decided: read the config"}) {
 		t.Fatalf("stored after the pause: %q", got)
+	}
+}
+
+// TestWriterBoundsQueuedBytes: the entries waiting for the writer are
+// bounded in bytes as well as in number (an original is as long as a
+// model's reasoning), their texts are copies (a queued entry does not keep
+// the request body it came from alive), and the count is given back once
+// they are written.
+func TestWriterBoundsQueuedBytes(t *testing.T) {
+	defer func(n int64) { maxQueuedBytes = n }(maxQueuedBytes)
+	maxQueuedBytes = 10 << 10
+	g := newGate()
+	s := openTest(t, Options{Now: g.Now})
+	w := s.Async(64)
+	defer w.Close()
+	release := stall(t, g, w)
+	defer release()
+
+	body := []byte(strings.Repeat("r", 6<<10) + strings.Repeat("s", 6<<10))
+	orig := func(i int) string { return unsafe.String(&body[i*(6<<10)], 6<<10) } // strings of a "body"
+	w.Put([]Entry{entry("a", 1, "kept", orig(0))})
+	w.Put([]Entry{entry("a", 1, "lost", orig(1))}) // 12 KB queued: over the bound
+	if got := w.Dropped(); got != 1 {
+		t.Fatalf("Dropped: got %d, want the second entry", got)
+	}
+	op := <-w.ops // the queued one (the writer is stalled)
+	if e := op.entries[0]; unsafe.StringData(e.Original) == &body[0] || e.Original != orig(0) {
+		t.Fatal("the queued original shares the body's memory, or changed")
+	}
+	w.ops <- op
+	release()
+	w.Flush()
+	if got := w.queuedBytes.Load(); got != 0 {
+		t.Fatalf("%d bytes still counted after the flush", got)
 	}
 }
