@@ -207,11 +207,26 @@ type tracker struct {
 	mu     sync.Mutex
 	order  *list.List // front = most recent; values are *convState
 	convs  map[string]*list.Element
+	bytes  int // of the conversations' prints and sets (convState.size)
 	closed bool
 }
 
-// historyConversations bounds the conversations remembered in memory.
-const historyConversations = 1024
+// historyConversations bounds the conversations remembered in memory, and
+// trackedBytes what they hold: a request's prints take 8 bytes a message
+// (up to conv.MaxMessages), and a set 40 bytes a block. maxBatched bounds
+// one conversation's set: a block shaped at a break past it is not
+// tracked (its later requests may render it otherwise: a cache miss, not
+// an invalid request).
+const (
+	historyConversations = 1024
+	maxBatched           = 1 << 16
+	batchedEntryBytes    = 40 // a map entry of a 16-byte key, about
+)
+
+var trackedBytes = 64 << 20 // a variable for the tests
+
+// size is the memory st holds.
+func (st *convState) size() int { return 8*len(st.prev.msgs) + batchedEntryBytes*len(st.batched) }
 
 func newTracker(kv KV, max int) *tracker {
 	return &tracker{kv: kv, max: max, order: list.New(), convs: map[string]*list.Element{}}
@@ -280,13 +295,22 @@ func (h *tracker) load(conversation string) map[blockKey]bool {
 }
 
 // put adds st as the most recent conversation, forgetting the oldest
-// beyond max. h.mu is held.
+// beyond max or trackedBytes. h.mu is held.
 func (h *tracker) put(st *convState) {
 	h.convs[st.key] = h.order.PushFront(st)
-	for h.order.Len() > h.max {
+	h.bytes += st.size()
+	h.trim()
+}
+
+// trim forgets the oldest conversations beyond max or trackedBytes (never
+// the most recent). h.mu is held.
+func (h *tracker) trim() {
+	for h.order.Len() > h.max || h.bytes > trackedBytes && h.order.Len() > 1 {
 		old := h.order.Back()
 		h.order.Remove(old)
-		delete(h.convs, old.Value.(*convState).key)
+		st := old.Value.(*convState)
+		delete(h.convs, st.key)
+		h.bytes -= st.size()
 	}
 }
 
@@ -303,9 +327,14 @@ func (h *tracker) record(conversation string, p prints, added []blockKey) {
 		el = h.convs[conversation]
 	}
 	st := el.Value.(*convState)
+	h.bytes -= st.size()
 	st.prev = p
 	before := len(st.batched)
+	added = added[:min(len(added), max(0, maxBatched-before))]
 	st.batched = with(st.batched, added) // a new map: readers may hold the old one
+	h.bytes += st.size()
+	h.order.MoveToFront(el)
+	h.trim()
 	if len(st.batched) == before || h.kv == nil || h.closed {
 		return
 	}

@@ -1,0 +1,50 @@
+package reqshape
+
+import (
+	"fmt"
+	"testing"
+)
+
+// TestTrackerBounded: the tracker's memory is bounded in bytes as well as
+// in conversations (a request's prints take 8 bytes a message), the
+// oldest conversations going first and never the one just recorded, its
+// count matches what it holds, and one conversation's set of blocks
+// shaped at breaks stops growing at maxBatched.
+func TestTrackerBounded(t *testing.T) {
+	defer func(n int) { trackedBytes = n }(trackedBytes)
+	trackedBytes = 4 << 20
+	h := newTracker(nil, historyConversations)
+	big := prints{msgs: make([]uint64, 1<<16)} // 512 KiB
+	for i := range 20 {
+		h.state(fmt.Sprint("c", i))
+		h.record(fmt.Sprint("c", i), big, nil)
+	}
+	h.mu.Lock()
+	sum := 0
+	for el := h.order.Front(); el != nil; el = el.Next() {
+		sum += el.Value.(*convState).size()
+	}
+	n, counted := h.order.Len(), h.bytes
+	h.mu.Unlock()
+	if counted != sum || counted > trackedBytes || n != trackedBytes/(8<<16) {
+		t.Fatalf("%d conversations, %d bytes counted, %d held; want %d within %d", n, counted, sum, trackedBytes/(8<<16), trackedBytes)
+	}
+	if p, _ := h.state("c19"); len(p.msgs) != 1<<16 {
+		t.Fatal("the last conversation recorded was forgotten")
+	}
+	if p, _ := h.state("c0"); len(p.msgs) != 0 {
+		t.Fatal("the oldest conversation was kept")
+	}
+
+	// One conversation's set.
+	keys := make([]blockKey, maxBatched+10)
+	for i := range keys {
+		keys[i] = keyOf(fmt.Sprint("block ", i))
+	}
+	h.state("sets")
+	h.record("sets", prints{}, keys[:maxBatched-5])
+	h.record("sets", prints{}, keys[maxBatched-5:])
+	if _, b := h.state("sets"); len(b) != maxBatched {
+		t.Fatalf("a set of %d blocks, want %d at most", len(b), maxBatched)
+	}
+}
