@@ -32,6 +32,12 @@ func TestTrackerBounded(t *testing.T) {
 	if p, _ := h.state("c19"); len(p.msgs) != 1<<16 {
 		t.Fatal("the last conversation recorded was forgotten")
 	}
+	h.record("c19", prints{msgs: make([]uint64, 10)}, nil) // its next request, shorter
+	h.mu.Lock()
+	if want := counted - 8*(1<<16) + 80; h.bytes != want {
+		t.Errorf("after a shorter request: %d bytes counted, want %d", h.bytes, want)
+	}
+	h.mu.Unlock()
 	if p, _ := h.state("c0"); len(p.msgs) != 0 {
 		t.Fatal("the oldest conversation was kept")
 	}
