@@ -19,13 +19,7 @@ func TestTrackerBounded(t *testing.T) {
 		h.state(fmt.Sprint("c", i))
 		h.record(fmt.Sprint("c", i), big, nil)
 	}
-	h.mu.Lock()
-	sum := 0
-	for el := h.order.Front(); el != nil; el = el.Next() {
-		sum += el.Value.(*convState).size()
-	}
-	n, counted := h.order.Len(), h.bytes
-	h.mu.Unlock()
+	counted, sum, n := trackerCount(h)
 	if counted != sum || counted > trackedBytes || n != trackedBytes/(8<<16) {
 		t.Fatalf("%d conversations, %d bytes counted, %d held; want %d within %d", n, counted, sum, trackedBytes/(8<<16), trackedBytes)
 	}
@@ -33,11 +27,9 @@ func TestTrackerBounded(t *testing.T) {
 		t.Fatal("the last conversation recorded was forgotten")
 	}
 	h.record("c19", prints{msgs: make([]uint64, 10)}, nil) // its next request, shorter
-	h.mu.Lock()
-	if want := counted - 8*(1<<16) + 80; h.bytes != want {
-		t.Errorf("after a shorter request: %d bytes counted, want %d", h.bytes, want)
+	if got, held, n := trackerCount(h); got != held || n != 8 {
+		t.Errorf("after a shorter request: %d bytes counted, %d held, %d conversations (want 8)", got, held, n)
 	}
-	h.mu.Unlock()
 	if p, _ := h.state("c0"); len(p.msgs) != 0 {
 		t.Fatal("the oldest conversation was kept")
 	}
@@ -53,4 +45,15 @@ func TestTrackerBounded(t *testing.T) {
 	if _, b := h.state("sets"); len(b) != maxBatched {
 		t.Fatalf("a set of %d blocks, want %d at most", len(b), maxBatched)
 	}
+}
+
+// trackerCount returns the bytes h counts, the bytes its conversations
+// hold, and how many it keeps.
+func trackerCount(h *tracker) (counted, held, n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for el := h.order.Front(); el != nil; el = el.Next() {
+		held += el.Value.(*convState).size()
+	}
+	return h.bytes, held, h.order.Len()
 }
