@@ -363,7 +363,13 @@ func TestPutLaterBytesAfterPut(t *testing.T) {
 	if err := s.PutLater("b", "c0", "k", []byte("v")); err != nil {
 		t.Fatal(err)
 	}
-	s.Flush() // the first commit; the writer then pauses for an hour
+	// The first commit goes at once; the writer then pauses for an hour
+	// (a Flush would end the pause: none is called before the end).
+	for deadline := time.Now().Add(10 * time.Second); s.Stats().Commits == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first value was not written")
+		}
+	}
 	for _, c := range []string{"c1", "c2"} {
 		if err := s.PutLater("b", c, "k", bytes.Repeat([]byte("x"), 40)); err != nil {
 			t.Fatal(err)
