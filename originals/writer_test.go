@@ -48,12 +48,21 @@ func stall(t *testing.T, g *gate, w *Writer) (release func()) {
 	return sync.OnceFunc(func() { close(g.release) })
 }
 
-func TestWriterDropsAndCountsWhenFull(t *testing.T) {
+// stalledWriter returns a store and its Writer (queue pending Puts)
+// stalled as stall leaves it, closed when the test ends.
+func stalledWriter(t *testing.T, queue int) (*Store, *Writer, func()) {
+	t.Helper()
 	g := newGate()
 	s := openTest(t, Options{Now: g.Now})
-	w := s.Async(4)
-	defer w.Close()
+	w := s.Async(queue)
+	t.Cleanup(func() { w.Close() })
 	release := stall(t, g, w)
+	t.Cleanup(release) // before the Close (cleanups run last first)
+	return s, w, release
+}
+
+func TestWriterDropsAndCountsWhenFull(t *testing.T) {
+	s, w, release := stalledWriter(t, 4)
 	defer release()
 
 	for i := range 4 {
@@ -129,11 +138,7 @@ func TestWriterCommitsSeldom(t *testing.T) {
 func TestWriterBacklogNotPaused(t *testing.T) {
 	defer func(d time.Duration) { commitEvery = d }(commitEvery)
 	commitEvery = time.Hour
-	g := newGate()
-	s := openTest(t, Options{Now: g.Now})
-	w := s.Async(1024)
-	defer w.Close()
-	release := stall(t, g, w)
+	s, w, release := stalledWriter(t, 1024)
 	const n = 3*maxBatch - 10
 	for i := range n {
 		w.Put([]Entry{entry(fmt.Sprintf("c%d", i), 1, fmt.Sprintf("s%d", i), "o")})
@@ -309,11 +314,7 @@ func TestWriterBeginsATurnOnce(t *testing.T) {
 // and an entry that was dropped (queue full) are queued again, and every
 // one ends up stored.
 func TestWriterPutsAnEntryOnce(t *testing.T) {
-	g := newGate()
-	s := openTest(t, Options{Now: g.Now})
-	w := s.Async(4)
-	defer w.Close()
-	release := stall(t, g, w)
+	s, w, release := stalledWriter(t, 4)
 	defer release()
 
 	w.Put([]Entry{entry("a", 1, "x", "o"), entry("a", 1, "y", "o")})
@@ -378,11 +379,7 @@ func TestWriterPausedTurnOutlivesPurge(t *testing.T) {
 func TestWriterBoundsQueuedBytes(t *testing.T) {
 	defer func(n int64) { maxQueuedBytes = n }(maxQueuedBytes)
 	maxQueuedBytes = 10 << 10
-	g := newGate()
-	s := openTest(t, Options{Now: g.Now})
-	w := s.Async(64)
-	defer w.Close()
-	release := stall(t, g, w)
+	_, w, release := stalledWriter(t, 64)
 	defer release()
 
 	body := []byte(strings.Repeat("r", 6<<10) + strings.Repeat("s", 6<<10))

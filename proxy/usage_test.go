@@ -73,17 +73,22 @@ func TestUsageWatcherGuarded(t *testing.T) {
 	}
 }
 
-// TestModelKeysOwnTheirBytes: the model names long-lived caches (profiles,
-// metric children, the meter's sets), so the call's model may not be a
-// string of the body, which would keep the body alive with the cache's
-// key. (The usage's model: conv's TestUsageModelOwnsItsBytes.)
-func TestModelKeysOwnTheirBytes(t *testing.T) {
+// callThrough sends body through a proxy to an upstream answering
+// answer, and returns the call its observer saw, the call's end and the
+// body the upstream got.
+func callThrough(t *testing.T, answer string, body []byte) (*Call, End, []byte) {
+	t.Helper()
+	var mu sync.Mutex
+	var got []byte
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = b
+		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"model":"m-answer","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
+		_, _ = io.WriteString(w, answer)
 	}))
 	defer up.Close()
-	var mu sync.Mutex
 	var call *Call
 	rec := &recordingObserver{}
 	obs := observerFunc(func(c *Call, u *Upstream) ResponseSink {
@@ -93,7 +98,6 @@ func TestModelKeysOwnTheirBytes(t *testing.T) {
 		return rec.Request(c, u)
 	})
 	_, srv := newTestProxy(t, up.URL, func(o *Options) { o.Observers = []Observer{obs} })
-	body := []byte(`{"model":"m-request","messages":[{"role":"user","content":"hi"}]}`)
 	do(t, rawClient(), http.MethodPost, srv.URL+"/v1/chat/completions", body, nil)
 	end := rec.waitEnd(t)
 	mu.Lock()
@@ -101,6 +105,16 @@ func TestModelKeysOwnTheirBytes(t *testing.T) {
 	if call == nil {
 		t.Fatal("the observer saw no call")
 	}
+	return call, end, got
+}
+
+// TestModelKeysOwnTheirBytes: the model names long-lived caches (profiles,
+// metric children, the meter's sets), so the call's model may not be a
+// string of the body, which would keep the body alive with the cache's
+// key. (The usage's model: conv's TestUsageModelOwnsItsBytes.)
+func TestModelKeysOwnTheirBytes(t *testing.T) {
+	call, end, _ := callThrough(t, `{"model":"m-answer","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}`,
+		[]byte(`{"model":"m-request","messages":[{"role":"user","content":"hi"}]}`))
 	if call.Model != "m-request" || end.UsageModel != "m-answer" {
 		t.Fatalf("model %q, usage model %q", call.Model, end.UsageModel)
 	}
@@ -119,37 +133,11 @@ func TestModelKeysOwnTheirBytes(t *testing.T) {
 // bytes; the upstream gets the request's name whole.
 func TestModelKeysBounded(t *testing.T) {
 	long := strings.Repeat("m", 1<<20)
-	var got []byte
-	var upMu sync.Mutex
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		upMu.Lock()
-		got = b
-		upMu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"model":"`+long[:1000]+`-answer","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
-	}))
-	defer up.Close()
-	var mu sync.Mutex
-	var call *Call
-	rec := &recordingObserver{}
-	obs := observerFunc(func(c *Call, u *Upstream) ResponseSink {
-		mu.Lock()
-		call = c
-		mu.Unlock()
-		return rec.Request(c, u)
-	})
-	_, srv := newTestProxy(t, up.URL, func(o *Options) { o.Observers = []Observer{obs} })
 	body := []byte(`{"model":"` + long + `","messages":[{"role":"user","content":"hi"}]}`)
-	do(t, rawClient(), http.MethodPost, srv.URL+"/v1/chat/completions", body, nil)
-	end := rec.waitEnd(t)
-	mu.Lock()
-	defer mu.Unlock()
-	if call == nil || call.Model != long[:conv.MaxModelBytes] || end.UsageModel != long[:conv.MaxModelBytes] {
+	call, end, got := callThrough(t, `{"model":"`+long[:1000]+`-answer","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}`, body)
+	if call.Model != long[:conv.MaxModelBytes] || end.UsageModel != long[:conv.MaxModelBytes] {
 		t.Fatalf("model of %d bytes, usage model of %d", len(call.Model), len(end.UsageModel))
 	}
-	upMu.Lock()
-	defer upMu.Unlock()
 	if !bytes.Equal(got, body) {
 		t.Fatal("the upstream did not get the request as sent")
 	}
