@@ -371,11 +371,11 @@ func (w *Writer) loop() {
 			continue
 		}
 		batch = w.drain(batch)
-		var committed bool
-		stop, committed = w.apply(batch)
-		for _, o := range batch {
+		for _, o := range batch { // taken: the batch being written is held besides the bound
 			w.queuedBytes.Add(-o.bytes)
 		}
+		var committed bool
+		stop, committed = w.apply(batch)
 		w.report(false)
 		// A full batch, or one waiting, is a backlog: the next commit
 		// follows at once (paused, the writer would take at most maxBatch
