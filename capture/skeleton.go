@@ -38,15 +38,22 @@ func splitBody(body []byte) []span {
 	// this function.
 	root := gjson.Parse(conv.AsString(body))
 	var spans []span
-	add := func(v gjson.Result) {
+	add := func(v gjson.Result) bool {
+		if len(spans) == maxSpans {
+			spans = nil // too many: stored whole
+			return false
+		}
 		spans = append(spans, span{start: v.Index, end: v.Index + len(v.Raw)})
+		return true
 	}
 	root.ForEach(func(k, v gjson.Result) bool {
 		switch {
 		case arrayKeys[k.Str] && v.IsArray():
-			v.ForEach(func(_, e gjson.Result) bool { add(e); return true })
+			ok := true
+			v.ForEach(func(_, e gjson.Result) bool { ok = add(e); return ok })
+			return ok
 		case len(v.Raw) >= minWholeValue:
-			add(v)
+			return add(v)
 		}
 		return true
 	})
@@ -55,6 +62,13 @@ func splitBody(body []byte) []span {
 	}
 	return spans
 }
+
+// maxSpans bounds the blobs of one body, as conv bounds the messages of a
+// view (a request past its bounds has no view and comes here): a span and
+// a blob entry take about 40 bytes whatever the element's size, so a body
+// of tiny elements ("input":[0,0,…]) would take many times its bytes.
+// A body of more is stored whole.
+const maxSpans = 2 * conv.MaxMessages
 
 // spansValid checks what the skeleton relies on: ordered, in bounds,
 // non-empty, not overlapping.

@@ -48,15 +48,9 @@ func TestKeySetRepeats(t *testing.T) {
 		if r.DuplicateKeys != c.dup {
 			t.Errorf("%s: DuplicateKeys %v, want %v", c.name, r.DuplicateKeys, c.dup)
 		}
-		// The Reparser, with an earlier request of the same beginning.
-		p := NewReparser(64 << 20)
-		if _, err := p.Parse([]byte(`{"model":"m","messages":[]}`)); err != nil {
-			t.Fatal(err)
-		}
-		r2, err := p.Parse(c.body)
-		if err != nil || r2.DuplicateKeys != c.dup {
-			t.Errorf("%s: the Reparser: DuplicateKeys %v, %v", c.name, r2 != nil && r2.DuplicateKeys, err)
-		}
+		// The Reparser, walking the body against an earlier request (the
+		// same view as ParseRequest's).
+		checkReparse(t, c.body, parseCopy(t, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)))
 	}
 }
 
@@ -101,19 +95,20 @@ func toolMessage(k int) string {
 // a hundred times the body (it did: 231 MB for 2 MiB of "0,"; now at
 // most about 70 MB whatever the body).
 func TestViewBounds(t *testing.T) {
+	msgsPrev, callsPrev, spreadPrev := elements(MaxMessages, "0"), elements(1, toolMessage(MaxToolCalls)), elements(64, toolMessage(MaxToolCalls/64))
 	for _, c := range []struct {
-		name string
-		body []byte
-		ok   bool
+		name       string
+		body, prev []byte // prev: an earlier request of the conversation, for the Reparser
+		ok         bool
 	}{
-		{"MaxMessages messages", elements(MaxMessages, "0"), true},
-		{"one more", elements(MaxMessages+1, "0"), false},
-		{"a million", elements(1<<20, "0"), false},
-		{"MaxToolCalls calls in one message", elements(1, toolMessage(MaxToolCalls)), true},
-		{"one more in one message", elements(1, toolMessage(MaxToolCalls+1)), false},
-		{"four million in one message", elements(1, toolMessage(1<<22)), false},
-		{"MaxToolCalls calls in 64 messages", elements(64, toolMessage(MaxToolCalls/64)), true},
-		{"one more, in a 65th message", oneMoreCall(), false},
+		{"MaxMessages messages", elements(MaxMessages, "0"), elements(MaxMessages-1, "0"), true},
+		{"one more", elements(MaxMessages+1, "0"), msgsPrev, false},
+		{"a million", elements(1<<20, "0"), msgsPrev, false},
+		{"MaxToolCalls calls in one message", elements(1, toolMessage(MaxToolCalls)), elements(1, toolMessage(10)), true},
+		{"one more in one message", elements(1, toolMessage(MaxToolCalls+1)), callsPrev, false},
+		{"four million in one message", elements(1, toolMessage(1<<22)), callsPrev, false},
+		{"MaxToolCalls calls in 64 messages", spreadPrev, elements(63, toolMessage(MaxToolCalls/64)), true},
+		{"one more, in a 65th message", oneMoreCall(), spreadPrev, false},
 	} {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
@@ -125,14 +120,15 @@ func TestViewBounds(t *testing.T) {
 		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 96<<20 {
 			t.Errorf("%s: parsing %d bytes allocated %d MB", c.name, len(c.body), alloc>>20)
 		}
-		p := NewReparser(64 << 20)
-		if _, err := p.Parse([]byte(`{"model":"m","messages":[0]}`)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err2 := p.Parse(c.body); (err2 == nil) != c.ok {
-			t.Errorf("%s: the Reparser: err %v, want ok=%v", c.name, err2, c.ok)
-		}
+		// The Reparser, reusing the earlier request's messages (the same
+		// view, the same error as ParseRequest).
+		checkReparse(t, c.body, parseCopy(t, c.prev))
 	}
+	// An edit that adds a call past the bound: Apply says what
+	// ParseRequest of its output says.
+	r := parseCopy(t, spreadPrev)
+	at := bytes.Index(r.Body, []byte(`"tool_calls":[`)) + len(`"tool_calls":[`)
+	checkApply(t, r, []Edit{{Start: at, End: at, Repl: []byte("0,")}})
 }
 
 // BenchmarkParseManyKeys parses a message of 40,000 distinct keys (1.7 s
