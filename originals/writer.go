@@ -109,11 +109,12 @@ func (w *Writer) Put(entries []Entry) {
 	if len(entries) == 0 {
 		return
 	}
-	n := own(entries)
+	n := textBytes(entries)
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if !w.closed && len(w.ops) < w.queue {
 		if q := w.queuedBytes.Add(n); q <= maxQueuedBytes || q == n {
+			own(entries) // only what is queued is copied
 			select {
 			case w.ops <- op{entries: entries, bytes: n}:
 				return
@@ -135,15 +136,21 @@ func (w *Writer) Put(entries []Entry) {
 // is full. (A variable for the tests.)
 var maxQueuedBytes int64 = 64 << 20
 
-// own makes the entries' texts copies of their own and returns their
-// bytes: the shaper's originals are strings of the request body, and a
-// queued entry would keep the whole body alive until it is written.
-func own(entries []Entry) int64 {
-	n := 0
+// own makes the entries' texts copies of their own: the shaper's
+// originals are strings of the request body, and a queued entry would
+// keep the whole body alive until it is written.
+func own(entries []Entry) {
 	for i := range entries {
 		e := &entries[i]
 		e.Original, e.Shaped, e.Conversation = strings.Clone(e.Original), strings.Clone(e.Shaped), strings.Clone(e.Conversation)
-		n += len(e.Original) + len(e.Shaped) + len(e.Conversation)
+	}
+}
+
+// textBytes returns the bytes of the entries' texts.
+func textBytes(entries []Entry) int64 {
+	n := 0
+	for i := range entries {
+		n += len(entries[i].Original) + len(entries[i].Shaped) + len(entries[i].Conversation)
 	}
 	return int64(n)
 }

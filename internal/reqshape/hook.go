@@ -113,7 +113,7 @@ func (s *Shaper) TransformRequest(_ context.Context, call *proxy.Call, body []by
 	in := s.inputs(call, rule)
 	res := shape(view, rule, s.memo, in)
 	if in.track {
-		s.history.record(call.Conversation, res.Prints, res.Batched)
+		s.history.record(call.Conversation, in.batched, res.Prints, res.Batched)
 	}
 	call.Reasoning = proxy.ReasoningCount{Shaped: res.Shaped, Raw: res.Raw}
 	s.count(call.Route, res)

@@ -317,13 +317,19 @@ func (h *tracker) trim() {
 // record keeps the prints of the request just sent and the blocks shaped
 // at a break in it (added to the conversation's set, which kv then writes
 // in the background: it never blocks, so holding the lock is fine, and the
-// sets reach it in the order they were made).
-func (h *tracker) record(conversation string, p prints, added []blockKey) {
+// sets reach it in the order they were made). read is the set state
+// returned for this request: when the conversation was forgotten in
+// between (other conversations pushed it out), it starts again from that
+// set, not from an empty one that kv would then write over the whole.
+func (h *tracker) record(conversation string, read map[blockKey]bool, p prints, added []blockKey) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	el, ok := h.convs[conversation]
 	if !ok {
-		h.put(&convState{key: conversation, batched: map[blockKey]bool{}})
+		if read == nil {
+			read = map[blockKey]bool{}
+		}
+		h.put(&convState{key: conversation, batched: read})
 		el = h.convs[conversation]
 	}
 	st := el.Value.(*convState)

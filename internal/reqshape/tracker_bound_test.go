@@ -17,7 +17,7 @@ func TestTrackerBounded(t *testing.T) {
 	big := prints{msgs: make([]uint64, 1<<16)} // 512 KiB
 	for i := range 20 {
 		h.state(fmt.Sprint("c", i))
-		h.record(fmt.Sprint("c", i), big, nil)
+		h.record(fmt.Sprint("c", i), nil, big, nil)
 	}
 	counted, sum, n := trackerCount(h)
 	if counted != sum || counted > trackedBytes || n != trackedBytes/(8<<16) {
@@ -26,7 +26,7 @@ func TestTrackerBounded(t *testing.T) {
 	if p, _ := h.state("c19"); len(p.msgs) != 1<<16 {
 		t.Fatal("the last conversation recorded was forgotten")
 	}
-	h.record("c19", prints{msgs: make([]uint64, 10)}, nil) // its next request, shorter
+	h.record("c19", nil, prints{msgs: make([]uint64, 10)}, nil) // its next request, shorter
 	if got, held, n := trackerCount(h); got != held || n != 8 {
 		t.Errorf("after a shorter request: %d bytes counted, %d held, %d conversations (want 8)", got, held, n)
 	}
@@ -40,8 +40,8 @@ func TestTrackerBounded(t *testing.T) {
 		keys[i] = keyOf(fmt.Sprint("block ", i))
 	}
 	h.state("sets")
-	h.record("sets", prints{}, keys[:maxBatched-5])
-	h.record("sets", prints{}, keys[maxBatched-5:])
+	h.record("sets", nil, prints{}, keys[:maxBatched-5])
+	h.record("sets", nil, prints{}, keys[maxBatched-5:])
 	if _, b := h.state("sets"); len(b) != maxBatched {
 		t.Fatalf("a set of %d blocks, want %d at most", len(b), maxBatched)
 	}
@@ -56,4 +56,19 @@ func trackerCount(h *tracker) (counted, held, n int) {
 		held += el.Value.(*convState).size()
 	}
 	return h.bytes, held, h.order.Len()
+}
+
+// TestTrackerRecordAfterEviction: a conversation pushed out of memory
+// between its request's state and record keeps the set that request read
+// (kv is written from it), not an empty one.
+func TestTrackerRecordAfterEviction(t *testing.T) {
+	h := newTracker(nil, 1)
+	_, read := h.state("a")
+	h.record("a", read, prints{}, []blockKey{keyOf("earlier break")})
+	_, read = h.state("a") // the request reads the set ...
+	h.state("b")           // ... another conversation pushes "a" out ...
+	h.record("a", read, prints{}, []blockKey{keyOf("this break")})
+	if _, b := h.state("a"); !b[keyOf("earlier break")] || !b[keyOf("this break")] {
+		t.Fatalf("the set after the eviction: %d blocks, want both", len(b))
+	}
 }
