@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -33,7 +34,17 @@ type Deliberator struct {
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	pending map[string]*pending // conversation → its deliberation in flight
+	running int                 // background deliberations (at most maxBackground)
 }
+
+// maxBackground bounds the deliberations run beside the clients' calls at
+// once: each holds its request's body and view, and spends the user's key
+// on its branches, for up to BranchTimeout after the client's call ended.
+// One more is refused with a tool result saying so.
+const maxBackground = 32
+
+// errBusy is the tool result of a deliberation refused past maxBackground.
+var errBusy = errors.New("deliberate is busy with other conversations; decide with what you have")
 
 var (
 	_ proxy.RequestTransform = (*Deliberator)(nil)
@@ -153,9 +164,15 @@ func (d *Deliberator) await(ctx context.Context, conversation string) {
 
 // background runs fn beside the client's calls; the conversation's next
 // request waits for it.
-func (d *Deliberator) background(conversation string, fn func(ctx context.Context)) {
+// It reports false, running nothing, when maxBackground already run.
+func (d *Deliberator) background(conversation string, fn func(ctx context.Context)) bool {
 	p := &pending{done: make(chan struct{})}
 	d.mu.Lock()
+	if d.running >= maxBackground {
+		d.mu.Unlock()
+		return false
+	}
+	d.running++
 	d.pending[conversation] = p
 	d.mu.Unlock()
 	d.wg.Add(1)
@@ -163,6 +180,7 @@ func (d *Deliberator) background(conversation string, fn func(ctx context.Contex
 		defer d.wg.Done()
 		defer func() {
 			d.mu.Lock()
+			d.running--
 			if d.pending[conversation] == p {
 				delete(d.pending, conversation)
 			}
@@ -171,6 +189,7 @@ func (d *Deliberator) background(conversation string, fn func(ctx context.Contex
 		}()
 		fn(d.bg)
 	}()
+	return true
 }
 
 // sendVia returns the sender of a call's children (purpose
@@ -201,7 +220,7 @@ func (d *Deliberator) note(call *proxy.Call, callID, mode string, outs []outcome
 		Packet    json.RawMessage `json:"packet,omitempty"`
 	}
 	n := struct {
-		Deliberate string       `json:"deliberate"` // alone, mixed or invalid
+		Deliberate string       `json:"deliberate"` // alone, mixed, invalid or busy
 		ToolCall   string       `json:"tool_call"`
 		Err        string       `json:"err,omitempty"`
 		Branches   []branchNote `json:"branches,omitempty"`

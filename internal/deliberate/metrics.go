@@ -16,7 +16,7 @@ type metrics struct {
 func newMetrics() *metrics {
 	return &metrics{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shaperproxy_deliberate_calls_total", Help: "Deliberate calls the proxy took out of responses, by mode (alone, mixed: beside the client's calls, invalid: arguments refused).",
+			Name: "shaperproxy_deliberate_calls_total", Help: "Deliberate calls the proxy took out of responses, by mode (alone, mixed: beside the client's calls, invalid: arguments refused, busy: refused past the deliberations running at once).",
 		}, []string{"mode"}),
 		branches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shaperproxy_deliberate_branches_total", Help: "Deliberate branches by role and outcome (update, no_update, error).",

@@ -164,10 +164,12 @@ func (s *session) beside(st step) {
 		finish(errorResult(err), nil, "invalid", err)
 		return
 	}
-	s.d.background(call.Conversation, func(ctx context.Context) {
+	if !s.d.background(call.Conversation, func(ctx context.Context) {
 		outs := s.d.runBranches(ctx, call, view, a)
 		finish(resultJSON(outs), outs, "mixed", nil)
-	})
+	}) {
+		finish(errorResult(errBusy), nil, "busy", errBusy)
+	}
 }
 
 // answer returns the tool result of a deliberate call made alone: the
