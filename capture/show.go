@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/accounting"
+	"github.com/shaperproxy/shaperproxy/internal/runecut"
 	"github.com/shaperproxy/shaperproxy/sse"
 )
 
@@ -285,8 +285,5 @@ func preview(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
+	return runecut.Prefix(s, n) + "…"
 }

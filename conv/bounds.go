@@ -3,7 +3,8 @@ package conv
 import (
 	"slices"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/shaperproxy/shaperproxy/internal/runecut"
 )
 
 // MaxMessages and MaxToolCalls bound what the view of one request holds:
@@ -77,13 +78,4 @@ const MaxModelBytes = 256
 // memory of a body (a string of it keeps all of it alive) nor be as long
 // as a client or an upstream makes it. No model is named that long; the
 // body sent upstream keeps the name whole.
-func OwnModel(s string) string {
-	if len(s) > MaxModelBytes {
-		n := MaxModelBytes
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-		s = s[:n]
-	}
-	return strings.Clone(s)
-}
+func OwnModel(s string) string { return strings.Clone(runecut.Prefix(s, MaxModelBytes)) }

@@ -6,9 +6,9 @@ import (
 	"log/slog"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/shaperproxy/shaperproxy/internal/redact"
+	"github.com/shaperproxy/shaperproxy/internal/runecut"
 )
 
 // maxLogModel bounds the model name in a log line (it comes from the
@@ -68,14 +68,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // clip cuts s to at most n bytes, on a rune boundary, and makes it valid
 // UTF-8.
 func clip(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return runecut.Prefix(strings.ToValidUTF8(s, "\uFFFD"), n)
 }
 
 // debugRequest logs, at debug level, a request about to go upstream: what

@@ -8,9 +8,9 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/shaperproxy/shaperproxy/capture"
+	"github.com/shaperproxy/shaperproxy/internal/runecut"
 )
 
 // deltaClip is how many bytes of one text a delta shows without --full.
@@ -105,11 +105,8 @@ func quote(s string, n int) string {
 	if n < 0 || len(s) <= n {
 		return strconv.Quote(s)
 	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s… (+%d bytes)", strconv.Quote(s[:cut]), len(s)-cut)
+	kept := runecut.Prefix(s, n)
+	return fmt.Sprintf("%s… (+%d bytes)", strconv.Quote(kept), len(s)-len(kept))
 }
 
 // clipN is clip with n < 0 meaning whole.

@@ -15,6 +15,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/shaperproxy/shaperproxy/capture"
 	"github.com/shaperproxy/shaperproxy/internal/profile"
+	"github.com/shaperproxy/shaperproxy/internal/runecut"
 	"github.com/tidwall/gjson"
 )
 
@@ -185,11 +186,7 @@ func clip(b []byte, n int) string {
 	s = strings.TrimRight(s, "\r\n")
 	s = strings.NewReplacer("\r", `\r`, "\n", `\n`, "\t", `\t`).Replace(s)
 	if len(s) > n {
-		cut := n
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
+		s = runecut.Prefix(s, n) + "…"
 	}
 	return s
 }

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/internal/runecut"
 )
 
 // Call states.
@@ -153,11 +154,8 @@ func keyOf(s string) string {
 		return s
 	}
 	sum := sha256.Sum256([]byte(s))
-	n := maxKept - 1 - 2*len(sum) // the prefix, "~" and the hash
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "~" + hex.EncodeToString(sum[:]) // a new string: not the body's memory
+	// The prefix, "~" and the hash: a new string, not the body's memory.
+	return runecut.Prefix(s, maxKept-1-2*len(sum)) + "~" + hex.EncodeToString(sum[:])
 }
 
 // addResult records the first result that names a known call: the
