@@ -36,6 +36,7 @@ type editPlan struct {
 	msg       []int8 // per message: 0 unchanged, 1 its reasoning replaced, 2 read again
 	reasoning []int  // per message: the edit that replaces its reasoning
 	field     []bool // per top-level member: its value is checked again
+	reread    bool   // some message is read again (its tool calls may change)
 }
 
 // derive builds the view of body (r.Body with the sorted edits applied)
@@ -88,8 +89,8 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 			return nil, false
 		}
 	}
-	if toolCalls(n.Messages) > MaxToolCalls {
-		return nil, false // ParseRequest says why
+	if plan.reread && toolCalls(n.Messages) > MaxToolCalls {
+		return nil, false // a message read again has more calls: ParseRequest says why
 	}
 	n.DuplicateKeys = r.DuplicateKeys && !r.msgDup || n.msgDup
 	return n, true
@@ -109,7 +110,7 @@ func (r *Request) plan(edits []Edit) (editPlan, bool) {
 			case p.msg[mi] == 0 && m.ReasoningStart >= 0 && e.Start == m.ReasoningStart && e.End == m.ReasoningEnd:
 				p.msg[mi], p.reasoning[mi] = 1, k
 			default:
-				p.msg[mi] = 2
+				p.msg[mi], p.reread = 2, true
 			}
 			continue
 		}

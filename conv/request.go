@@ -105,8 +105,9 @@ func ParseRequest(body []byte) (*Request, error) {
 		r.Model = m.Str
 	}
 	r.Stream = top.get("stream").Type == gjson.True
-	r.Messages = parseMessages(top.get("messages"), &r.msgDup)
-	if len(r.Messages) > MaxMessages || toolCalls(r.Messages) > MaxToolCalls {
+	var calls int
+	r.Messages, calls = parseMessages(top.get("messages"), &r.msgDup)
+	if len(r.Messages) > MaxMessages || calls > MaxToolCalls {
 		return nil, fmt.Errorf("%w: more than %d messages or %d tool calls", ErrNotChat, MaxMessages, MaxToolCalls)
 	}
 	r.DuplicateKeys = r.DuplicateKeys || r.msgDup
@@ -152,10 +153,10 @@ func (r *Request) topLevel(root gjson.Result) keyVals {
 	return out
 }
 
-// parseMessages builds one Message per element of the messages array; it
-// stops past MaxMessages messages or MaxToolCalls tool calls (the caller
-// then refuses the request).
-func parseMessages(arr gjson.Result, dup *bool) []Message {
+// parseMessages builds one Message per element of the messages array and
+// counts their tool calls; it stops past MaxMessages messages or
+// MaxToolCalls tool calls (the caller then refuses the request).
+func parseMessages(arr gjson.Result, dup *bool) ([]Message, int) {
 	msgs := make([]Message, 0, min(len(arr.Raw)/256+2, 256))
 	calls := 0
 	arr.ForEach(func(_, v gjson.Result) bool {
@@ -163,7 +164,7 @@ func parseMessages(arr gjson.Result, dup *bool) []Message {
 		calls += len(msgs[len(msgs)-1].ToolCalls)
 		return len(msgs) <= MaxMessages && calls <= MaxToolCalls
 	})
-	return msgs
+	return msgs, calls
 }
 
 // maxWanted bounds the keys one lastKeys call looks for.
