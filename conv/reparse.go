@@ -224,7 +224,9 @@ func walkTop(body []byte, prev *Request, same *span) (*Request, bool) {
 	if i >= len(body) || body[i] != '{' {
 		return nil, false
 	}
-	r := &Request{Body: body, fields: make([]Field, 0, 8)}
+	// Room for the previous request's fields and one more: a client
+	// sends the same fields request after request.
+	r := &Request{Body: body, fields: make([]Field, 0, max(len(prev.fields)+1, 4))}
 	var msgs gjson.Result
 	var keys keySet
 	found := false
@@ -295,8 +297,33 @@ func trimSpaceEnd(body []byte, start, end int) int {
 // from prev, moved; the others are validated and parsed. It returns where
 // the array ends.
 func (r *Request) walkMessages(body []byte, v int, prev *Request, same *span) (int, bool) {
+	if len(prev.Messages) >= exactBelow {
+		r.Messages = make([]Message, 0, len(prev.Messages)+4)
+		return r.walkElements(body, v, prev, same)
+	}
+	sp := scratchMessages.Get().(*[]Message)
+	r.Messages = (*sp)[:0]
+	end, ok := r.walkElements(body, v, prev, same)
+	if ok && cap(r.Messages) == cap(*sp) { // still the scratch: the view gets its own, of its length
+		r.Messages = append(make([]Message, 0, len(r.Messages)), r.Messages...)
+	}
+	clear((*sp)[:cap(*sp)]) // it kept strings of the body
+	scratchMessages.Put(sp)
+	return end, ok
+}
+
+// exactBelow is the number of messages under which a view's messages are
+// gathered in a scratch slice and copied to one of their length. The
+// guess a longer history makes (the previous request's count and a few)
+// wastes little of it; for a short one it was most of the view (a
+// two-message request held room for six, 1.2 KB).
+const exactBelow = 32
+
+var scratchMessages = sync.Pool{New: func() any { s := make([]Message, 0, exactBelow); return &s }}
+
+// walkElements is walkMessages' walk, appending to r.Messages.
+func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (int, bool) {
 	s := bodyString(body)
-	r.Messages = make([]Message, 0, len(prev.Messages)+4)
 	reuse, calls := true, 0
 	i := skipSpace(body, v+1)
 	if i < len(body) && body[i] == ']' {

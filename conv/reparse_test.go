@@ -380,3 +380,50 @@ func TestReparserConcurrent(t *testing.T) {
 	}
 	checkHeld(t, p, bound, "after the concurrent parses")
 }
+
+// TestReparseShortViewExact: the view of a short history holds its
+// messages and fields at their count, not room for more (a two-message
+// request's view held room for six messages, 1.2 KB of its 1.7); a longer
+// one is read as before; and the scratch a short one was gathered in
+// keeps nothing of the body.
+func TestReparseShortViewExact(t *testing.T) {
+	body := []byte(`{"model":"m","stream":false,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hello"}]}`)
+	for _, n := range []int{2, 3, exactBelow - 1, exactBelow, exactBelow + 5} {
+		prev, err := ParseRequest(bytes.Clone(body)) // checkReparse overwrites prev's body
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := grown(body, n)
+		checkReparse(t, next, prev)
+		prev, _ = ParseRequest(bytes.Clone(body))
+		r, err := parseReusing(next, prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Messages) != n {
+			t.Fatalf("%d messages read, want %d", len(r.Messages), n)
+		}
+		if n <= exactBelow && cap(r.Messages) != n {
+			t.Errorf("%d messages: room for %d", n, cap(r.Messages))
+		}
+		if cap(r.fields) > len(prev.fields)+1 {
+			t.Errorf("%d messages: room for %d fields, %d used", n, cap(r.fields), len(r.fields))
+		}
+	}
+	sp := scratchMessages.Get().(*[]Message)
+	defer scratchMessages.Put(sp)
+	for i, m := range (*sp)[:cap(*sp)] {
+		if m.Role != "" || m.Content != "" {
+			t.Fatalf("scratch message %d keeps %q", i, m.Content)
+		}
+	}
+}
+
+// grown is body (two messages) with messages added up to n.
+func grown(body []byte, n int) []byte {
+	out := bytes.Clone(bytes.TrimSuffix(body, []byte("]}")))
+	for i := 2; i < n; i++ {
+		out = fmt.Appendf(out, `,{"role":"user","content":"more %d"}`, i)
+	}
+	return append(out, "]}"...)
+}
