@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -49,6 +50,10 @@ type Options struct {
 	// (the proxy variants, the reverse proxy, the upstream) write their CPU
 	// and allocation profiles (ProfileEnv).
 	Profile string
+	// Saturation, when set ("ROUNDSxDURATION", e.g. "40x600ms"), replaces
+	// the rounds of the cost section's saturation runs: shorter rounds,
+	// more of them, leave less of the machine's drift inside a round.
+	Saturation string
 }
 
 func pick(quick bool) sizes {
@@ -72,6 +77,13 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 	sz := pick(quick)
 	if err := checkOnly(only, sections); err != nil {
 		return err
+	}
+	if o.Saturation != "" {
+		n, d, err := parseRounds(o.Saturation)
+		if err != nil {
+			return err
+		}
+		sz.cost.satRounds, sz.cost.satDur = n, d
 	}
 	e, err := newEnv(o)
 	if err != nil {
@@ -115,6 +127,21 @@ func checkOnly(only string, sections []section) error {
 		}
 	}
 	return nil
+}
+
+// parseRounds reads "ROUNDSxDURATION" (-saturation): 1 to 1,000 rounds
+// of 100 ms to 1 minute.
+func parseRounds(s string) (int, time.Duration, error) {
+	rounds, dur, ok := strings.Cut(s, "x")
+	n, err := strconv.Atoi(rounds)
+	if !ok || err != nil || n < 1 || n > 1000 {
+		return 0, 0, fmt.Errorf("-saturation %q: want ROUNDSxDURATION, 1 to 1000 rounds (e.g. 40x600ms)", s)
+	}
+	d, err := time.ParseDuration(dur)
+	if err != nil || d < 100*time.Millisecond || d > time.Minute {
+		return 0, 0, fmt.Errorf("-saturation %q: a round lasts 100ms to 1m", s)
+	}
+	return n, d, nil
 }
 
 // section is one part of the table.

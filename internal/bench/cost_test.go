@@ -214,3 +214,20 @@ func TestOneStreamCutLeftOut(t *testing.T) {
 		}
 	}
 }
+
+// TestParseRounds: -saturation takes ROUNDSxDURATION within bounds, and
+// refuses anything else before a run starts.
+func TestParseRounds(t *testing.T) {
+	n, d, err := parseRounds("40x600ms")
+	if err != nil || n != 40 || d != 600*time.Millisecond {
+		t.Fatalf("40x600ms: %d, %v, %v", n, d, err)
+	}
+	for _, bad := range []string{"", "40", "x600ms", "0x1s", "1001x1s", "40x", "40x50ms", "40x2m", "-1x1s", "40x1s x"} {
+		if _, _, err := parseRounds(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if err := Run(t.Context(), io.Discard, Options{Only: "cost:saturation", Saturation: "40"}); err == nil {
+		t.Error("Run with a malformed -saturation did not fail")
+	}
+}
