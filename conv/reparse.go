@@ -296,30 +296,45 @@ func trimSpaceEnd(body []byte, start, end int) int {
 // element that prev has at the same index with the same bytes is taken
 // from prev, moved; the others are validated and parsed. It returns where
 // the array ends.
+//
+// The view keeps its messages at about their count: a short history is
+// gathered in a pooled scratch slice and copied out at its length; a long
+// one goes into room for the previous request's count and a few more (a
+// conversation's next request), copied out too when that guess left much
+// more room than it used (a short request read against a long one).
 func (r *Request) walkMessages(body []byte, v int, prev *Request, same *span) (int, bool) {
-	if len(prev.Messages) >= exactBelow {
+	var sp *[]Message
+	if len(prev.Messages) < exactBelow {
+		sp = scratchMessages.Get().(*[]Message)
+		r.Messages = (*sp)[:0]
+	} else {
 		r.Messages = make([]Message, 0, len(prev.Messages)+4)
-		return r.walkElements(body, v, prev, same)
 	}
-	sp := scratchMessages.Get().(*[]Message)
-	r.Messages = (*sp)[:0]
 	end, ok := r.walkElements(body, v, prev, same)
-	if ok && cap(r.Messages) == cap(*sp) { // still the scratch: the view gets its own, of its length
+	if ok && (sp != nil && unsafe.SliceData(r.Messages) == unsafe.SliceData(*sp) || oversized(len(r.Messages), cap(r.Messages))) {
 		r.Messages = append(make([]Message, 0, len(r.Messages)), r.Messages...)
 	}
-	clear((*sp)[:cap(*sp)]) // it kept strings of the body
-	scratchMessages.Put(sp)
+	if sp != nil {
+		putScratch(sp)
+	}
 	return end, ok
 }
 
-// exactBelow is the number of messages under which a view's messages are
-// gathered in a scratch slice and copied to one of their length. The
-// guess a longer history makes (the previous request's count and a few)
-// wastes little of it; for a short one it was most of the view (a
-// two-message request held room for six, 1.2 KB).
+// oversized reports whether room for c messages is too much for n.
+func oversized(n, c int) bool { return c-n > n/8+4 }
+
+// exactBelow is the previous request's count of messages under which a
+// view's messages are gathered in a scratch slice.
 const exactBelow = 32
 
 var scratchMessages = sync.Pool{New: func() any { s := make([]Message, 0, exactBelow); return &s }}
+
+// putScratch clears a scratch slice (it held strings of a body) and puts
+// it back.
+func putScratch(sp *[]Message) {
+	clear((*sp)[:cap(*sp)])
+	scratchMessages.Put(sp)
+}
 
 // walkElements is walkMessages' walk, appending to r.Messages.
 func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (int, bool) {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/shaperproxy/shaperproxy/internal/config"
+	"github.com/shaperproxy/shaperproxy/internal/testenv"
 )
 
 // streamEvents are ordinary chat chunks: reasoning with an escape (the
@@ -76,7 +77,7 @@ func mallocs(runs int, f func()) float64 {
 // proxy's loop, the guard's count and the capture's copy (pooled) take
 // none.
 func TestStreamEventAllocs(t *testing.T) {
-	if raceEnabled {
+	if testenv.Race {
 		t.Skip("the race detector's sync.Pool drops buffers at random")
 	}
 	if testing.Short() {

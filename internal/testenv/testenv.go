@@ -1,6 +1,6 @@
 // Package testenv holds what several packages' tests need of their
 // environment: a log that keeps its records, a real small file system, a
-// settable clock, a lowered stack limit.
+// settable clock, a lowered stack limit, whether the race detector is on.
 // Only tests import it.
 package testenv
 
