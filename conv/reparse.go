@@ -300,8 +300,8 @@ func trimSpaceEnd(body []byte, start, end int) int {
 // The view keeps its messages at about their count: a short history is
 // gathered in a pooled scratch slice and copied out at its length; a long
 // one goes into room for the previous request's count and a few more (a
-// conversation's next request), copied out too when that guess left much
-// more room than it used (a short request read against a long one).
+// conversation's next request), fitted when that guess left much more
+// room than it used (a short request read against a long one).
 func (r *Request) walkMessages(body []byte, v int, prev *Request, same *span) (int, bool) {
 	var sp *[]Message
 	if len(prev.Messages) < exactBelow {
@@ -311,8 +311,12 @@ func (r *Request) walkMessages(body []byte, v int, prev *Request, same *span) (i
 		r.Messages = make([]Message, 0, len(prev.Messages)+4)
 	}
 	end, ok := r.walkElements(body, v, prev, same)
-	if ok && (sp != nil && unsafe.SliceData(r.Messages) == unsafe.SliceData(*sp) || oversized(len(r.Messages), cap(r.Messages))) {
+	switch {
+	case !ok:
+	case sp != nil && unsafe.SliceData(r.Messages) == unsafe.SliceData(*sp):
 		r.Messages = append(make([]Message, 0, len(r.Messages)), r.Messages...)
+	default:
+		r.Messages = fitted(r.Messages)
 	}
 	if sp != nil {
 		putScratch(sp)
@@ -320,8 +324,15 @@ func (r *Request) walkMessages(body []byte, v int, prev *Request, same *span) (i
 	return end, ok
 }
 
-// oversized reports whether room for c messages is too much for n.
-func oversized(n, c int) bool { return c-n > n/8+4 }
+// fitted returns ms, or a copy at its length when it has much more room
+// than it uses (more than an eighth and four): a view keeps its messages,
+// and a Reparser counts their room against its bound.
+func fitted(ms []Message) []Message {
+	if cap(ms)-len(ms) > len(ms)/8+4 {
+		return append(make([]Message, 0, len(ms)), ms...)
+	}
+	return ms
+}
 
 // exactBelow is the previous request's count of messages under which a
 // view's messages are gathered in a scratch slice.

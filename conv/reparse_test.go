@@ -420,6 +420,23 @@ func TestReparseViewRoom(t *testing.T) {
 	}
 }
 
+// TestParseViewRoom: a view parsed afresh keeps its messages at about
+// their count too; the guess from the array's size (a message per 256
+// bytes, at most 256) gave a two-message request with a long system
+// prompt room for 256 messages (53 KB), and the seed's 631 room for 1,024.
+func TestParseViewRoom(t *testing.T) {
+	long := fmt.Appendf(nil, `{"model":"m","messages":[{"role":"system","content":%q},{"role":"user","content":"hi"}]}`, strings.Repeat("a rule. ", 8<<10))
+	for name, body := range map[string][]byte{"long prompt": long, "seed": fixtures.SeedHistory()} {
+		r, err := ParseRequest(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(r.Messages); cap(r.Messages) > n+n/8+4 {
+			t.Errorf("%s: room for %d messages, %d used", name, cap(r.Messages), n)
+		}
+	}
+}
+
 // TestReparseShortViewBytes: reading a two-message request against the
 // one before allocates about what its view holds (no hidden room behind
 // a cut slice: a 32-message scratch array alone is 6.6 KB).

@@ -164,7 +164,10 @@ func parseMessages(arr gjson.Result, dup *bool) ([]Message, int) {
 		calls += len(msgs[len(msgs)-1].ToolCalls)
 		return len(msgs) <= MaxMessages && calls <= MaxToolCalls
 	})
-	return msgs, calls
+	if len(msgs) > MaxMessages || calls > MaxToolCalls {
+		return msgs, calls // refused: not kept
+	}
+	return fitted(msgs), calls
 }
 
 // maxWanted bounds the keys one lastKeys call looks for.
