@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -503,6 +504,11 @@ func costSaturation(ctx context.Context, c *http.Client, targets []costTarget, b
 		row = append(row, fmt.Sprintf("%.0f", median(positive(perCore[tg.name]))))
 	}
 	w.add(append(row, satRatio(perCore[costAll], perCore[stdlib]))...)
+	row = []string{title, "CPU of the serving process a request (1 ÷ the row above)"}
+	for _, tg := range targets {
+		row = append(row, cpuPer(median(positive(perCore[tg.name]))))
+	}
+	w.add(append(row, room(median(positive(perCore[costAll])), median(positive(perCore[stdlib])), median(positive(perCore[readRP]))))...)
 	failedRow(w, title, "failed requests (not counted as served; the time they took is in the figures)", targets, fs)
 	return check()
 }
@@ -523,6 +529,38 @@ func satRatio(a, b []float64) string {
 		}
 	}
 	return roundsNote(ma/mb, rs, "≥ 0.9")
+}
+
+// cpuPer formats the CPU time a request takes at rate requests per
+// CPU-second.
+func cpuPer(rate float64) string {
+	if rate <= 0 {
+		return "n/a"
+	}
+	return fmtDur(perRequest(rate))
+}
+
+// perRequest is the time a request takes at rate requests a second,
+// to the nearest microsecond.
+func perRequest(rate float64) time.Duration {
+	return time.Duration(math.Round(1e6/rate)) * time.Microsecond
+}
+
+// room says how much CPU a request the per-core target leaves the proxy
+// for its own work, given the rates (requests per CPU-second) of proxy+all,
+// the reverse proxy and the reverse proxy that reads the body whole: at
+// 0.9× the reverse proxy's rate a request may take 1/(0.9·rp); the
+// read-whole baseline's own time is what reading and forwarding a body
+// costs any proxy that edits it, so what is left above it is the room for
+// parsing, shaping, recording and the rest, against what proxy+all spends
+// there.
+func room(all, rp, readWhole float64) string {
+	if all <= 0 || rp <= 0 || readWhole <= 0 {
+		return "n/a (no CPU reading: run with -subprocess)"
+	}
+	allowed, floor, spent := perRequest(0.9*rp), perRequest(readWhole), perRequest(all)
+	return fmt.Sprintf("0.9× allows %s a request: %s above the read-whole baseline, where proxy+all spends %s",
+		fmtDur(allowed), signed(allowed-floor), signed(spent-floor))
 }
 
 // saturate sends requests from workers goroutines, each as soon as the
