@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shaperproxy/shaperproxy/fixtures"
+	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
 
@@ -235,9 +236,17 @@ func smallBodies(n int) [][]byte {
 	return out
 }
 
-// seedBody is the seed's 631-message request, not streamed.
+// seedBody is the seed's 631-message request, not streamed, its members
+// in the order the OpenAI SDKs send them: "messages" first, "tools" after
+// (the fixture puts "tools" first, which let a lookup of "tools" in the
+// body stop before the history instead of skipping all of it).
 func seedBody() []byte {
-	b, _ := sjson.SetBytes(fixtures.SeedHistory(), "stream", false)
+	seed := fixtures.SeedHistory()
+	b := []byte(`{}`)
+	for _, k := range []string{"messages", "model", "tools"} {
+		b, _ = sjson.SetRawBytes(b, k, []byte(gjson.GetBytes(seed, k).Raw))
+	}
+	b, _ = sjson.SetBytes(b, "stream", false)
 	return b
 }
 

@@ -5,10 +5,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/shaperproxy/shaperproxy/fixtures"
+	"github.com/tidwall/gjson"
 )
 
 // TestCostParts: -only's parts of the cost section pick measurements and
@@ -251,5 +255,25 @@ func TestRoom(t *testing.T) {
 	}
 	if got := cpuPer(1e6 / 1553.0); got != "1.55 ms" {
 		t.Fatalf("cpuPer: got %q", got)
+	}
+}
+
+// TestSeedBodyOrder: the bench's seed request is the fixture's, with its
+// members in the SDKs' order ("messages" before "tools") and not streamed.
+func TestSeedBodyOrder(t *testing.T) {
+	b := seedBody()
+	var keys []string
+	gjson.ParseBytes(b).ForEach(func(k, _ gjson.Result) bool { keys = append(keys, k.Str); return true })
+	if want := []string{"messages", "model", "tools", "stream"}; !slices.Equal(keys, want) {
+		t.Fatalf("members %v, want %v", keys, want)
+	}
+	seed := fixtures.SeedHistory()
+	for _, k := range []string{"messages", "model", "tools"} {
+		if gjson.GetBytes(b, k).Raw != gjson.GetBytes(seed, k).Raw {
+			t.Errorf("%s differs from the fixture's", k)
+		}
+	}
+	if s := gjson.GetBytes(b, "stream"); s.Type != gjson.False {
+		t.Errorf("stream = %s, want false", s.Raw)
 	}
 }

@@ -106,7 +106,7 @@ func TestRenderedMatchesTemplates(t *testing.T) {
 					checked++
 					if in := strings.Contains(prompt, m.Reasoning); in != rd.Rendered(i) {
 						t.Errorf("%s, %s (tools %v), message %d: profile says rendered=%v, the template %v", p.Name, filepath.Base(f),
-							HasTools(b), i, rd.Rendered(i), in)
+							HasTools(req), i, rd.Rendered(i), in)
 					}
 				}
 			}
