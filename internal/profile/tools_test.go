@@ -93,3 +93,40 @@ func TestHasToolsReadsNoHistory(t *testing.T) {
 		t.Fatal("HasTools read the history: it did not find the tools after it")
 	}
 }
+
+// TestHasToolsOtherViews: the views the request path hands the shaper
+// besides a fresh parse — the Reparser's, which reuses the previous
+// request's messages, and an edited body's, derived from the edits —
+// locate "tools" as well.
+func TestHasToolsOtherViews(t *testing.T) {
+	first := []byte(`{"messages":[{"role":"user","content":"hi"}],"model":"m","tools":[{"type":"function"}]}`)
+	next := []byte(`{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"and?"}],"model":"m","tools":[{"type":"function"}]}`)
+	rp := conv.NewReparser(1 << 20)
+	if _, err := rp.Parse(first); err != nil {
+		t.Fatal(err)
+	}
+	req, err := rp.Parse(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !HasTools(req) {
+		t.Fatal("the Reparser's view: no tools found")
+	}
+	// An edit inside a message moves "tools"; an edit of its value empties it.
+	m := req.Messages[1]
+	moved, err := req.Apply([]conv.Edit{{Start: m.Start, End: m.End, Repl: []byte(`{"role":"assistant","content":"a much longer answer than before"}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !HasTools(moved) {
+		t.Fatal("an edited view: no tools found after the edit moved them")
+	}
+	f, _ := moved.Field("tools")
+	emptied, err := moved.Apply([]conv.Edit{{Start: f.Start, End: f.End, Repl: []byte(`[]`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if HasTools(emptied) {
+		t.Fatal("an edited view: tools found after the edit emptied them")
+	}
+}
