@@ -67,3 +67,29 @@ func BenchmarkRestore(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRestoreLongTexts is BenchmarkRestore on a history whose
+// assistant turns carry 2 KB of markdown each (300 of them): searched
+// every time (none) against the Restorer's memo, warm from the previous
+// request of the conversation (memo).
+func BenchmarkRestoreLongTexts(b *testing.B) {
+	text := strings.Repeat("I'll update the handler.\n\n- read the body\n- check the header\n", 30)
+	var msgs []string
+	for i := range 300 {
+		msgs = append(msgs, msg("role", "user", "content", fmt.Sprintf("step %d", i)), msg("role", "assistant", "content", text))
+	}
+	req := mustParse(b, requestBody(msgs))
+	lookup, _ := lookupOf()
+	for _, c := range []struct {
+		name string
+		memo *scanMemo
+	}{{"none", nil}, {"memo", &scanMemo{}}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, n, err := restore(req, lookup, c.memo); n != 0 || err != nil {
+					b.Fatal(n, err)
+				}
+			}
+		})
+	}
+}

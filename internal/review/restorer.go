@@ -24,6 +24,8 @@ type Restorer struct {
 	mu      sync.Mutex
 	touched map[string]time.Time // conversation → last refresh queued; reset past maxTouched
 	closed  bool
+
+	scanned scanMemo // the messages known to hold no merged turn
 }
 
 var _ proxy.RequestTransform = (*Restorer)(nil)
@@ -96,10 +98,10 @@ func (r *Restorer) TransformRequest(_ context.Context, call *proxy.Call, body []
 		return body, nil
 	}
 	r.touch(call.Conversation)
-	out, n, err := Restore(call.View, func(key [32]byte) (Insertion, bool) {
+	out, n, err := restore(call.View, func(key [32]byte) (Insertion, bool) {
 		ins, ok, err := r.ledger.Insertion(call.Conversation, key)
 		return Insertion(ins), ok && err == nil
-	})
+	}, &r.scanned)
 	if err != nil || n == 0 {
 		return body, err
 	}
