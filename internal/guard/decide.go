@@ -205,7 +205,7 @@ func (g *Guard) noteStall(d *decision, st *state, req *conv.Request, s stall) {
 		st.Pending = stallCounts{s.StepChars, s.TurnChars, s.Steps}
 	default:
 		st.StallReported = true
-		d.Events = append(d.Events, event{Kind: stallObserved, Stall: s, Effort: effort(req.Body)})
+		d.Events = append(d.Events, event{Kind: stallObserved, Stall: s, Effort: effort(req)})
 	}
 }
 
@@ -230,7 +230,7 @@ func (g *Guard) placeStall(d *decision, st *state, req *conv.Request, sig signal
 	st.StallPending = false
 	st.StepDownLeft = g.stepDown
 	s := g.stall(true, p.StepChars, p.TurnChars, p.Steps)
-	d.Events = append(d.Events, event{Kind: stallInterrupted, Stall: s, Effort: effort(req.Body)})
+	d.Events = append(d.Events, event{Kind: stallInterrupted, Stall: s, Effort: effort(req)})
 }
 
 // place adds a placement and remembers it as a notice.
@@ -271,21 +271,27 @@ func messageHash(req *conv.Request, i int) uint64 {
 }
 
 // effort returns the request's reasoning effort: the top-level
-// "reasoning_effort" string, else "reasoning.effort" (OpenRouter), else "".
-// It reads the body once; Decide calls it only for an Event.
-func effort(body []byte) string {
+// "reasoning_effort" string, else "reasoning.effort" (OpenRouter), else ""
+// (of a repeated member, the last). It reads only those members' values,
+// where the view says they lie: not the history before or after them.
+func effort(req *conv.Request) string {
 	var top, nested string
-	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+	for _, f := range req.Fields() {
+		switch f.Key {
+		case "reasoning_effort", "reasoning":
+		default:
+			continue
+		}
+		v := gjson.ParseBytes(req.Body[f.Start:f.End])
 		switch {
-		case k.Str == "reasoning_effort" && v.Type == gjson.String:
+		case f.Key == "reasoning_effort" && v.Type == gjson.String:
 			top = v.Str
-		case k.Str == "reasoning" && v.IsObject():
+		case f.Key == "reasoning" && v.IsObject():
 			if e := v.Get("effort"); e.Type == gjson.String {
 				nested = e.Str
 			}
 		}
-		return true
-	})
+	}
 	if top != "" {
 		return top
 	}

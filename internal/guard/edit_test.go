@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/tidwall/gjson"
 )
 
@@ -139,14 +140,42 @@ func TestStepDownWindow(t *testing.T) {
 
 func TestEffort(t *testing.T) {
 	for body, want := range map[string]string{
-		`{"reasoning_effort":"max"}`:                            "max",
-		`{"reasoning":{"effort":"low"}}`:                        "low",
-		`{"reasoning":{"effort":"low"},"reasoning_effort":"x"}`: "x",
-		`{"messages":[]}`:                                       "",
+		`{"messages":[],"reasoning_effort":"max"}`:                            "max",
+		`{"messages":[],"reasoning":{"effort":"low"}}`:                        "low",
+		`{"messages":[],"reasoning":{"effort":"low"},"reasoning_effort":"x"}`: "x",
+		`{"messages":[]}`: "",
+		`{"messages":[{"role":"user","content":"hi"}],"reasoning_effort":"high"}`: "high",
+		`{"reasoning_effort":"low","messages":[],"reasoning_effort":"high"}`:      "high", // the last, as before
+		`{"messages":[],"reasoning_effort":5,"reasoning":{"effort":"medium"}}`:    "medium",
+		`{"messages":[{"role":"user","content":"x","reasoning_effort":"max"}]}`:   "", // a message's, not the request's
+		`{"reasoning":"high","messages":[]}`:                                      "",
 	} {
-		if got := effort([]byte(body)); got != want {
+		req, err := conv.ParseRequest([]byte(body))
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		if got := effort(req); got != want {
 			t.Errorf("Effort(%s) = %q, want %q", body, got, want)
 		}
+	}
+}
+
+// TestEffortReadsNoHistory: the effort comes from its own members. With
+// the history's bytes overwritten after the parse (unclosed brackets), a
+// walk of the whole body would stop in the history and miss the effort
+// after it.
+func TestEffortReadsNoHistory(t *testing.T) {
+	body := []byte(`{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}],"reasoning_effort":"high"}`)
+	req, err := conv.ParseRequest(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := req.Field("messages")
+	for i := f.Start + 1; i < f.End-1; i++ {
+		body[i] = '['
+	}
+	if got := effort(req); got != "high" {
+		t.Fatalf("effort = %q, want high: the history was read", got)
 	}
 }
 

@@ -164,6 +164,22 @@ func TestDropOnlyWhereAllowed(t *testing.T) {
 	}
 }
 
+// TestDropNeedsNoToolsMember: dropping asks whether the request declares
+// tools by its top-level "tools" member, wherever it lies; a "tools" key
+// elsewhere (here in metadata) declares none.
+func TestDropNeedsNoToolsMember(t *testing.T) {
+	msgs := `"messages":[{"role":"user","content":"q"},{"role":"assistant","content":"a","reasoning_content":"` + long + `"},{"role":"user","content":"q2"}]`
+	rule := shapeRule{Shaping: shaping.Options{Op: shaping.OpDrop, MaxChars: 80}, KeepRecent: -1}
+	mention := apply(view(t, []byte(`{"model":"m",`+msgs+`,"metadata":{"tools":"none"}}`)), rule)
+	if gjson.GetBytes(mention.Body, "messages.1.reasoning_content").Exists() {
+		t.Errorf("a message mentioning tools kept the field from being dropped: %s", mention.Body)
+	}
+	declared := apply(view(t, []byte(`{"model":"m",`+msgs+`,"tools":[{"type":"function","function":{"name":"f"}}]}`)), rule)
+	if r := gjson.GetBytes(declared.Body, "messages.1.reasoning_content"); r.String() == "" || declared.Shaped != 1 {
+		t.Errorf("declared tools after the messages: the field must stay, shaped: %s", declared.Body)
+	}
+}
+
 func TestThinkTagsOptIn(t *testing.T) {
 	body := []byte(`{"model":"qwen3","messages":[{"role":"user","content":"q"},{"role":"assistant","content":"<think>` + long + `</think>\n\nThe answer."},{"role":"user","content":"q2"}]}`)
 	if res := apply(view(t, body), shapeRule{KeepRecent: -1, Shaping: shaping.Options{MaxChars: 80}}); !bytes.Equal(res.Body, body) {
