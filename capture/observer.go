@@ -70,7 +70,7 @@ func (o *Observer) Request(call *proxy.Call, up *proxy.Upstream) proxy.ResponseS
 		r := base
 		r.Kind, r.Where, r.Offset = KindClientRequest, whereClient, 0
 		r.Method, r.URL, r.Header, r.Data = call.Method, call.Path, call.Header, call.ClientBody
-		o.w.enqueueQuiet(requestQ(r, call.View)) // as the wire's below; the view, when it is the client body's, saves a parse
+		o.w.enqueueQuiet(requestQ(r, call.ClientView())) // as the wire's below: the client body's view saves the writer a parse
 	}
 	r := base
 	r.Kind, r.Where, r.Offset = KindRequest, whereWire, call.Since()

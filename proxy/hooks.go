@@ -77,6 +77,11 @@ type Call struct {
 	route      *Route
 }
 
+// ClientView is the view of ClientBody, the request as the client sent it
+// (View is the view of the request as the transforms left it); nil when
+// View is nil at the start.
+func (c *Call) ClientView() *conv.Request { return c.clientView }
+
 // ReasoningCount counts the reasoning blocks of an outgoing request.
 type ReasoningCount struct {
 	Shaped int // blocks shaped before sending

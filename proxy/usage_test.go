@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -147,3 +148,47 @@ func TestModelKeysBounded(t *testing.T) {
 type observerFunc func(*Call, *Upstream) ResponseSink
 
 func (f observerFunc) Request(c *Call, u *Upstream) ResponseSink { return f(c, u) }
+
+// TestClientView: after a transform changed the body, ClientView is
+// still the view of the client's own body (the capture's client-request
+// record reuses it instead of parsing that body again).
+func TestClientView(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, `{"choices":[]}`)
+	}))
+	defer up.Close()
+	var mu sync.Mutex
+	var client *conv.Request
+	var clientBody, sent []byte
+	grow := RequestTransformFunc(func(_ context.Context, c *Call, body []byte) ([]byte, error) {
+		out := bytes.Replace(body, []byte(`"hi"`), []byte(`"hi there"`), 1)
+		v, err := conv.ParseRequest(out)
+		if err != nil {
+			return nil, err
+		}
+		c.SetView(v) // View becomes the changed body's
+		return out, nil
+	})
+	var view *conv.Request
+	obs := observerFunc(func(c *Call, u *Upstream) ResponseSink {
+		mu.Lock()
+		client, clientBody, sent, view = c.ClientView(), c.ClientBody, u.Body, c.View
+		mu.Unlock()
+		return nil
+	})
+	_, srv := newTestProxy(t, up.URL, func(o *Options) {
+		o.Transforms = []RequestTransform{grow}
+		o.Observers = []Observer{obs}
+	})
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	do(t, rawClient(), http.MethodPost, srv.URL+"/v1/chat/completions", body, nil)
+	mu.Lock()
+	defer mu.Unlock()
+	if !bytes.Contains(sent, []byte(`"hi there"`)) || view == nil || view.Messages[0].Content != "hi there" {
+		t.Fatalf("the transform did not change the body and its view: %s", sent)
+	}
+	if client == nil || !bytes.Equal(client.Body, body) || &client.Body[0] != &clientBody[0] || client.Messages[0].Content != "hi" {
+		t.Fatalf("ClientView is not the view of the client's body: %+v", client)
+	}
+}
