@@ -67,6 +67,15 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 				return nil, false
 			}
 			rs := start + (m.ReasoningStart - m.Start) // the message's one edit starts there
+			if m.ContentStart >= 0 {
+				// The content moves with the message, and by the edit's
+				// change of size when it comes after the reasoning.
+				d := start - m.Start
+				if m.ContentStart > m.ReasoningStart {
+					d += len(e.Repl) - (m.ReasoningEnd - m.ReasoningStart)
+				}
+				m.ContentStart, m.ContentEnd = m.ContentStart+d, m.ContentEnd+d
+			}
 			m.ReasoningStart, m.ReasoningEnd = rs, rs+len(e.Repl)
 			m.Reasoning = gjson.Parse(s[rs:m.ReasoningEnd]).Str
 			m.Start, m.End = start, end
@@ -172,5 +181,9 @@ func (m *Message) shift(d int) {
 	if m.ReasoningStart >= 0 {
 		m.ReasoningStart += d
 		m.ReasoningEnd += d
+	}
+	if m.ContentStart >= 0 {
+		m.ContentStart += d
+		m.ContentEnd += d
 	}
 }

@@ -51,6 +51,11 @@ type Message struct {
 	Content string
 	// ContentIsString is true when "content" is a JSON string.
 	ContentIsString bool
+	// ContentStart and ContentEnd delimit, within Request.Body, the JSON
+	// value of "content" (a string token with its quotes, an array of
+	// parts, null…), so a reader can tell its kind or edit it without
+	// decoding it again. Both are -1 when the message has no "content".
+	ContentStart, ContentEnd int
 	// Images counts content parts of type "image_url", "input_image" or
 	// "image".
 	Images int
@@ -96,7 +101,7 @@ var messageKeys = append([]string{
 func parseMessage(i int, v gjson.Result, dup *bool) Message {
 	m := Message{
 		Index: i, Start: v.Index, End: v.Index + len(v.Raw),
-		ReasoningStart: -1, ReasoningEnd: -1,
+		ReasoningStart: -1, ReasoningEnd: -1, ContentStart: -1, ContentEnd: -1,
 		key: rawKeyString(v.Raw),
 	}
 	if !v.IsObject() {
@@ -133,8 +138,12 @@ func (m *Message) setReasoning(rs [len(ReasoningFields)]gjson.Result) {
 	}
 }
 
-// setContent records the visible text and image count of content.
+// setContent records the visible text and image count of content, and
+// its byte range.
 func (m *Message) setContent(c gjson.Result) {
+	if c.Exists() && c.Index > 0 {
+		m.ContentStart, m.ContentEnd = c.Index, c.Index+len(c.Raw)
+	}
 	if c.Type == gjson.String {
 		m.Content, m.ContentIsString = c.Str, true
 		return

@@ -3,9 +3,12 @@ package conv
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 // multiturn holds the three real DeepSeek requests of one conversation
@@ -375,4 +378,40 @@ func TestToolCallsAndNames(t *testing.T) {
 	if !strings.HasPrefix(body[r.Messages[1].Start:], `{"role":"tool"`) {
 		t.Errorf("tool message range starts at %q", body[r.Messages[1].Start:])
 	}
+}
+
+// TestContentRange: a message's content range is its "content" value as
+// written (quotes, spaces inside an array, null), -1 without one, for a
+// fresh parse and for the Reparser's view that reuses the messages.
+func TestContentRange(t *testing.T) {
+	first := []byte(`{"messages":[{"role":"user","content":"caf\u00e9 \"x\""},{"role":"tool","tool_call_id":"a","content":[ {"type":"text","text":"p"} ]},{"role":"assistant","content":null,"reasoning_content":"r"},{"role":"tool","tool_call_id":"b"}]}`)
+	next := []byte(`{"model":"m","messages":[{"role":"user","content":"caf\u00e9 \"x\""},{"role":"tool","tool_call_id":"a","content":[ {"type":"text","text":"p"} ]},{"role":"assistant","content":null,"reasoning_content":"r"},{"role":"tool","tool_call_id":"b"},{"role":"user","content": "more"}]}`)
+	check := func(r *Request) {
+		t.Helper()
+		for i, m := range r.Messages {
+			want := gjson.GetBytes(r.Body, fmt.Sprintf("messages.%d.content", i))
+			switch {
+			case !want.Exists():
+				if m.ContentStart != -1 || m.ContentEnd != -1 {
+					t.Errorf("message %d: range %d:%d without content", i, m.ContentStart, m.ContentEnd)
+				}
+			case m.ContentStart < 0 || string(r.Body[m.ContentStart:m.ContentEnd]) != want.Raw:
+				t.Errorf("message %d: range %d:%d, want the value %s", i, m.ContentStart, m.ContentEnd, want.Raw)
+			}
+		}
+	}
+	r, err := ParseRequest(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(r)
+	rp := NewReparser(1 << 20)
+	if _, err := rp.Parse(first); err != nil {
+		t.Fatal(err)
+	}
+	again, err := rp.Parse(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(again)
 }

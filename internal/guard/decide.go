@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/tidwall/gjson"
@@ -142,7 +143,7 @@ func (g *Guard) Decide(st state, req *conv.Request, sig signals) (decision, stat
 		return d, st
 	}
 	for _, n := range st.Notices {
-		if anchored(req, n) && placeable(req, n.Message) {
+		if g.anchored(req, n) && placeable(req, n.Message) {
 			d.Placements = append(d.Placements, placement{n.Message, n.Text})
 		}
 	}
@@ -236,7 +237,7 @@ func (g *Guard) placeStall(d *decision, st *state, req *conv.Request, sig signal
 // place adds a placement and remembers it as a notice.
 func (g *Guard) place(d *decision, st *state, req *conv.Request, k kind, i int, text string) {
 	d.Placements = append(d.Placements, placement{i, text})
-	n := notice{Kind: k, Message: i, Hash: messageHash(req, i), Text: text}
+	n := notice{Kind: k, Message: i, Hash: g.hashes.of(req, i), Text: text}
 	st.Notices = append(slices.Clip(st.Notices), n)
 	if len(st.Notices) > maxNotices {
 		st.Notices = st.Notices[len(st.Notices)-maxNotices:]
@@ -255,19 +256,65 @@ func placeable(req *conv.Request, i int) bool {
 	if m.Role != conv.RoleTool && m.Role != conv.RoleUser {
 		return false
 	}
-	c := gjson.GetBytes(req.Body[m.Start:m.End], "content")
-	return !c.Exists() || c.Type == gjson.Null || c.Type == gjson.String || c.IsArray()
+	if m.ContentStart < 0 {
+		return true // no content: it becomes the text
+	}
+	switch req.Body[m.ContentStart] { // the kind of the value, not its decoded text
+	case '"', '[', 'n':
+		return true
+	}
+	return false
 }
 
-func anchored(req *conv.Request, n notice) bool {
-	return n.Message >= 0 && n.Message < len(req.Messages) && messageHash(req, n.Message) == n.Hash
+// anchored reports whether notice n's message is still the one it was
+// placed on.
+func (g *Guard) anchored(req *conv.Request, n notice) bool {
+	return n.Message >= 0 && n.Message < len(req.Messages) && g.hashes.of(req, n.Message) == n.Hash
 }
 
+// messageHash is the FNV-64a of message i's bytes: the anchor a notice
+// keeps in the stored state (stable across restarts, unlike conv.RawKey,
+// whose seed is the process's).
 func messageHash(req *conv.Request, i int) uint64 {
 	m := &req.Messages[i]
 	h := fnv.New64a()
 	h.Write(req.Body[m.Start:m.End])
 	return h.Sum64()
+}
+
+// hashMemo remembers messageHash by the message's conv.RawKey, made when
+// the message was parsed: a notice is checked against its message on
+// every later request of the conversation, and a tool result of 40 KB
+// costs ~50 µs to hash. Bounded: past maxHashes it starts again.
+type hashMemo struct {
+	mu sync.Mutex
+	m  map[conv.RawKey]uint64
+	n  int // hashes computed (tests)
+}
+
+const maxHashes = 1 << 12
+
+// of returns messageHash(req, i).
+func (h *hashMemo) of(req *conv.Request, i int) uint64 {
+	k := req.Messages[i].RawKey()
+	if h == nil || k == (conv.RawKey{}) {
+		return messageHash(req, i)
+	}
+	h.mu.Lock()
+	v, ok := h.m[k]
+	h.mu.Unlock()
+	if ok {
+		return v
+	}
+	v = messageHash(req, i)
+	h.mu.Lock()
+	h.n++
+	if h.m == nil || len(h.m) >= maxHashes {
+		h.m = make(map[conv.RawKey]uint64)
+	}
+	h.m[k] = v
+	h.mu.Unlock()
+	return v
 }
 
 // effort returns the request's reasoning effort: the top-level

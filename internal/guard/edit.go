@@ -71,31 +71,12 @@ func placementEdits(req *conv.Request, ps []placement) ([]conv.Edit, error) {
 }
 
 // appendToContent returns the edit of body that appends text to the
-// content of message m; it lies inside the message's braces.
+// content of message m; it lies inside the message's braces. The content
+// is found where the view says it lies (Message.ContentStart), not decoded
+// again: a tool result of 40 KB would be unescaped for nothing.
 func appendToContent(body []byte, m conv.Message, text string) (conv.Edit, error) {
-	raw := body[m.Start:m.End]
-	c := gjson.GetBytes(raw, "content")
-	var at int     // where to splice, relative to the message
-	var cut int    // bytes replaced there
-	var ins []byte // bytes inserted
-	switch {
-	case c.Type == gjson.String && c.Index > 0:
-		add := text
-		if c.Str != "" {
-			add = noticeSep + text
-		}
-		q := appendString(nil, add)
-		at, ins = c.Index+len(c.Raw)-1, q[1:len(q)-1]
-	case c.IsArray() && c.Index > 0:
-		part := appendString([]byte(`{"type":"text","text":`), text)
-		part = append(part, '}')
-		if len(c.Array()) > 0 {
-			part = append([]byte{','}, part...)
-		}
-		at, ins = c.Index+len(c.Raw)-1, part
-	case c.Type == gjson.Null && c.Index > 0:
-		at, cut, ins = c.Index, len(c.Raw), appendString(nil, text)
-	case !c.Exists():
+	if m.ContentStart < 0 {
+		raw := body[m.Start:m.End]
 		edited, err := sjson.SetBytes(append([]byte(nil), raw...), "content", text)
 		if err != nil {
 			return conv.Edit{}, fmt.Errorf("%w: %w", errNotPlaceable, err)
@@ -103,10 +84,31 @@ func appendToContent(body []byte, m conv.Message, text string) (conv.Edit, error
 		// The same bytes as replacing the message, as an edit inside it.
 		pre, suf := commonEnds(raw, edited)
 		return conv.Edit{Start: m.Start + pre, End: m.End - suf, Repl: edited[pre : len(edited)-suf]}, nil
+	}
+	c := body[m.ContentStart:m.ContentEnd]
+	var at, cut int // where to splice in body, and the bytes replaced there
+	var ins []byte  // bytes inserted
+	switch c[0] {
+	case '"':
+		add := text
+		if m.Content != "" { // the decoded string
+			add = noticeSep + text
+		}
+		q := appendString(nil, add)
+		at, ins = m.ContentEnd-1, q[1:len(q)-1]
+	case '[':
+		part := appendString([]byte(`{"type":"text","text":`), text)
+		part = append(part, '}')
+		if bytes.TrimLeft(c[1:], " \t\r\n")[0] != ']' { // parts before it
+			part = append([]byte{','}, part...)
+		}
+		at, ins = m.ContentEnd-1, part
+	case 'n':
+		at, cut, ins = m.ContentStart, len(c), appendString(nil, text)
 	default:
 		return conv.Edit{}, fmt.Errorf("%w: message %d content", errNotPlaceable, m.Index)
 	}
-	return conv.Edit{Start: m.Start + at, End: m.Start + at + cut, Repl: ins}, nil
+	return conv.Edit{Start: at, End: at + cut, Repl: ins}, nil
 }
 
 // commonEnds returns the length of the prefix a and b share and of the

@@ -209,3 +209,53 @@ func TestDefaultLowering(t *testing.T) {
 		t.Errorf("configured lowering not used: %+v", l)
 	}
 }
+
+// TestHashMemo: a message's anchor hash is computed once, whatever request
+// carries the message, is the FNV of its bytes (what the stored state
+// keeps across restarts), and a changed message is hashed anew.
+func TestHashMemo(t *testing.T) {
+	parse := func(body string) *conv.Request {
+		t.Helper()
+		r, err := conv.ParseRequest([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	tool := `{"role":"tool","tool_call_id":"a","content":"` + strings.Repeat("output ", 100) + `"}`
+	a := parse(`{"messages":[{"role":"user","content":"go"},` + tool + `]}`)
+	b := parse(`{"model":"m","messages":[{"role":"user","content":"go on"},` + tool + `,{"role":"user","content":"next"}]}`)
+	var h hashMemo
+	for _, r := range []*conv.Request{a, a, b} {
+		if got, want := h.of(r, 1), messageHash(r, 1); got != want {
+			t.Fatalf("memo %x, FNV %x", got, want)
+		}
+	}
+	if h.n != 1 {
+		t.Fatalf("the same message hashed %d times, want once", h.n)
+	}
+	if h.of(b, 2) != messageHash(b, 2) || h.n != 2 {
+		t.Fatalf("another message: %d hashes, want 2", h.n)
+	}
+}
+
+// TestPlaceableByKind: whether a notice can go on a message is read from
+// the kind of its content value, with the content not decoded.
+func TestPlaceableByKind(t *testing.T) {
+	for content, want := range map[string]bool{
+		`"text"`: true, `""`: true, `[{"type":"text","text":"p"}]`: true, `[]`: true, `null`: true, ``: true,
+		`{"a":1}`: false, `12`: false, `true`: false,
+	} {
+		m := `{"role":"tool","tool_call_id":"a"`
+		if content != "" {
+			m += `,"content":` + content
+		}
+		r, err := conv.ParseRequest([]byte(`{"messages":[{"role":"user","content":"go"},` + m + `}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := placeable(r, 1); got != want {
+			t.Errorf("content %s: placeable %v, want %v", content, got, want)
+		}
+	}
+}

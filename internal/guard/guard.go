@@ -17,6 +17,7 @@ type Guard struct {
 	turnChars int
 	stepDown  int
 	interrupt bool
+	hashes    *hashMemo // the notices' anchors by message (shared by copies of the Guard)
 }
 
 // New validates c and compiles it. A disabled Config gives a Guard whose
@@ -25,7 +26,7 @@ func New(c Config) (*Guard, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	g := &Guard{cfg: c}
+	g := &Guard{cfg: c, hashes: &hashMemo{}}
 	if !c.Enabled {
 		return g, nil
 	}

@@ -1,0 +1,34 @@
+package guard
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tidwall/sjson"
+)
+
+// BenchmarkNoticeAgain is the guard's per-request work for a notice placed
+// earlier on a 40 KB tool result (a compiler's output), which every later
+// request of the conversation carries again: check that the message is
+// still the one it was placed on and can take it, and make the edit. The
+// edit's application (a copy of the body) is not in it.
+func BenchmarkNoticeAgain(b *testing.B) {
+	out := "Error: build failed\n" + strings.Repeat("main.go:12:3: undefined: foo (compile output line)\n", 40000/52)
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":""}]}`)
+	body, _ = sjson.SetBytes(body, "messages.2.content", out)
+	req := mustParse(b, body)
+	g, err := New(DefaultConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := notice{Kind: echoNotice, Message: 2, Hash: messageHash(req, 2), Text: "note"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if !g.anchored(req, n) || !placeable(req, 2) {
+			b.Fatal("not placed again")
+		}
+		if _, err := placementEdits(req, []placement{{2, n.Text}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
