@@ -14,6 +14,9 @@ import (
 //
 //   - an edit that replaces a message's reasoning string token (exactly
 //     Body[ReasoningStart:ReasoningEnd]) with another JSON string;
+//   - an insertion at the end of a message's string content, just before
+//     its closing quote (Body[ContentEnd-1]), of a string's inner bytes:
+//     text appended to it (the guard's notices);
 //   - edits inside one message, its braces kept: that message is read
 //     again;
 //   - edits inside an object or array that is the value of a top-level
@@ -33,8 +36,8 @@ func (r *Request) Apply(edits []Edit) (*Request, error) {
 
 // editPlan says what each edit of Apply does to the view.
 type editPlan struct {
-	msg       []int8 // per message: 0 unchanged, 1 its reasoning replaced, 2 read again
-	reasoning []int  // per message: the edit that replaces its reasoning
+	msg       []int8 // per message: 0 unchanged, 1 its reasoning replaced, 2 read again, 3 text appended to its content
+	reasoning []int  // per message: the edit of case 1 or 3
 	field     []bool // per top-level member: its value is checked again
 	reread    bool   // some message is read again (its tool calls may change)
 }
@@ -80,6 +83,22 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 			m.Reasoning = gjson.Parse(s[rs:m.ReasoningEnd]).Str
 			m.Start, m.End = start, end
 			m.key = rawKeyString(s[start:end])
+		case 3:
+			e := edits[plan.reasoning[i]]
+			add, ok := appended(e.Repl)
+			if !ok {
+				return nil, false
+			}
+			d := start - m.Start
+			if m.ReasoningStart > m.ContentStart {
+				m.ReasoningStart, m.ReasoningEnd = m.ReasoningStart+d+len(e.Repl), m.ReasoningEnd+d+len(e.Repl)
+			} else if m.ReasoningStart >= 0 {
+				m.ReasoningStart, m.ReasoningEnd = m.ReasoningStart+d, m.ReasoningEnd+d
+			}
+			m.ContentStart, m.ContentEnd = m.ContentStart+d, m.ContentEnd+d+len(e.Repl)
+			m.Content += add
+			m.Start, m.End = start, end
+			m.key = rawKeyString(s[start:end])
 		case 2:
 			elem := body[start:end]
 			if r.msgDup || !utf8.Valid(elem) || !valid(elem, MaxDepth-2) {
@@ -118,6 +137,9 @@ func (r *Request) plan(edits []Edit) (editPlan, bool) {
 			switch {
 			case p.msg[mi] == 0 && m.ReasoningStart >= 0 && e.Start == m.ReasoningStart && e.End == m.ReasoningEnd:
 				p.msg[mi], p.reasoning[mi] = 1, k
+			case p.msg[mi] == 0 && m.ContentIsString && m.ContentStart >= 0 && e.Start == m.ContentEnd-1 && e.End == e.Start &&
+				(k+1 == len(edits) || edits[k+1].Start >= r.Messages[mi].End):
+				p.msg[mi], p.reasoning[mi] = 3, k // the message's only edit
 			default:
 				p.msg[mi], p.reread = 2, true
 			}
@@ -149,6 +171,17 @@ func (r *Request) fieldAround(e Edit) int {
 		}
 	}
 	return -1
+}
+
+// appended returns the text inner, the inner bytes of a JSON string
+// (what lies between its quotes), decodes to, and whether it is such.
+func appended(inner []byte) (string, bool) {
+	tok := make([]byte, 0, len(inner)+2)
+	tok = append(append(append(tok, '"'), inner...), '"')
+	if !validString(tok) {
+		return "", false
+	}
+	return gjson.ParseBytes(tok).Str, true
 }
 
 // validString reports whether b is exactly one JSON string token.

@@ -3,6 +3,7 @@ package conv
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"runtime"
@@ -272,5 +273,39 @@ func TestApplyEditsReusedBuffer(t *testing.T) {
 	}
 	if _, now := bigbuf.Counts(); now == reused {
 		t.Fatal("no edited body went into a reused buffer: the test checked nothing")
+	}
+}
+
+// TestApplyAppendToContent: text inserted just before the closing quote of
+// a string content (the guard's notice) is derived without reading the
+// message again, and agrees with a fresh parse: for every message of the
+// Apply bodies, with escapes, non-ASCII text, a reasoning after the
+// content, a reasoning edit elsewhere, and insertions that are not a
+// string's inner bytes (which fall back).
+func TestApplyAppendToContent(t *testing.T) {
+	bodies := append(applyBodies(t),
+		[]byte(`{"messages":[{"role":"assistant","content":"c\u00e9","reasoning_content":"r","tool_calls":[]},{"role":"tool","tool_call_id":"x","content":""}]}`))
+	for n, body := range bodies {
+		r, err := ParseRequest(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, m := range r.Messages {
+			if !m.ContentIsString {
+				continue
+			}
+			at := m.ContentEnd - 1
+			for _, repl := range []string{`\n\nNote: \"again\" \u00e9`, "caf\u00e9 \U0001F600", ``, `\`, `"`, `x","y":"z`} {
+				edits := []Edit{{Start: at, End: at, Repl: []byte(repl)}}
+				if j := (i + 1) % len(r.Messages); r.Messages[j].ReasoningStart >= 0 && j != i {
+					o := r.Messages[j]
+					edits = append(edits, Edit{Start: o.ReasoningStart, End: o.ReasoningEnd, Repl: quote("shaped")})
+				}
+				t.Run(fmt.Sprintf("body%d/msg%d", n, i), func(t *testing.T) { checkApply(t, r, edits) })
+			}
+			if len(body) > 64<<10 && i > 40 {
+				break // the seed's megabyte: its first messages are enough
+			}
+		}
 	}
 }
