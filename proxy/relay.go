@@ -234,10 +234,17 @@ func (p *Proxy) track(c net.Conn) net.Conn {
 	if !ok || ra == nil || !ra.IP.IsLoopback() {
 		return c
 	}
-	key := c.LocalAddr().String()
+	key := connKey(c.LocalAddr().String(), ra.String())
 	p.selfConns.Store(key, true)
 	return &trackedConn{TCPConn: tc, forget: func() { p.selfConns.Delete(key) }}
 }
+
+// connKey names a connection by both its ends: Linux gives the same
+// ephemeral port to connections to different addresses, so a client's
+// connection to the proxy can share its local port with one of the
+// proxy's own connections (to an upstream on loopback), and a key of the
+// port alone took that client for the proxy relaying to itself.
+func connKey(local, remote string) string { return local + ">" + remote }
 
 // trackedConn forgets itself when closed; it keeps every method of the
 // TCP connection (the relay half-closes tunnels).
@@ -264,6 +271,16 @@ func (p *Proxy) directLoopback(r *http.Request) bool {
 	if ip == nil || !ip.IsLoopback() {
 		return false
 	}
-	_, relayed := p.selfConns.Load(r.RemoteAddr)
+	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		// The proxy's own connection, seen from this end: its local
+		// address is the client's, its remote one this listener's.
+		_, relayed := p.selfConns.Load(connKey(r.RemoteAddr, a.String()))
+		return !relayed
+	}
+	relayed := false // no listener address: any own connection from that port
+	p.selfConns.Range(func(k, _ any) bool {
+		relayed = strings.HasPrefix(k.(string), r.RemoteAddr+">")
+		return !relayed
+	})
 	return !relayed
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -357,5 +358,37 @@ func TestInitCAMakesDirPrivate(t *testing.T) {
 	}
 	if fi.Mode().Perm() != 0o700 {
 		t.Fatalf("CA directory mode = %o, want 700", fi.Mode().Perm())
+	}
+}
+
+// TestDirectLoopbackSharedPort: Linux gives one ephemeral port to
+// connections to different addresses, so a local client's connection to
+// the proxy may have the local port of one of the proxy's own connections
+// to an upstream. Only a connection that is the proxy's own at both ends
+// is taken for the proxy relaying to itself (a key of the port alone
+// refused the client now and then: TestClientKeys' "admin from loopback").
+func TestDirectLoopbackSharedPort(t *testing.T) {
+	p, _ := newTestProxy(t, "http://127.0.0.1:1", nil)
+	p.selfConns.Store(connKey("127.0.0.1:40001", "127.0.0.1:9000"), true) // the proxy's own, to an upstream on :9000
+	req := func(local string) *http.Request {
+		r := httptest.NewRequest("GET", "/_shaperproxy/originals/stats", nil)
+		r.RemoteAddr = "127.0.0.1:40001"
+		if local != "" {
+			a, err := net.ResolveTCPAddr("tcp", local)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, a))
+		}
+		return r
+	}
+	if !p.directLoopback(req("127.0.0.1:8080")) {
+		t.Error("a client sharing the port of the proxy's connection to another address was refused")
+	}
+	if p.directLoopback(req("127.0.0.1:9000")) {
+		t.Error("the proxy's own connection, arriving at the address it was made to, was taken for a client")
+	}
+	if p.directLoopback(req("")) {
+		t.Error("with no listener address, a port the proxy uses was taken for a client")
 	}
 }
