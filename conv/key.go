@@ -68,16 +68,20 @@ func appendField(b []byte, s string) []byte {
 
 // KeyCache remembers the conversation keys of recent requests, so that a
 // conversation's later requests (which share its prelude: a system prompt
-// of many kilobytes, for an agent) pay a fast non-cryptographic hash of
-// the prelude instead of its sha256. The cache is keyed by the prelude's
-// RawKey (two 64-bit hashes with secret random seeds), so neither chance
-// nor a client can make two preludes share an entry. The zero value is not
-// usable: use NewKeyCache. It is safe for concurrent use.
+// of many kilobytes, for an agent) pay neither the sha256 of the prelude
+// nor any other pass over it. The cache is keyed by the RawKeys of the
+// prelude's messages, made when they were parsed (two 64-bit hashes with
+// secret random seeds of each message's bytes: the same bytes, the same
+// text), so neither chance nor a client can make two preludes share an
+// entry; the explicit header's key is cached by the RawKey of its input.
+// The zero value is not usable: use NewKeyCache. It is safe for concurrent
+// use.
 type KeyCache struct {
 	max int
 
 	mu   sync.Mutex
 	keys map[RawKey]string
+	made int // keys computed (tests)
 }
 
 // NewKeyCache returns a cache of at most max keys (it is emptied when
@@ -89,22 +93,55 @@ func NewKeyCache(max int) *KeyCache {
 // Key returns ConversationKey(r, explicit).
 func (c *KeyCache) Key(r *Request, explicit string) string {
 	var buf [512]byte
-	in := keyInput(buf[:0], r, explicit)
-	id := RawKeyOf(in)
+	var in []byte // keyInput, made only on a miss when the id needs none
+	id, ok := RawKey{}, false
+	if explicit == "" {
+		id, ok = preludeID(buf[:0], r)
+	}
+	if !ok {
+		in = keyInput(buf[:0], r, explicit)
+		id = RawKeyOf(in)
+	}
 	c.mu.Lock()
-	k, ok := c.keys[id]
+	k, hit := c.keys[id]
 	c.mu.Unlock()
-	if ok {
+	if hit {
 		return k
+	}
+	if in == nil {
+		in = keyInput(buf[:0], r, explicit)
 	}
 	k = keyOf(in)
 	c.mu.Lock()
+	c.made++
 	if len(c.keys) >= c.max {
 		clear(c.keys)
 	}
 	c.keys[id] = k
 	c.mu.Unlock()
 	return k
+}
+
+// preludeID returns the cache id of r's prelude (the messages keyInput
+// reads) from their RawKeys: a few bytes hashed, whatever the length of a
+// system prompt. false when a message of it has no RawKey.
+func preludeID(b []byte, r *Request) (RawKey, bool) {
+	b = append(b, 'p') // not a keyInput's first byte ('h', 'c'): the two kinds of id never meet
+	for i := range r.Messages {
+		m := &r.Messages[i]
+		if m.Role == RoleAssistant || m.Role == RoleTool {
+			continue
+		}
+		if m.key == (RawKey{}) {
+			return RawKey{}, false
+		}
+		b = binary.BigEndian.AppendUint64(b, m.key[0])
+		b = binary.BigEndian.AppendUint64(b, m.key[1])
+		if m.Role == RoleUser {
+			break
+		}
+	}
+	return RawKeyOf(b), true
 }
 
 // TurnKey names the open turn of r within conversation (a

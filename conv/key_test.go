@@ -226,3 +226,44 @@ func TestKeysUnchanged(t *testing.T) {
 func sum(h hash.Hash) string {
 	return hex.EncodeToString(h.Sum(nil))[:keyHexLen]
 }
+
+// TestKeyCacheByRawKeys: a conversation's later requests find their key by
+// their prelude's raw keys (no key made again, whatever the system
+// prompt's length); a prelude written differently with the same text gets
+// the same key (made once more); another prelude another key.
+func TestKeyCacheByRawKeys(t *testing.T) {
+	system := strings.Repeat("You are a careful coding agent. ", 3000) // ~100 KB
+	first := parseBytes(t, []byte(`{"messages":[{"role":"system","content":"`+system+`"},{"role":"user","content":"fix it"}]}`))
+	later := parseBytes(t, []byte(`{"model":"m","messages":[{"role":"system","content":"`+system+`"},{"role":"user","content":"fix it"},{"role":"assistant","content":"done"},{"role":"user","content":"thanks"}]}`))
+	respaced := parseBytes(t, []byte(`{"messages":[{"content":"`+system+`", "role":"system"},{"role":"user","content":"fix it"}]}`))
+	other := parseBytes(t, []byte(`{"messages":[{"role":"system","content":"`+system+`"},{"role":"user","content":"fix that"}]}`))
+	c := NewKeyCache(16)
+	k := c.Key(first, "")
+	if k != ConversationKey(first, "") || c.made != 1 {
+		t.Fatalf("first: %q, %d made", k, c.made)
+	}
+	if got := c.Key(later, ""); got != k || c.made != 1 {
+		t.Fatalf("a later request: %q (want %q), %d made (want 1)", got, k, c.made)
+	}
+	if got := c.Key(respaced, ""); got != k || c.made != 2 {
+		t.Fatalf("the prelude written differently: %q (want %q), %d made (want 2)", got, k, c.made)
+	}
+	if got := c.Key(other, ""); got == k || got != ConversationKey(other, "") {
+		t.Fatalf("another first task: %q", got)
+	}
+}
+
+// BenchmarkKeyCacheLongSystem: a conversation's key, found in the cache,
+// for a request with a 100 KB system prompt (it copied and hashed the
+// prompt on every request: ~36 µs).
+func BenchmarkKeyCacheLongSystem(b *testing.B) {
+	system := strings.Repeat("You are a careful coding agent. ", 3000)
+	r := parseBytes(b, []byte(`{"messages":[{"role":"system","content":"`+system+`"},{"role":"user","content":"fix it"}]}`))
+	c := NewKeyCache(16)
+	want := c.Key(r, "")
+	for b.Loop() {
+		if c.Key(r, "") != want {
+			b.Fatal("key changed")
+		}
+	}
+}
