@@ -22,7 +22,7 @@ func spansOf(view *conv.Request) []span {
 				spans = append(spans, span{m.Start, m.End, m.RawKey()}) // keyed when parsed, not hashed again
 			}
 		case f.End-f.Start >= minWholeValue:
-			spans = append(spans, span{start: f.Start, end: f.End})
+			spans = append(spans, span{f.Start, f.End, f.RawKey()}) // keyed when read, or carried from the previous request
 		}
 	}
 	if !spansValid(view.Body, spans) {

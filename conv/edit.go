@@ -55,7 +55,7 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 	n.fields = make([]Field, len(r.fields))
 	for i, f := range r.fields {
 		// The member ranges come in body order, as the shifter needs.
-		n.fields[i] = Field{Key: f.Key, Start: sh.at(f.Start), End: sh.at(f.End)}
+		n.fields[i] = Field{Key: f.Key, Start: sh.at(f.Start), End: sh.at(f.End), key: f.key}
 	}
 	sh = shifter{edits: edits}
 	s := bodyString(body)
@@ -113,9 +113,13 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 		n.Messages[i] = m
 	}
 	for i, f := range n.fields {
-		if plan.field[i] && !(utf8.Valid(body[f.Start:f.End]) && valid(body[f.Start:f.End], MaxDepth-1)) {
+		if !plan.field[i] {
+			continue
+		}
+		if !(utf8.Valid(body[f.Start:f.End]) && valid(body[f.Start:f.End], MaxDepth-1)) {
 			return nil, false
 		}
+		n.fields[i].key = fieldKey(f.Key, s[f.Start:f.End])
 	}
 	if plan.reread && toolCalls(n.Messages) > MaxToolCalls {
 		return nil, false // a message read again has more calls: ParseRequest says why

@@ -241,20 +241,25 @@ func walkTop(body []byte, prev *Request, same *span) (*Request, bool) {
 		}
 		v := skipSpace(body, i+1)
 		var vend int
+		var fk RawKey
 		if key == "messages" && v < len(body) && body[v] == '[' {
 			if vend, ok = r.walkMessages(body, v, prev, same); !ok {
 				return nil, false
 			}
 			msgs = gjson.Result{Type: gjson.JSON, Raw: s[v:vend], Index: v}
 			found = true
+		} else if pf, ok := prev.repeats(len(r.fields), key, body, v); ok {
+			vend, fk = v+(pf.End-pf.Start), pf.key // the previous request's value, checked and keyed then
 		} else if vend, ok = validValue(body, v, MaxDepth-1); !ok {
 			return nil, false
+		} else {
+			vend = trimSpaceEnd(body, v, vend)
+			fk = fieldKey(key, s[v:vend])
 		}
-		vend = trimSpaceEnd(body, v, vend)
 		if keys.add(key) {
 			return nil, false // a repeated key (the view takes the last), or too many to check
 		}
-		r.fields = append(r.fields, Field{Key: key, Start: v, End: vend})
+		r.fields = append(r.fields, Field{Key: key, Start: v, End: vend, key: fk})
 		r.readTop(key, s[v:vend])
 		switch i = skipSpace(body, vend); {
 		case i < len(body) && body[i] == ',':
@@ -270,6 +275,36 @@ func walkTop(body []byte, prev *Request, same *span) (*Request, bool) {
 		}
 	}
 	return nil, false
+}
+
+// repeats returns r's member named key when body, at v, holds its value
+// byte for byte and then ends the member: a client sends its tools,
+// settings and system fields unchanged request after request, and such a
+// value is neither checked nor hashed again (its bytes are still checked
+// for UTF-8 with the rest of the body). The member at index i is looked
+// at first (the same layout), then the first of that name. Never
+// "messages".
+func (r *Request) repeats(i int, key string, body []byte, v int) (Field, bool) {
+	if key == "messages" {
+		return Field{}, false
+	}
+	var pf Field
+	switch {
+	case i < len(r.fields) && r.fields[i].Key == key:
+		pf = r.fields[i]
+	default:
+		f, ok := r.Field(key)
+		if !ok {
+			return Field{}, false
+		}
+		pf = f
+	}
+	val := r.Body[pf.Start:pf.End]
+	if len(val) == 0 || !bytes.HasPrefix(body[v:], val) {
+		return Field{}, false
+	}
+	n := skipSpace(body, v+len(val))
+	return pf, n < len(body) && (body[n] == ',' || body[n] == '}')
 }
 
 // readTop reads a top-level value the view keeps (model, stream).

@@ -490,3 +490,62 @@ func grown(body []byte, n int) []byte {
 	}
 	return append(out, "]}"...)
 }
+
+// TestReparseRepeatedMembers: a member whose value repeats the previous
+// request's byte for byte is taken with its key (not checked or hashed
+// again), wherever it lies; one that differs — longer, shorter, another
+// value that starts the same, invalid — is read anew; every view is what
+// ParseRequest gives.
+func TestReparseRepeatedMembers(t *testing.T) {
+	tools := `[{"type":"function","function":{"name":"bash","description":"` + strings.Repeat("runs a command ", 200) + `"}}]`
+	prevBody := `{"messages":[{"role":"user","content":"hi"}],"model":"m","tools":` + tools + `,"temperature":0.5,"stream":false}`
+	for name, body := range map[string]string{
+		"same members":       `{"messages":[{"role":"user","content":"hi"},{"role":"user","content":"and?"}],"model":"m","tools":` + tools + `,"temperature":0.5,"stream":false}`,
+		"moved":              `{"tools":` + tools + `,"model":"m","messages":[{"role":"user","content":"hi"}],"stream":false,"temperature":0.5}`,
+		"spaced":             `{"messages":[{"role":"user","content":"hi"}] , "model" : "m" , "tools" : ` + tools + ` , "temperature":0.5 }`,
+		"longer number":      `{"messages":[{"role":"user","content":"hi"}],"model":"m","tools":` + tools + `,"temperature":0.55,"stream":false}`,
+		"longer string":      `{"messages":[{"role":"user","content":"hi"}],"model":"m2","tools":` + tools + `,"temperature":0.5,"stream":false}`,
+		"tools grown":        `{"messages":[{"role":"user","content":"hi"}],"model":"m","tools":` + strings.TrimSuffix(tools, "]") + `,{"type":"function"}],"stream":false}`,
+		"tools then garbage": `{"messages":[{"role":"user","content":"hi"}],"model":"m","tools":` + tools + `x,"stream":false}`,
+		"stream changed":     `{"messages":[{"role":"user","content":"hi"}],"model":"m","tools":` + tools + `,"temperature":0.5,"stream":true}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			prev := parseCopy(t, []byte(prevBody))
+			checkReparse(t, []byte(body), prev)
+		})
+	}
+	// The repeated "tools" carries the previous request's key.
+	prev := parseCopy(t, []byte(prevBody))
+	next := []byte(`{"messages":[{"role":"user","content":"hi"},{"role":"user","content":"and?"}],"model":"m","tools":` + tools + `}`)
+	got, err := parseReusing(next, prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := got.Field("tools")
+	pf, _ := prev.Field("tools")
+	if f.RawKey() != pf.RawKey() || f.RawKey() != RawKeyOf(next[f.Start:f.End]) {
+		t.Fatalf("tools key %v, previous %v", f.RawKey(), pf.RawKey())
+	}
+	if m, _ := got.Field("messages"); m.RawKey() != (RawKey{}) {
+		t.Fatal("the history was keyed")
+	}
+}
+
+// BenchmarkReparseTools: a conversation's next request with 40 KB of tool
+// declarations after its messages, as the SDKs send them: the tools are
+// taken from the previous request (before: checked and then hashed by the
+// capture and the shaper's prints on every request).
+func BenchmarkReparseTools(b *testing.B) {
+	tools := `[` + strings.TrimSuffix(strings.Repeat(`{"type":"function","function":{"name":"f","description":"`+strings.Repeat("reads a file ", 30)+`","parameters":{"type":"object"}}},`, 100), ",") + `]`
+	prev, err := ParseRequest([]byte(`{"messages":[{"role":"user","content":"hi"}],"model":"m","tools":` + tools + `}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := []byte(`{"messages":[{"role":"user","content":"hi"},{"role":"user","content":"and?"}],"model":"m","tools":` + tools + `}`)
+	b.SetBytes(int64(len(tools)))
+	for b.Loop() {
+		if _, err := parseReusing(body, prev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -59,6 +59,23 @@ type Request struct {
 type Field struct {
 	Key        string
 	Start, End int
+	key        RawKey // RawKeyOf the value's bytes; zero for "messages"
+}
+
+// RawKey returns RawKeyOf(Body[Start:End]), made when the member was read
+// (or carried from the previous request whose value it repeats: see
+// Reparser); zero for "messages", whose history is never hashed whole.
+// Readers that key a member's value (the capture's blobs, the shaper's
+// prints of the request's head) use it instead of hashing the value again
+// on every request: the "tools" of an agent are tens of kilobytes.
+func (f Field) RawKey() RawKey { return f.key }
+
+// fieldKey is the RawKey a member named name with value raw carries.
+func fieldKey(name, raw string) RawKey {
+	if name == "messages" {
+		return RawKey{}
+	}
+	return rawKeyString(raw)
 }
 
 // Fields returns the members of the top-level object in body order (a
@@ -142,7 +159,7 @@ func (r *Request) topLevel(root gjson.Result) keyVals {
 		if seen.add(k.Str) {
 			r.DuplicateKeys = true
 		}
-		r.fields = append(r.fields, Field{Key: k.Str, Start: v.Index, End: v.Index + len(v.Raw)})
+		r.fields = append(r.fields, Field{Key: k.Str, Start: v.Index, End: v.Index + len(v.Raw), key: fieldKey(k.Str, v.Raw)})
 		for i, w := range out.names {
 			if k.Str == w {
 				out.vals[i] = v

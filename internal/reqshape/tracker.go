@@ -3,6 +3,7 @@ package reqshape
 import (
 	"container/list"
 	"crypto/sha256"
+	"encoding/binary"
 	"hash/maphash"
 	"sync"
 
@@ -73,7 +74,17 @@ func headPrint(req *conv.Request) uint64 {
 	for _, k := range headKeys {
 		h.WriteString(k)
 		if f, ok := req.Field(k); ok {
-			h.Write(req.Body[f.Start:f.End])
+			if rk := f.RawKey(); rk != (conv.RawKey{}) {
+				// The value's key, made when it was read or carried from
+				// the previous request: the tools are not hashed again.
+				var b [17]byte
+				b[0] = 1
+				binary.LittleEndian.PutUint64(b[1:], rk[0])
+				binary.LittleEndian.PutUint64(b[9:], rk[1])
+				h.Write(b[:])
+			} else {
+				h.Write(req.Body[f.Start:f.End])
+			}
 		}
 		h.WriteByte(0)
 	}
