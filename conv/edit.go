@@ -1,6 +1,7 @@
 package conv
 
 import (
+	"bytes"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
@@ -178,8 +179,14 @@ func (r *Request) fieldAround(e Edit) int {
 }
 
 // appended returns the text inner, the inner bytes of a JSON string
-// (what lies between its quotes), decodes to, and whether it is such.
+// (what lies between its quotes), decodes to, and whether it is such. An
+// insertion that starts with a \u escape is refused: it may be the low
+// half of a surrogate pair whose high half ends the content, which a
+// decoder joins only when it reads the two together.
 func appended(inner []byte) (string, bool) {
+	if bytes.HasPrefix(inner, []byte(`\u`)) {
+		return "", false
+	}
 	tok := make([]byte, 0, len(inner)+2)
 	tok = append(append(append(tok, '"'), inner...), '"')
 	if !validString(tok) {

@@ -276,6 +276,18 @@ func TestApplyEditsReusedBuffer(t *testing.T) {
 	}
 }
 
+// TestApplyAppendSurrogate: an insertion that completes a surrogate pair
+// whose high half ends the content decodes as the pair (a fresh parse
+// reads the two together): it is read again, not derived.
+func TestApplyAppendSurrogate(t *testing.T) {
+	r, err := ParseRequest([]byte(`{"model":"m","messages":[{"role":"tool","content":"x\ud83d"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := r.Messages[0].ContentEnd - 1
+	checkApply(t, r, []Edit{{Start: at, End: at, Repl: []byte(`\ude00 done`)}})
+}
+
 // TestApplyAppendToContent: text inserted just before the closing quote of
 // a string content (the guard's notice) is derived without reading the
 // message again, and agrees with a fresh parse: for every message of the
@@ -295,13 +307,22 @@ func TestApplyAppendToContent(t *testing.T) {
 				continue
 			}
 			at := m.ContentEnd - 1
-			for _, repl := range []string{`\n\nNote: \"again\" \u00e9`, "caf\u00e9 \U0001F600", ``, `\`, `"`, `x","y":"z`} {
+			for _, repl := range []string{`\n\nNote: \"again\" \u00e9`, "caf\u00e9 \U0001F600", ``, `\`, `"`, `x","y":"z`, `\ude00 done`} {
 				edits := []Edit{{Start: at, End: at, Repl: []byte(repl)}}
 				if j := (i + 1) % len(r.Messages); r.Messages[j].ReasoningStart >= 0 && j != i {
 					o := r.Messages[j]
 					edits = append(edits, Edit{Start: o.ReasoningStart, End: o.ReasoningEnd, Repl: quote("shaped")})
 				}
-				t.Run(fmt.Sprintf("body%d/msg%d", n, i), func(t *testing.T) { checkApply(t, r, edits) })
+				t.Run(fmt.Sprintf("body%d/msg%d", n, i), func(t *testing.T) {
+					checkApply(t, r, edits)
+					// An insertion is planned as one, the message not read again.
+					sorted := append([]Edit(nil), edits...)
+					slices.SortFunc(sorted, func(a, b Edit) int { return a.Start - b.Start })
+					p, ok := r.plan(sorted)
+					if !ok || p.msg[i] != 3 {
+						t.Errorf("insertion %q planned as %d, want 3", repl, p.msg[i])
+					}
+				})
 			}
 			if len(body) > 64<<10 && i > 40 {
 				break // the seed's megabyte: its first messages are enough

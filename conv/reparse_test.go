@@ -529,6 +529,29 @@ func TestReparseRepeatedMembers(t *testing.T) {
 	if m, _ := got.Field("messages"); m.RawKey() != (RawKey{}) {
 		t.Fatal("the history was keyed")
 	}
+	// The walk takes it from the previous request: repeats finds it where
+	// the new body has it (and not a value that only starts the same).
+	if _, ok := prev.repeats(2, "tools", next, f.Start); !ok {
+		t.Fatal("repeats did not find the previous request's tools")
+	}
+	if _, ok := prev.repeats(1, "model", []byte(`{"model":"m2"}`), 9); ok {
+		t.Fatal(`repeats took "m2" for "m"`)
+	}
+	// And the walk uses it: a key marked in the previous view comes back
+	// as it is (a value checked and keyed again would get its real key).
+	marked := parseCopy(t, []byte(prevBody))
+	for i := range marked.fields {
+		if marked.fields[i].Key == "tools" {
+			marked.fields[i].key = RawKey{1, 2}
+		}
+	}
+	again, err := parseReusing(next, marked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := again.Field("tools"); f.RawKey() != (RawKey{1, 2}) {
+		t.Fatal("the walk checked and keyed the repeated tools again")
+	}
 }
 
 // BenchmarkReparseTools: a conversation's next request with 40 KB of tool
