@@ -40,8 +40,11 @@ type Reparser struct {
 }
 
 // maxPerBeginning is how many recent requests a Reparser keeps of one
-// beginning: the conversations that share it and run at once.
-const maxPerBeginning = 8
+// beginning: the conversations that share it and run at once — one agent's
+// system prompt, for every conversation a team's gateway serves of it
+// (finding the right one costs a comparison of one message each; the
+// memory bound applies to them all).
+const maxPerBeginning = 64
 
 // reparseKeyBytes is how much of the body's beginning finds the earlier
 // request.

@@ -277,6 +277,37 @@ func TestReparserSharedBeginning(t *testing.T) {
 	}
 }
 
+// TestReparserManyConversationsOneBeginning: a gateway serves forty
+// conversations of one agent at once (one system prompt, past the
+// beginning's key), in turn: each request finds its own conversation's
+// previous one (with eight kept per beginning, as before, each found
+// none: the other conversations had pushed it out).
+func TestReparserManyConversationsOneBeginning(t *testing.T) {
+	p := NewReparser(32 << 20)
+	system := strings.Repeat("You are a careful coding agent. ", 200) // over reparseKeyBytes
+	body := func(c, n int) []byte {
+		b := fmt.Appendf(nil, `{"model":"m","messages":[{"role":"system","content":%q}`, system)
+		for i := range n {
+			b = fmt.Appendf(b, `,{"role":"user","content":"conversation %d, message %d"}`, c, i)
+		}
+		return append(b, "]}"...)
+	}
+	for n := 1; n <= 3; n++ {
+		for c := range 40 {
+			k := maphash.Bytes(p.seed, body(c, n)[:reparseKeyBytes])
+			p.mu.Lock()
+			prev := closest(p.recent[k], body(c, n))
+			p.mu.Unlock()
+			if n > 1 && (prev == nil || !bytes.Equal(prev.Body, body(c, n-1))) {
+				t.Fatalf("conversation %d, request %d: its earlier request was not found", c, n)
+			}
+			if _, err := p.Parse(body(c, n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // TestReparserBoundsViews: the bound counts what a kept view holds, not
 // only its body: bodies of many empty messages (views far larger than
 // their bytes), then many tiny requests of distinct beginnings (a view
@@ -352,8 +383,8 @@ func TestReparserConcurrent(t *testing.T) {
 		return append(b, "]}"...)
 	}
 	var wg sync.WaitGroup
-	errs := make(chan string, 16)
-	for c := range 16 { // twice maxPerBeginning conversations of one beginning
+	errs := make(chan string, 2*maxPerBeginning)
+	for c := range 2 * maxPerBeginning { // twice maxPerBeginning conversations of one beginning
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
