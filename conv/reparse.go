@@ -26,8 +26,9 @@ import (
 // by a hash of the body's first bytes (the model and the system prompt,
 // for most clients), so a conversation's requests find each other without
 // the conversation key, which needs the parse; among the last requests of
-// that beginning (a few: agents running side by side share a system
-// prompt), the one sharing the longest prefix with the body is taken. A
+// that beginning (up to maxPerBeginning: the conversations of one agent
+// share its system prompt), the one whose last message the body repeats
+// is taken. A
 // Reparser keeps them within a memory bound. It is safe for concurrent
 // use.
 type Reparser struct {
