@@ -248,41 +248,19 @@ func TestReparserBytesExact(t *testing.T) {
 // TestReparserSharedBeginning: conversations that share a long system
 // prompt (the body's first bytes), sent in turn, each find their own
 // previous request.
-func TestReparserSharedBeginning(t *testing.T) {
-	p := NewReparser(32 << 20)
-	system := strings.Repeat("You are a careful coding agent. ", 200) // over reparseKeyBytes
-	body := func(c, n int) []byte {
-		b := fmt.Appendf(nil, `{"model":"m","messages":[{"role":"system","content":%q}`, system)
-		for i := range n {
-			b = fmt.Appendf(b, `,{"role":"user","content":"conversation %d, message %d"}`, c, i)
-		}
-		return append(b, "]}"...)
-	}
-	for n := 1; n <= 6; n++ {
-		for c := range 4 {
-			k := maphash.Bytes(p.seed, body(c, n)[:reparseKeyBytes])
-			p.mu.Lock()
-			prev := closest(p.recent[k], body(c, n))
-			p.mu.Unlock()
-			if n > 1 && (prev == nil || !bytes.Equal(prev.Body, body(c, n-1))) {
-				t.Fatalf("conversation %d, request %d: the earlier request found is not its own", c, n)
-			}
-			got, err := p.Parse(body(c, n))
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, _ := ParseRequest(body(c, n))
-			sameView(t, got, want)
-		}
-	}
-}
+func TestReparserSharedBeginning(t *testing.T) { inTurn(t, 4, 6) }
 
 // TestReparserManyConversationsOneBeginning: a gateway serves forty
 // conversations of one agent at once (one system prompt, past the
 // beginning's key), in turn: each request finds its own conversation's
 // previous one (with eight kept per beginning, as before, each found
 // none: the other conversations had pushed it out).
-func TestReparserManyConversationsOneBeginning(t *testing.T) {
+func TestReparserManyConversationsOneBeginning(t *testing.T) { inTurn(t, 40, 3) }
+
+// inTurn sends n requests of each of conversations that share a system
+// prompt, one conversation after the other, and checks that each request
+// finds its conversation's previous one and gives ParseRequest's view.
+func inTurn(t *testing.T, conversations, n int) {
 	p := NewReparser(32 << 20)
 	system := strings.Repeat("You are a careful coding agent. ", 200) // over reparseKeyBytes
 	body := func(c, n int) []byte {
@@ -292,18 +270,21 @@ func TestReparserManyConversationsOneBeginning(t *testing.T) {
 		}
 		return append(b, "]}"...)
 	}
-	for n := 1; n <= 3; n++ {
-		for c := range 40 {
-			k := maphash.Bytes(p.seed, body(c, n)[:reparseKeyBytes])
+	for k := 1; k <= n; k++ {
+		for c := range conversations {
+			key := maphash.Bytes(p.seed, body(c, k)[:reparseKeyBytes])
 			p.mu.Lock()
-			prev := closest(p.recent[k], body(c, n))
+			prev := closest(p.recent[key], body(c, k))
 			p.mu.Unlock()
-			if n > 1 && (prev == nil || !bytes.Equal(prev.Body, body(c, n-1))) {
-				t.Fatalf("conversation %d, request %d: its earlier request was not found", c, n)
+			if k > 1 && (prev == nil || !bytes.Equal(prev.Body, body(c, k-1))) {
+				t.Fatalf("conversation %d, request %d: the earlier request found is not its own", c, k)
 			}
-			if _, err := p.Parse(body(c, n)); err != nil {
+			got, err := p.Parse(body(c, k))
+			if err != nil {
 				t.Fatal(err)
 			}
+			want, _ := ParseRequest(body(c, k))
+			sameView(t, got, want)
 		}
 	}
 }
