@@ -5,7 +5,6 @@ import (
 	"hash/fnv"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/tidwall/gjson"
@@ -237,7 +236,7 @@ func (g *Guard) placeStall(d *decision, st *state, req *conv.Request, sig signal
 // place adds a placement and remembers it as a notice.
 func (g *Guard) place(d *decision, st *state, req *conv.Request, k kind, i int, text string) {
 	d.Placements = append(d.Placements, placement{i, text})
-	n := notice{Kind: k, Message: i, Hash: g.hashes.of(req, i), Text: text}
+	n := notice{Kind: k, Message: i, Hash: g.anchor(req, i), Text: text}
 	st.Notices = append(slices.Clip(st.Notices), n)
 	if len(st.Notices) > maxNotices {
 		st.Notices = st.Notices[len(st.Notices)-maxNotices:]
@@ -269,7 +268,7 @@ func placeable(req *conv.Request, i int) bool {
 // anchored reports whether notice n's message is still the one it was
 // placed on.
 func (g *Guard) anchored(req *conv.Request, n notice) bool {
-	return n.Message >= 0 && n.Message < len(req.Messages) && g.hashes.of(req, n.Message) == n.Hash
+	return n.Message >= 0 && n.Message < len(req.Messages) && g.anchor(req, n.Message) == n.Hash
 }
 
 // messageHash is the FNV-64a of message i's bytes: the anchor a notice
@@ -282,39 +281,20 @@ func messageHash(req *conv.Request, i int) uint64 {
 	return h.Sum64()
 }
 
-// hashMemo remembers messageHash by the message's conv.RawKey, made when
-// the message was parsed: a notice is checked against its message on
-// every later request of the conversation, and a tool result of 40 KB
-// costs ~50 µs to hash. Bounded: past maxHashes it starts again.
-type hashMemo struct {
-	mu sync.Mutex
-	m  map[conv.RawKey]uint64
-	n  int // hashes computed (tests)
-}
-
+// maxHashes bounds the anchors a Guard remembers by message (past it, it
+// starts again).
 const maxHashes = 1 << 12
 
-// of returns messageHash(req, i).
-func (h *hashMemo) of(req *conv.Request, i int) uint64 {
+// anchor returns messageHash(req, i), remembered by the message's
+// conv.RawKey, made when it was parsed: a notice is checked against its
+// message on every later request of the conversation, and a tool result
+// of 40 KB costs ~50 µs to hash.
+func (g *Guard) anchor(req *conv.Request, i int) uint64 {
 	k := req.Messages[i].RawKey()
-	if h == nil || k == (conv.RawKey{}) {
+	if g.hashes == nil || k == (conv.RawKey{}) {
 		return messageHash(req, i)
 	}
-	h.mu.Lock()
-	v, ok := h.m[k]
-	h.mu.Unlock()
-	if ok {
-		return v
-	}
-	v = messageHash(req, i)
-	h.mu.Lock()
-	h.n++
-	if h.m == nil || len(h.m) >= maxHashes {
-		h.m = make(map[conv.RawKey]uint64)
-	}
-	h.m[k] = v
-	h.mu.Unlock()
-	return v
+	return g.hashes.Get(k, func() uint64 { return messageHash(req, i) })
 }
 
 // effort returns the request's reasoning effort: the top-level

@@ -210,10 +210,10 @@ func TestDefaultLowering(t *testing.T) {
 	}
 }
 
-// TestHashMemo: a message's anchor hash is computed once, whatever request
-// carries the message, is the FNV of its bytes (what the stored state
-// keeps across restarts), and a changed message is hashed anew.
-func TestHashMemo(t *testing.T) {
+// TestAnchorRemembered: a message's anchor is the FNV of its bytes (what
+// the stored state keeps across restarts), remembered by the message's
+// raw key whatever request carries it; another message gets its own.
+func TestAnchorRemembered(t *testing.T) {
 	parse := func(body string) *conv.Request {
 		t.Helper()
 		r, err := conv.ParseRequest([]byte(body))
@@ -225,17 +225,20 @@ func TestHashMemo(t *testing.T) {
 	tool := `{"role":"tool","tool_call_id":"a","content":"` + strings.Repeat("output ", 100) + `"}`
 	a := parse(`{"messages":[{"role":"user","content":"go"},` + tool + `]}`)
 	b := parse(`{"model":"m","messages":[{"role":"user","content":"go on"},` + tool + `,{"role":"user","content":"next"}]}`)
-	var h hashMemo
+	g, err := New(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, r := range []*conv.Request{a, a, b} {
-		if got, want := h.of(r, 1), messageHash(r, 1); got != want {
-			t.Fatalf("memo %x, FNV %x", got, want)
+		if got, want := g.anchor(r, 1), messageHash(r, 1); got != want {
+			t.Fatalf("anchor %x, FNV %x", got, want)
 		}
 	}
-	if h.n != 1 {
-		t.Fatalf("the same message hashed %d times, want once", h.n)
+	if n := g.hashes.Len(); n != 1 {
+		t.Fatalf("%d anchors remembered for one message, want 1", n)
 	}
-	if h.of(b, 2) != messageHash(b, 2) || h.n != 2 {
-		t.Fatalf("another message: %d hashes, want 2", h.n)
+	if g.anchor(b, 2) != messageHash(b, 2) || g.hashes.Len() != 2 {
+		t.Fatalf("another message: %d anchors remembered, want 2", g.hashes.Len())
 	}
 }
 

@@ -4,11 +4,12 @@ import (
 	"fmt"
 
 	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/internal/resolved"
 )
 
 // Guard is a compiled Config. It holds no per-conversation state (see
-// Projection and State), never changes after New, and is safe for
-// concurrent use.
+// Projection and State), never changes after New but for a memo of the
+// notices' anchors, and is safe for concurrent use.
 type Guard struct {
 	cfg       Config
 	rules     failureRules
@@ -17,7 +18,7 @@ type Guard struct {
 	turnChars int
 	stepDown  int
 	interrupt bool
-	hashes    *hashMemo // the notices' anchors by message (shared by copies of the Guard)
+	hashes    *resolved.Cache[conv.RawKey, uint64] // the notices' anchors by message (anchor)
 }
 
 // New validates c and compiles it. A disabled Config gives a Guard whose
@@ -26,7 +27,7 @@ func New(c Config) (*Guard, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	g := &Guard{cfg: c, hashes: &hashMemo{}}
+	g := &Guard{cfg: c, hashes: resolved.New[conv.RawKey, uint64](maxHashes)}
 	if !c.Enabled {
 		return g, nil
 	}

@@ -24,8 +24,8 @@ func New[K comparable, V any](max int) *Cache[K, V] {
 }
 
 // Get returns the value of k, calling resolve the first time (and again
-// after the cache started over). A miss takes a lock (misses are rare:
-// the keys are few), so each key is resolved once and the bound is kept
+// after the cache started over). A miss takes a lock (misses are rare
+// next to the lookups), so each key is resolved once and the bound is kept
 // exactly; resolve runs under it and must not use the Cache.
 func (c *Cache[K, V]) Get(k K, resolve func() V) V {
 	if v, ok := c.m.Load(k); ok {

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/internal/resolved"
 )
 
 // longHistory is a 600-message agent conversation: a system prompt, 140
@@ -82,8 +85,8 @@ func BenchmarkRestoreLongTexts(b *testing.B) {
 	lookup, _ := lookupOf()
 	for _, c := range []struct {
 		name string
-		memo *scanMemo
-	}{{"none", nil}, {"memo", &scanMemo{}}} {
+		memo *resolved.Cache[conv.RawKey, bool]
+	}{{"none", nil}, {"memo", resolved.New[conv.RawKey, bool](maxScanned)}} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
 				if _, n, err := restore(req, lookup, c.memo); n != 0 || err != nil {

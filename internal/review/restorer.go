@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/ledger"
+	"github.com/shaperproxy/shaperproxy/internal/resolved"
 	"github.com/shaperproxy/shaperproxy/proxy"
 )
 
@@ -25,7 +27,7 @@ type Restorer struct {
 	touched map[string]time.Time // conversation → last refresh queued; reset past maxTouched
 	closed  bool
 
-	scanned scanMemo // the messages known to hold no merged turn
+	scanned *resolved.Cache[conv.RawKey, bool] // whether a message holds a merged turn
 }
 
 var _ proxy.RequestTransform = (*Restorer)(nil)
@@ -40,6 +42,7 @@ const (
 func NewRestorer(st *ledger.Store) *Restorer {
 	r := &Restorer{
 		ledger: st, touches: make(chan string, touchBacklog), done: make(chan struct{}),
+		scanned: resolved.New[conv.RawKey, bool](maxScanned),
 		restored: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shaperproxy_review_restored_total", Help: "Revised turns put back into requests as draft, notice and continuation.",
 		}),
@@ -101,7 +104,7 @@ func (r *Restorer) TransformRequest(_ context.Context, call *proxy.Call, body []
 	out, n, err := restore(call.View, func(key [32]byte) (Insertion, bool) {
 		ins, ok, err := r.ledger.Insertion(call.Conversation, key)
 		return Insertion(ins), ok && err == nil
-	}, &r.scanned)
+	}, r.scanned)
 	if err != nil || n == 0 {
 		return body, err
 	}

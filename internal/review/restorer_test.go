@@ -48,16 +48,16 @@ func TestRestorerSearchesOnce(t *testing.T) {
 		}
 	}
 	send(longTurns(5))
-	if r.scanned.n != 5 {
-		t.Fatalf("first request: %d searches, want 5", r.scanned.n)
+	if n := r.scanned.Len(); n != 5 {
+		t.Fatalf("first request: %d texts remembered, want 5", n)
 	}
 	send(longTurns(5))
-	if r.scanned.n != 5 {
-		t.Fatalf("the same history again: %d searches, want still 5", r.scanned.n)
+	if n := r.scanned.Len(); n != 5 {
+		t.Fatalf("the same history again: %d texts remembered, want still 5", n)
 	}
 	send(longTurns(6))
-	if r.scanned.n != 6 {
-		t.Fatalf("one turn more: %d searches, want 6", r.scanned.n)
+	if n := r.scanned.Len(); n != 6 {
+		t.Fatalf("one turn more: %d texts remembered, want 6", n)
 	}
 }
 
