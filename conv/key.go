@@ -4,7 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"sync"
+
+	"github.com/shaperproxy/shaperproxy/internal/resolved"
 )
 
 // keyHexLen is the number of hex digits kept from a key's sha256.
@@ -77,49 +78,25 @@ func appendField(b []byte, s string) []byte {
 // The zero value is not usable: use NewKeyCache. It is safe for concurrent
 // use.
 type KeyCache struct {
-	max int
-
-	mu   sync.Mutex
-	keys map[RawKey]string
-	made int // keys computed (tests)
+	keys *resolved.Cache[RawKey, string]
 }
 
 // NewKeyCache returns a cache of at most max keys (it is emptied when
 // full: forgetting a key costs one sha256).
 func NewKeyCache(max int) *KeyCache {
-	return &KeyCache{max: max, keys: make(map[RawKey]string)}
+	return &KeyCache{keys: resolved.New[RawKey, string](max)}
 }
 
 // Key returns ConversationKey(r, explicit).
 func (c *KeyCache) Key(r *Request, explicit string) string {
 	var buf [512]byte
-	var in []byte // keyInput, made only on a miss when the id needs none
-	id, ok := RawKey{}, false
 	if explicit == "" {
-		id, ok = preludeID(buf[:0], r)
+		if id, ok := preludeID(buf[:0], r); ok {
+			return c.keys.Get(id, func() string { return keyOf(keyInput(buf[:0], r, "")) })
+		}
 	}
-	if !ok {
-		in = keyInput(buf[:0], r, explicit)
-		id = RawKeyOf(in)
-	}
-	c.mu.Lock()
-	k, hit := c.keys[id]
-	c.mu.Unlock()
-	if hit {
-		return k
-	}
-	if in == nil {
-		in = keyInput(buf[:0], r, explicit)
-	}
-	k = keyOf(in)
-	c.mu.Lock()
-	c.made++
-	if len(c.keys) >= c.max {
-		clear(c.keys)
-	}
-	c.keys[id] = k
-	c.mu.Unlock()
-	return k
+	in := keyInput(buf[:0], r, explicit)
+	return c.keys.Get(RawKeyOf(in), func() string { return keyOf(in) })
 }
 
 // preludeID returns the cache id of r's prelude (the messages keyInput

@@ -228,9 +228,9 @@ func sum(h hash.Hash) string {
 }
 
 // TestKeyCacheByRawKeys: a conversation's later requests find their key by
-// their prelude's raw keys (no key made again, whatever the system
-// prompt's length); a prelude written differently with the same text gets
-// the same key (made once more); another prelude another key.
+// their prelude's raw keys (no entry added, whatever the system prompt's
+// length); a prelude written differently with the same text gets the same
+// key (under an entry of its own); another prelude another key.
 func TestKeyCacheByRawKeys(t *testing.T) {
 	system := strings.Repeat("You are a careful coding agent. ", 3000) // ~100 KB
 	first := parseBytes(t, []byte(`{"messages":[{"role":"system","content":"`+system+`"},{"role":"user","content":"fix it"}]}`))
@@ -239,14 +239,14 @@ func TestKeyCacheByRawKeys(t *testing.T) {
 	other := parseBytes(t, []byte(`{"messages":[{"role":"system","content":"`+system+`"},{"role":"user","content":"fix that"}]}`))
 	c := NewKeyCache(16)
 	k := c.Key(first, "")
-	if k != ConversationKey(first, "") || c.made != 1 {
-		t.Fatalf("first: %q, %d made", k, c.made)
+	if k != ConversationKey(first, "") || c.keys.Len() != 1 {
+		t.Fatalf("first: %q, %d held", k, c.keys.Len())
 	}
-	if got := c.Key(later, ""); got != k || c.made != 1 {
-		t.Fatalf("a later request: %q (want %q), %d made (want 1)", got, k, c.made)
+	if got := c.Key(later, ""); got != k || c.keys.Len() != 1 {
+		t.Fatalf("a later request: %q (want %q), %d held (want 1)", got, k, c.keys.Len())
 	}
-	if got := c.Key(respaced, ""); got != k || c.made != 2 {
-		t.Fatalf("the prelude written differently: %q (want %q), %d made (want 2)", got, k, c.made)
+	if got := c.Key(respaced, ""); got != k || c.keys.Len() != 2 {
+		t.Fatalf("the prelude written differently: %q (want %q), %d held (want 2)", got, k, c.keys.Len())
 	}
 	if got := c.Key(other, ""); got == k || got != ConversationKey(other, "") {
 		t.Fatalf("another first task: %q", got)
