@@ -70,18 +70,9 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 			if !validString(e.Repl) {
 				return nil, false
 			}
-			rs := start + (m.ReasoningStart - m.Start) // the message's one edit starts there
-			if m.ContentStart >= 0 {
-				// The content moves with the message, and by the edit's
-				// change of size when it comes after the reasoning.
-				d := start - m.Start
-				if m.ContentStart > m.ReasoningStart {
-					d += len(e.Repl) - (m.ReasoningEnd - m.ReasoningStart)
-				}
-				m.ContentStart, m.ContentEnd = m.ContentStart+d, m.ContentEnd+d
-			}
-			m.ReasoningStart, m.ReasoningEnd = rs, rs+len(e.Repl)
-			m.Reasoning = gjson.Parse(s[rs:m.ReasoningEnd]).Str
+			// The message's one edit replaces its reasoning token.
+			m.moveInner(start-m.Start, m.ReasoningStart, len(e.Repl)-(m.ReasoningEnd-m.ReasoningStart))
+			m.Reasoning = gjson.Parse(s[m.ReasoningStart:m.ReasoningEnd]).Str
 			m.Start, m.End = start, end
 			m.key = rawKeyString(s[start:end])
 		case 3:
@@ -90,13 +81,7 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 			if !ok {
 				return nil, false
 			}
-			d := start - m.Start
-			if m.ReasoningStart > m.ContentStart {
-				m.ReasoningStart, m.ReasoningEnd = m.ReasoningStart+d+len(e.Repl), m.ReasoningEnd+d+len(e.Repl)
-			} else if m.ReasoningStart >= 0 {
-				m.ReasoningStart, m.ReasoningEnd = m.ReasoningStart+d, m.ReasoningEnd+d
-			}
-			m.ContentStart, m.ContentEnd = m.ContentStart+d, m.ContentEnd+d+len(e.Repl)
+			m.moveInner(start-m.Start, m.ContentEnd-1, len(e.Repl)) // inserted before the closing quote
 			m.Content += add
 			m.Start, m.End = start, end
 			m.key = rawKeyString(s[start:end])
@@ -222,12 +207,20 @@ func (s *shifter) at(x int) int {
 func (m *Message) shift(d int) {
 	m.Start += d
 	m.End += d
-	if m.ReasoningStart >= 0 {
-		m.ReasoningStart += d
-		m.ReasoningEnd += d
-	}
-	if m.ContentStart >= 0 {
-		m.ContentStart += d
-		m.ContentEnd += d
+	m.moveInner(d, 0, 0)
+}
+
+// moveInner moves the ranges inside m (its reasoning's, its content's) by
+// d, and by grow more each position after at: an edit at at inside the
+// message changed its size by grow. Start and End are the caller's.
+func (m *Message) moveInner(d, at, grow int) {
+	for _, x := range [...]*int{&m.ReasoningStart, &m.ReasoningEnd, &m.ContentStart, &m.ContentEnd} {
+		if *x < 0 {
+			continue // no such range
+		}
+		if *x > at {
+			*x += grow
+		}
+		*x += d
 	}
 }
