@@ -311,7 +311,7 @@ func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering, parts []
 // it would go out with.
 func candidates(req *conv.Request, rule shapeRule, memo *memo) []cand {
 	floor := lastSigned(req)
-	noTools := rule.Shaping.Op == shaping.OpDrop && !hasTools(req) // only dropping asks
+	noTools := rule.Shaping.Op == shaping.OpDrop && !profile.HasTools(req) // only dropping asks
 	// The messages that can give a block: room for them in one
 	// allocation, and none when none can.
 	n := 0
@@ -370,15 +370,6 @@ func lastSigned(req *conv.Request) int {
 		}
 	}
 	return -1
-}
-
-// hasTools reports whether the request declares tools (a top-level
-// "tools" member, whatever its value), from the view's members: not a
-// search of the body, which took a message that mentions "tools" for a
-// declaration and read the whole history to find none.
-func hasTools(req *conv.Request) bool {
-	_, ok := req.Field("tools")
-	return ok
 }
 
 // hasReasoning reports whether an assistant message's reasoning field can

@@ -165,8 +165,9 @@ func TestDropOnlyWhereAllowed(t *testing.T) {
 }
 
 // TestDropNeedsNoToolsMember: dropping asks whether the request declares
-// tools by its top-level "tools" member, wherever it lies; a "tools" key
-// elsewhere (here in metadata) declares none.
+// tools (profile.HasTools: a top-level "tools" array with a tool in it),
+// wherever the member lies; a "tools" key elsewhere (here in metadata)
+// declares none.
 func TestDropNeedsNoToolsMember(t *testing.T) {
 	msgs := `"messages":[{"role":"user","content":"q"},{"role":"assistant","content":"a","reasoning_content":"` + long + `"},{"role":"user","content":"q2"}]`
 	rule := shapeRule{Shaping: shaping.Options{Op: shaping.OpDrop, MaxChars: 80}, KeepRecent: -1}
