@@ -254,16 +254,27 @@ func TestKeyCacheByRawKeys(t *testing.T) {
 }
 
 // BenchmarkKeyCacheLongSystem: a conversation's key, found in the cache,
-// for a request with a 100 KB system prompt (it copied and hashed the
-// prompt on every request: ~36 µs).
+// for a request with a 100 KB system prompt: by the prelude's raw keys
+// (raw-keys), and by a hash of its text, as the cache was keyed before
+// (text: the prompt copied and hashed on every request).
 func BenchmarkKeyCacheLongSystem(b *testing.B) {
 	system := strings.Repeat("You are a careful coding agent. ", 3000)
 	r := parseBytes(b, []byte(`{"messages":[{"role":"system","content":"`+system+`"},{"role":"user","content":"fix it"}]}`))
 	c := NewKeyCache(16)
 	want := c.Key(r, "")
-	for b.Loop() {
-		if c.Key(r, "") != want {
-			b.Fatal("key changed")
+	b.Run("raw-keys", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if c.Key(r, "") != want {
+				b.Fatal("key changed")
+			}
 		}
-	}
+	})
+	b.Run("text", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf [512]byte
+		for b.Loop() {
+			_ = RawKeyOf(keyInput(buf[:0], r, ""))
+		}
+	})
 }
