@@ -85,6 +85,15 @@ func fuzzDir(f *testing.F) string {
 // transform that changed the body; and the same for a history made around
 // text (historyAround). No input may crash it, and every body a transform
 // makes must still be a chat request.
+//
+// Run it with the minimization bounded:
+//
+//	go test -run=^$ -fuzz=FuzzRequestPath -fuzztime=60s -fuzzminimizetime=10x ./cmd/shaperproxy
+//
+// Its seeds are tens of kilobytes (12,000-deep nesting), so every input
+// that finds new coverage is one of that size, and Go's default (minimize
+// it for up to 60 s, executions not counted) leaves the workers minimizing
+// for the whole run: `execs` stops after a handful.
 func FuzzRequestPath(f *testing.F) {
 	texts := []string{`{"cmd":"make"}`, `{"error":"boom"}`, "Error: exit status 2", strings.Repeat("[", 12_000),
 		`{"error":` + strings.Repeat(`{"a":`, 12_000), "Hmm. Wait. So the fix is to resolve the path. " + strings.Repeat("x", 300)}
