@@ -26,13 +26,17 @@ type seenRequest struct {
 }
 
 // TestNoSecretsInCapture: credentials under header names of the client's
-// choosing and key parameters after ";" (in the query, and as matrix
-// parameters of the path) are redacted in the capture log and never
-// logged; the route's own key goes upstream in Authorization and nowhere
-// else: not into the body, the capture or the log.
+// choosing (whole values, and keys inside a JSON value), in the
+// upstream's response headers (a key in a Location's user name, in a
+// JSON value), key parameters after ";" (in the query, and as matrix
+// parameters of the path) and a key as the value of a parameter whose
+// name says nothing are redacted in the capture log and never logged; the
+// route's own key goes upstream in Authorization and nowhere else: not
+// into the body, the capture or the log.
 func TestNoSecretsInCapture(t *testing.T) {
 	const routeKey = "sk-route-ROUTESECRET0001"
-	secrets := []string{routeKey, "CLIENTAUTHSECRET2", "CUSTOMBEARERSECRET3", "PROVIDERKEYSECRET4", "QUERYSECRET5", "MATRIXSECRET6"}
+	secrets := []string{routeKey, "CLIENTAUTHSECRET2", "CUSTOMBEARERSECRET3", "PROVIDERKEYSECRET4", "QUERYSECRET5", "MATRIXSECRET6",
+		"JSONHEADERSECRET7", "QUERYVALUESECRET8", "LOCATIONSECRET9", "RESPONSEJSONSECRET10"}
 	var mu sync.Mutex
 	var seen []seenRequest
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -41,6 +45,8 @@ func TestNoSecretsInCapture(t *testing.T) {
 		seen = append(seen, seenRequest{r.Header.Get("Authorization"), r.RequestURI, body})
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Location", "https://ghp_LOCATIONSECRET9abc@github.com/o/r")
+		w.Header().Set("X-Echo", `{"api_key":"sk-proj-RESPONSEJSONSECRET10"}`)
 		_, _ = w.Write([]byte(upstreamOK))
 	}))
 	defer up.Close()
@@ -57,6 +63,7 @@ func TestNoSecretsInCapture(t *testing.T) {
 		req.Header.Set("Authorization", "Bearer sk-client-CLIENTAUTHSECRET2")
 		req.Header.Set("X-Upstream-Route", "Bearer CUSTOMBEARERSECRET3")
 		req.Header.Set("X-Provider", "sk-proj-PROVIDERKEYSECRET4")
+		req.Header.Set("X-Gateway-Config", `{"api_key":"sk-proj-JSONHEADERSECRET7"}`)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -68,7 +75,7 @@ func TestNoSecretsInCapture(t *testing.T) {
 			t.Fatalf("%s %s: %d", method, path, resp.StatusCode)
 		}
 	}
-	send("POST", "/chat/completions?alt=sse;key=QUERYSECRET5", chat)
+	send("POST", "/chat/completions?alt=sse;key=QUERYSECRET5&k=AIzaSyQUERYVALUESECRET8", chat)
 	send("GET", "/models;key=MATRIXSECRET6/list?x=1", nil)
 
 	mu.Lock()
@@ -101,12 +108,10 @@ func TestNoSecretsInCapture(t *testing.T) {
 			t.Errorf("%s reached the capture", s)
 		}
 	}
-	// The log: the proxy's call line prints the request path as it came
-	// (in proxy/, which does not redact it), so the matrix parameter of
-	// the path is left out of this check; every other secret must be in
-	// no line.
+	// The log: no secret in any line (the call line's path is redacted as
+	// the capture's URL is).
 	logged := strings.Join(rec.Rendered(), "\n")
-	for _, s := range secrets[:len(secrets)-1] {
+	for _, s := range secrets {
 		if strings.Contains(logged, s) {
 			t.Errorf("%s reached the log", s)
 		}

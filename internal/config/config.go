@@ -20,6 +20,7 @@ import (
 	"github.com/shaperproxy/shaperproxy/internal/deliberate"
 	"github.com/shaperproxy/shaperproxy/internal/guard"
 	"github.com/shaperproxy/shaperproxy/internal/profile"
+	"github.com/shaperproxy/shaperproxy/internal/redact"
 	"github.com/shaperproxy/shaperproxy/internal/reqshape"
 	"github.com/shaperproxy/shaperproxy/internal/review"
 	"github.com/shaperproxy/shaperproxy/originals"
@@ -275,16 +276,23 @@ func (c *Config) validateRoutes() []error {
 	return errs
 }
 
+// checkUpstream says what is wrong with an upstream URL; the URL it
+// quotes is redacted (a key in its user info goes no further than the
+// file).
 func checkUpstream(s string) error {
 	u, err := url.Parse(s)
 	if err != nil {
-		return err
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // its message quotes the URL
+		}
+		return fmt.Errorf("%q is not a URL: %w", redact.URL(s), err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("%q must be an http or https URL", s)
+		return fmt.Errorf("%q must be an http or https URL", redact.URL(s))
 	}
 	if u.Host == "" {
-		return fmt.Errorf("%q has no host", s)
+		return fmt.Errorf("%q has no host", redact.URL(s))
 	}
 	return nil
 }

@@ -108,3 +108,23 @@ func TestClientKeyList(t *testing.T) {
 		t.Fatalf("keys = %q, want %q", got, want)
 	}
 }
+
+// TestUpstreamErrorsHideKeys: an upstream URL that is wrong is quoted in
+// the error with the key in its user info redacted, whatever is wrong
+// with it.
+func TestUpstreamErrorsHideKeys(t *testing.T) {
+	for _, up := range []string{
+		"htps://user:CFGSECRET14@api.example.com",
+		"https://sk-proj-CFGSECRET15abc@/v1",
+		"https://user:CFGSECRET16@api.example.com/%zz",
+	} {
+		c := Default()
+		err := c.Parse("[[route]]\nname = \"a\"\nupstream = \"" + up + "\"\nprefix = \"/a\"")
+		if err == nil || !strings.Contains(err.Error(), "route[0].upstream") {
+			t.Fatalf("%s: err = %v, want one naming route[0].upstream", up, err)
+		}
+		if strings.Contains(err.Error(), "CFGSECRET") {
+			t.Errorf("%s: the error holds the key: %v", up, err)
+		}
+	}
+}

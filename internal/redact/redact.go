@@ -12,12 +12,16 @@
 //     X-Api-Key, ..., and any name containing key, token, secret, auth,
 //     password or credential, rate-limit counters aside); under any other
 //     name, a value that looks like a credential (an auth scheme such as
-//     "Bearer ", a known API key prefix such as "sk-", a JWT), and a
+//     "Bearer ", a known API key prefix such as "sk-", a JWT) or holds one
+//     (a key inside JSON, a list, quotes: the whole value goes), and a
 //     token-like value under a rate-limit name; in a value holding a URL,
 //     what URL redacts;
-//   - URLs: the password of the user info, and the values of key-like
-//     parameters in the query ("&" or ";" separated), in ";name=value"
-//     matrix parameters of the path, and in a "#name=value" fragment.
+//   - URLs: the password of the user info, and a user name that is a
+//     key (holds one, or is an opaque token of 16 characters or more);
+//     the values of key-like parameters, and values that are or hold a
+//     credential under any name, in the query ("&" or ";" separated), in
+//     ";name=value" matrix parameters of the path, and in a "#name=value"
+//     fragment.
 package redact
 
 import (
@@ -42,7 +46,7 @@ var secretHeaders = map[string]bool{
 
 // secretWords mark a header or query parameter name as key-like when the
 // lowercased name contains one of them.
-var secretWords = []string{"key", "token", "secret", "auth", "password", "passwd", "credential"}
+var secretWords = []string{"key", "token", "secret", "auth", "password", "passwd", "pwd", "credential"}
 
 // secretParams are query parameter names that are secrets without holding
 // one of secretWords.
@@ -60,10 +64,12 @@ var authSchemes = []string{"bearer ", "basic ", "token ", "digest ", "negotiate 
 // keyPrefixes start the API keys and tokens of well-known providers
 // (OpenAI and most OpenAI-compatible APIs "sk-", Stripe "sk_"/"rk_",
 // Google "AIza" and "ya29.", GitHub, GitLab, Slack, Hugging Face, Groq,
-// xAI, Replicate, NVIDIA, Perplexity, Cerebras).
+// xAI, Replicate, NVIDIA, Perplexity, Cerebras, Fireworks "fw_", AWS
+// access key ids "AKIA"/"ASIA").
 var keyPrefixes = []string{
 	"sk-", "sk_", "rk_", "AIza", "ya29.", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_",
 	"glpat-", "xoxb-", "xoxp-", "xoxa-", "xoxs-", "hf_", "gsk_", "xai-", "r8_", "nvapi-", "pplx-", "csk-",
+	"fw_", "AKIA", "ASIA",
 }
 
 // redactValue returns the redaction marker for a secret value.
@@ -123,12 +129,51 @@ func looksSecret(v string) bool {
 			return true
 		}
 	}
+	return isKey(v) || isJWT(v)
+}
+
+// isKey reports whether v is an API key of a known prefix: the prefix
+// and at least 8 more characters of a key's alphabet, letters and digits
+// among them.
+func isKey(v string) bool {
 	for _, p := range keyPrefixes {
 		if strings.HasPrefix(v, p) && len(v) >= len(p)+8 && tokenLike(v, 0) {
 			return true
 		}
 	}
-	return isJWT(v)
+	return false
+}
+
+// holdsSecret reports whether v is or holds a credential: looksSecret of
+// the whole, or a key or a JWT among its tokens (the runs of a key's
+// alphabet, "=" aside, so a key inside JSON, a comma-separated list,
+// quotes or a name=value pair is found).
+func holdsSecret(v string) bool {
+	if looksSecret(v) {
+		return true
+	}
+	for v != "" {
+		i := strings.IndexFunc(v, isTokenByte)
+		if i < 0 {
+			return false
+		}
+		v = v[i:]
+		j := strings.IndexFunc(v, func(r rune) bool { return !isTokenByte(r) })
+		if j < 0 {
+			j = len(v)
+		}
+		if tok := v[:j]; isKey(tok) || isJWT(tok) {
+			return true
+		}
+		v = v[j:]
+	}
+	return false
+}
+
+// isTokenByte: a character of the alphabets keys are written in, but
+// "=", which more often joins a name to its value than pads a key.
+func isTokenByte(r rune) bool {
+	return r >= '0' && r <= '9' || isLetter(r) || r < 0x80 && strings.IndexByte("-_.~+/", byte(r)) >= 0
 }
 
 // tokenLike reports whether v is one run of at least minLen characters
@@ -175,7 +220,7 @@ const minTokenLen = 20
 // headerValue returns one value of header name (lowercased) as stored.
 func headerValue(name, v string) string {
 	switch {
-	case looksSecret(v), rateLimitName(name) && containsWord(name) && tokenLike(v, minTokenLen):
+	case holdsSecret(v), rateLimitName(name) && containsWord(name) && tokenLike(v, minTokenLen):
 		return redactValue(v)
 	case strings.Contains(v, "://"):
 		return URL(v)
@@ -274,17 +319,18 @@ func redactParam(p string) string {
 	if n, err := url.QueryUnescape(name); err == nil {
 		name = n
 	}
-	if !isSecretParam(name) {
-		return p
-	}
 	v, err := url.QueryUnescape(value)
 	if err != nil {
 		v = value
 	}
+	if !isSecretParam(name) && !holdsSecret(v) {
+		return p
+	}
 	return p[:len(p)-len(value)] + url.QueryEscape(redactValue(v))
 }
 
-// redactUserinfo replaces the password of "scheme://user:password@host".
+// redactUserinfo replaces the password of "scheme://user:password@host",
+// and the user name when it is a key (secretUser).
 func redactUserinfo(u string) string {
 	s := strings.Index(u, "://")
 	if s < 0 {
@@ -299,12 +345,29 @@ func redactUserinfo(u string) string {
 	if at < 0 {
 		return u
 	}
-	user, pass, ok := strings.Cut(rest[:at], ":")
-	if !ok {
+	user, pass, hasPass := strings.Cut(rest[:at], ":")
+	if secretUser(user) {
+		if n, err := url.PathUnescape(user); err == nil {
+			user = url.QueryEscape(redactValue(n))
+		}
+	} else if !hasPass {
 		return u
+	}
+	if !hasPass {
+		return u[:s+3] + user + rest[at:]
 	}
 	if p, err := url.PathUnescape(pass); err == nil {
 		pass = p
 	}
 	return u[:s+3] + user + ":" + url.QueryEscape(redactValue(pass)) + rest[at:]
+}
+
+// secretUser reports whether the user name of a URL's user info is a key:
+// one that holds a credential, or an opaque token of 16 characters or
+// more (APIs that take their key as the basic-auth user name).
+func secretUser(user string) bool {
+	if n, err := url.PathUnescape(user); err == nil {
+		user = n
+	}
+	return holdsSecret(user) || tokenLike(user, 16)
 }

@@ -190,3 +190,62 @@ func TestURLSemicolonAndMatrixParams(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretsInsideValues: a key inside a header value (JSON, a list,
+// quotes), a key of a prefix added later (Fireworks, AWS), and a key or
+// token as a query value or a URL's user name under names that say
+// nothing are redacted; the values around them that hold none are kept.
+func TestSecretsInsideValues(t *testing.T) {
+	const jwt = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+	secret := http.Header{
+		"X-Gateway-Config": {`{"api_key":"sk-proj-JSONSECRET0123456789"}`},
+		"X-Forward-List":   {"sk-proj-LISTSECRET0123, sk-proj-LISTSECRET4567"},
+		"X-Quoted":         {`"sk-proj-QUOTEDSECRET0123"`},
+		"X-Fireworks":      {"fw_FIREWORKSSECRET0123456789"},
+		"X-Aws":            {"AKIAIOSFODNN7EXAMPLE"},
+		"X-Echo":           {"token=" + jwt + "; Path=/"},
+	}
+	got := Header(secret)
+	for name, vals := range secret {
+		if want := marker(vals[0]); got.Get(name) != want {
+			t.Errorf("%s: %q kept as %q, want %q", name, vals[0], got.Get(name), want)
+		}
+	}
+	kept := http.Header{
+		"Traceparent": {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+		"X-Model":     {"deepseek-reasoner, task-force-2024abc"},
+		"X-Json":      {`{"mode":"fast","id":"req_0123456789abcdef"}`},
+		"Date":        {"Wed, 02 Dec 2026 14:00:00 GMT"},
+	}
+	for name, vals := range Header(kept) {
+		if vals[0] != kept.Get(name) {
+			t.Errorf("%s: %q changed to %q", name, kept.Get(name), vals[0])
+		}
+	}
+
+	esc := func(v string) string { return url.QueryEscape(marker(v)) }
+	urls := []struct{ in, want string }{
+		{"https://h/p?k=AIzaSyA-0123456789abcdefGHIJ&alt=sse", "https://h/p?k=" + esc("AIzaSyA-0123456789abcdefGHIJ") + "&alt=sse"},
+		{"https://h/p?jwt=" + jwt, "https://h/p?jwt=" + esc(jwt)},
+		{"https://h/p?pwd=hunter2&x=1", "https://h/p?pwd=" + esc("hunter2") + "&x=1"},
+		{"https://h/p?model=deepseek-reasoner&n=2", "https://h/p?model=deepseek-reasoner&n=2"},
+		{"http://sk-proj-USERINFOSECRET1@127.0.0.1:8080/v1", "http://" + esc("sk-proj-USERINFOSECRET1") + "@127.0.0.1:8080/v1"},
+		{"https://ghp_0123456789abcdefABCDEF@github.com/o/r", "https://" + esc("ghp_0123456789abcdefABCDEF") + "@github.com/o/r"},
+		{"https://0a1b2c3d4e5f6a7b8c9d@api.example.com/", "https://" + esc("0a1b2c3d4e5f6a7b8c9d") + "@api.example.com/"},
+		{"https://sk-proj-USERSECRET0123:pw@h/", "https://" + esc("sk-proj-USERSECRET0123") + ":" + esc("pw") + "@h/"},
+		{"https://deploy@h/p", "https://deploy@h/p"},
+	}
+	for _, tt := range urls {
+		got := URL(tt.in)
+		if got != tt.want {
+			t.Errorf("URL(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+		if _, err := url.Parse(got); err != nil {
+			t.Errorf("URL(%q) = %q is not a valid URL: %v", tt.in, got, err)
+		}
+	}
+	// A header holding such a URL gets the same.
+	if h := Header(http.Header{"Location": {"https://ghp_LOCSECRET90123456789ab@github.com/o/r"}}); strings.Contains(h.Get("Location"), "LOCSECRET") {
+		t.Errorf("Location kept its key: %q", h.Get("Location"))
+	}
+}

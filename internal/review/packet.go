@@ -63,7 +63,9 @@ func ParsePacketAs(childResponseBody []byte, role string) (Packet, error) {
 	}
 	root := gjson.ParseBytes(childResponseBody)
 	if e := root.Get("error"); e.Exists() && e.Type != gjson.Null {
-		return Packet{}, fmt.Errorf("review: child response is an error: %.200s", e.Raw)
+		// Not its text: an upstream may repeat the key it was sent (the
+		// capture has the whole answer).
+		return Packet{}, errors.New("review: child response is an error")
 	}
 	choice := root.Get("choices.0")
 	if !choice.IsObject() {

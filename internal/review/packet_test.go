@@ -116,3 +116,13 @@ func TestParsePacketResponse(t *testing.T) {
 		})
 	}
 }
+
+// TestParsePacketErrorHidesText: the error of an answer that is an error
+// object does not carry its text, which the hook logs: an upstream may
+// repeat the key it was sent.
+func TestParsePacketErrorHidesText(t *testing.T) {
+	_, err := parsePacket([]byte(`{"error":{"message":"Incorrect API key provided: sk-proj-REVIEWECHOSECRET0123","code":"invalid_api_key"}}`))
+	if err == nil || strings.Contains(err.Error(), "SECRET") || strings.Contains(err.Error(), "Incorrect") {
+		t.Fatalf("err = %v, want one without the answer's text", err)
+	}
+}
