@@ -77,7 +77,9 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 		p.writeHeader(w, resp, upstreamLength)
 		end = p.copyRaw(w, src, call, info, sinks)
 	}
-	end.Status = resp.StatusCode
+	if end.Status == 0 { // else the proxy answered in the upstream's place (a finisher's 502)
+		end.Status = resp.StatusCode
+	}
 	end = classifyEnd(end, ir.fired.Load(), clientCtx)
 	end.Duration = call.Since()
 	call.times.firstByte = ir.first
@@ -245,7 +247,15 @@ func (p *Proxy) copyEvents(w http.ResponseWriter, src io.Reader, call *Call, sin
 				return clientGone(end)
 			}
 		}
+		if c.abandoned {
+			end.Err = errFinisherCut.Error()
+			break
+		}
 		if err != nil {
+			if errors.Is(c.spillErr, errFinisherCut) {
+				end.Err = errFinisherCut.Error()
+				break
+			}
 			if c.spillErr != nil {
 				return clientGone(end)
 			}
@@ -258,7 +268,12 @@ func (p *Proxy) copyEvents(w http.ResponseWriter, src io.Reader, call *Call, sin
 	switch {
 	case c.held == nil:
 	case end.Err == "" && !rd.Truncated():
-		p.finishHeld(clientCtx, call, c.fin, c.held, out)
+		if err := p.finishHeld(clientCtx, call, c.fin, c.held, out); err != nil {
+			end.Err = err.Error()
+		}
+	case c.fin != nil && !releasable(c.fin):
+		// A cut stream whose held events the client must not get: it is
+		// cut where the session began to hold.
 	default:
 		_ = c.release() // a cut stream is passed on as the same cut
 	}
@@ -281,6 +296,7 @@ type eventCopy struct {
 	held      [][]byte
 	heldBytes int
 	spillErr  error
+	abandoned bool // the held events could not go out: the stream is cut
 }
 
 // pass writes one event read whole (or counts one that already went out
@@ -306,7 +322,9 @@ func (c *eventCopy) pass(ev *sse.Event) error {
 	if c.fin != nil {
 		c.held = append(c.held, bytes.Clone(ev.Raw))
 		if c.heldBytes += len(ev.Raw); c.heldBytes > c.p.opts.MaxEventBytes {
-			return c.release() // too much to hold: the session is left out
+			if err := c.release(); !errors.Is(err, errFinisherCut) { // too much to hold: the session is left out
+				return err
+			}
 		}
 		return nil
 	}
@@ -329,8 +347,16 @@ func (c *eventCopy) spill(b []byte) error {
 
 // release writes the held events unchanged and leaves the finish session
 // out of the rest of the stream.
+//
+// A session that says its held events must not go out (Withholder) is
+// left out with them: the stream is cut there (errFinisherCut).
 func (c *eventCopy) release() error {
 	held := c.held
+	if c.fin != nil && !releasable(c.fin) {
+		c.p.log.Warn("the finisher held more than the proxy keeps and its events cannot go out as they came; the client's stream is cut", "call", c.call.ID)
+		c.fin, c.held, c.heldBytes, c.abandoned = nil, nil, 0, true
+		return errFinisherCut
+	}
 	c.fin, c.held, c.heldBytes = nil, nil, 0
 	for _, raw := range held {
 		if err := c.out.Write(raw); err != nil {
@@ -390,7 +416,11 @@ func (p *Proxy) copyHeldBody(w http.ResponseWriter, resp *http.Response, src io.
 		return stop
 	}
 	out, ferr := safeEndBody(clientCtx, fin, body, keepAlive)
-	if ferr != nil || out == nil {
+	abandon := errors.Is(ferr, ErrAbandon)
+	switch {
+	case abandon:
+		p.log.Warn("finisher failed; the client gets an error instead of the body", "call", call.ID, "err", ferr)
+	case ferr != nil || out == nil:
 		if ferr != nil {
 			p.log.Warn("finisher failed; the body goes out as it came", "call", call.ID, "err", ferr)
 		}
@@ -405,6 +435,31 @@ func (p *Proxy) copyHeldBody(w http.ResponseWriter, resp *http.Response, src io.
 	mu.Lock()
 	defer mu.Unlock()
 	over = true
+	if clientCtx.Err() != nil {
+		// The client left while the session held the body: a write now
+		// would land in the connection's buffer and pass for delivered.
+		return clientGone(end)
+	}
+	if abandon {
+		if committed { // the header went out with the keep-alives: cut the body
+			end.Err = errFinisherCut.Error()
+			return end
+		}
+		body := errorBody("finisher_failed", "shaperproxy: "+errFinisherCut.Error()+"; retry the request", callID(w.Header()))
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(http.StatusBadGateway)
+		n, werr := w.Write(body)
+		end.Bytes = int64(n)
+		if werr != nil || http.NewResponseController(w).Flush() != nil {
+			return clientGone(end)
+		}
+		// Sent whole; the call still ends as failed (and its connection
+		// with it), since the upstream's answer never reached the client.
+		end.Err, end.Status = errFinisherCut.Error(), http.StatusBadGateway
+		return end
+	}
 	if !committed {
 		length := upstreamLength
 		if !bytes.Equal(out, body) {

@@ -38,7 +38,10 @@ type FinishSession interface {
 	// bytes of the held events. It writes to out what the client gets in
 	// their place: the same bytes, or a revision. ctx ends when the
 	// client goes away. If End returns having written nothing, the held
-	// events are written as they were.
+	// events are written as they were, unless its error wraps ErrAbandon.
+	// An error after End wrote something, or one that wraps ErrAbandon,
+	// cuts the client's stream, as a cut upstream stream is passed on: a
+	// revision that could not be finished is not presented as whole.
 	End(ctx context.Context, held [][]byte, out *EventWriter) error
 	// EndBody is called with a whole non-stream body and returns the body
 	// to send (body itself to leave it). The proxy holds the response
@@ -46,7 +49,31 @@ type FinishSession interface {
 	// one the header is committed (without Content-Length), then a blank
 	// line, which JSON readers ignore, goes out every period. They stop when
 	// the returned func is called, and in any case when EndBody returns.
+	// An error that wraps ErrAbandon answers the client with a 502 in the
+	// OpenAI error shape (or cuts the body when a keep-alive committed
+	// the header); any other error sends the body as it came.
 	EndBody(ctx context.Context, body []byte, keepAlive KeepAlive) ([]byte, error)
+}
+
+// ErrAbandon, wrapped in the error of End or EndBody, says the session
+// can neither finish the response nor let what it held go out as it came
+// (it holds a call to a tool the proxy serves, and answering it failed):
+// the call ends with an error instead.
+var ErrAbandon = errors.New("the finisher abandoned the response")
+
+// Withholder is a FinishSession that may hold events the client must not
+// get unchanged (a call to a tool the proxy serves). When the proxy cannot
+// hold more (Options.MaxEventBytes) and Releasable reports false, the
+// client's stream is cut instead of the held events going out as they
+// came.
+type Withholder interface {
+	Releasable() bool
+}
+
+// releasable reports whether the events s holds may go out unchanged.
+func releasable(s FinishSession) bool {
+	w, ok := s.(Withholder)
+	return !ok || w.Releasable()
 }
 
 // KeepAlive starts a keep-alive that beats every period until stop is
@@ -186,6 +213,17 @@ type chain struct {
 	call *Call
 }
 
+// Releasable reports whether every session lets the held events go out
+// unchanged.
+func (c *chain) Releasable() bool {
+	for _, s := range c.s {
+		if s != nil && !releasable(s) {
+			return false
+		}
+	}
+	return true
+}
+
 // Hold asks every session about each event until one holds.
 func (c *chain) Hold(ev *sse.Event) bool {
 	hold := false
@@ -204,22 +242,24 @@ func (c *chain) Hold(ev *sse.Event) bool {
 	return hold
 }
 
-// End lets each session end the stream in turn, until one writes.
+// End lets each session end the stream in turn, until one writes (or
+// abandons the response); the error is that session's. One that failed
+// without writing is logged and the next is asked.
 func (c *chain) End(ctx context.Context, held [][]byte, out *EventWriter) error {
-	var errs []error
 	for _, s := range c.s {
 		if s == nil {
 			continue
 		}
 		_, before, _ := out.stats()
-		if err := safeEnd(ctx, s, held, out); err != nil { // a panic is an error: the next session is asked
-			errs = append(errs, err)
+		err := safeEnd(ctx, s, held, out) // a panic is an error
+		if _, after, _ := out.stats(); after != before || errors.Is(err, ErrAbandon) || ctx.Err() != nil {
+			return err
 		}
-		if _, after, _ := out.stats(); after != before || ctx.Err() != nil {
-			break
+		if err != nil {
+			c.p.log.Warn("finisher failed before it wrote; the next one is asked", "call", c.call.ID, "err", err)
 		}
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // EndBody lets each session end the body in turn, until one changes it.
@@ -241,21 +281,32 @@ func (c *chain) EndBody(ctx context.Context, body []byte, keepAlive KeepAlive) (
 }
 
 // finishHeld lets the session write the client's end of a stream, and
-// writes the held events unchanged if it wrote nothing.
-func (p *Proxy) finishHeld(ctx context.Context, call *Call, fin FinishSession, held [][]byte, out *EventWriter) {
+// writes the held events unchanged if it wrote nothing. It returns
+// errFinisherCut when the stream must be cut instead: the session failed
+// after it wrote, or abandoned the response.
+func (p *Proxy) finishHeld(ctx context.Context, call *Call, fin FinishSession, held [][]byte, out *EventWriter) error {
 	_, before, _ := out.stats()
 	err := safeEnd(ctx, fin, held, out)
+	_, after, werr := out.stats()
 	if err != nil {
+		if after != before || errors.Is(err, ErrAbandon) {
+			p.log.Warn("finisher failed; the client's stream is cut", "call", call.ID, "err", err)
+			return errFinisherCut
+		}
 		p.log.Warn("finisher failed; the held events go out as they came", "call", call.ID, "err", err)
 	}
-	if _, after, werr := out.stats(); after == before && werr == nil {
+	if after == before && werr == nil {
 		for _, raw := range held {
 			if out.Write(raw) != nil {
-				return
+				return nil
 			}
 		}
 	}
+	return nil
 }
+
+// errFinisherCut is the end of a call whose finisher could not end it.
+var errFinisherCut = errors.New("the finisher could not end the response")
 
 // safeStart is f.Start; a finisher that panics is left out of the call
 // (the answer goes out as it comes).

@@ -104,8 +104,11 @@ func (s *session) End(ctx context.Context, held [][]byte, out *proxy.EventWriter
 		return nil
 	}
 	s.assemble(held)
+	if s.seen > maxDraft {
+		return fmt.Errorf("%w: the response was too long to read its deliberate call", proxy.ErrAbandon)
+	}
 	st, ok := split(s.asm.Response())
-	if !ok || s.seen > maxDraft {
+	if !ok {
 		return writeStripped(out, held, s.idx)
 	}
 	if len(st.others) > 0 {
@@ -118,15 +121,20 @@ func (s *session) End(ctx context.Context, held [][]byte, out *proxy.EventWriter
 	stop := out.KeepAlive(s.d.cfg.KeepAlive, "shaperproxy: deliberation in progress")
 	err := s.aloneStream(ctx, st, out, stop)
 	stop()
-	if errors.Is(err, errNothingWritten) {
-		s.d.log.Warn("deliberation continuation failed; the response ends without the call", "call", s.call.ID, "err", err)
-		return writeStripped(out, held, s.idx)
+	if err != nil {
+		// The client cannot get the held call (a tool it never declared),
+		// nor the turn without it (a tool-calls turn with no call), nor a
+		// continuation cut short as if whole: the proxy cuts the stream,
+		// which the client reads as the failure it is.
+		s.d.log.Warn("deliberation failed; the client's stream is cut", "call", s.call.ID, "err", err)
+		return fmt.Errorf("%w: %w", proxy.ErrAbandon, err)
 	}
-	return err
+	return nil
 }
 
-// errNothingWritten wraps a failure before the continuation wrote anything.
-var errNothingWritten = errors.New("deliberate: no continuation")
+// Releasable reports whether the held events may go out as they came:
+// not once they hold a deliberate call (proxy.Withholder).
+func (s *session) Releasable() bool { return !s.holding }
 
 // writeStripped writes the held events with the deliberate call removed.
 func writeStripped(out *proxy.EventWriter, held [][]byte, idx int) error {
@@ -221,11 +229,12 @@ func (s *session) aloneStream(ctx context.Context, st step, out *proxy.EventWrit
 		}
 		before = append(before, review.DraftOf(st.choice).Message(), toolResult(st.call.ID, result))
 		body := review.AppendMessages(s.call.View, before...)
-		next, wrote, err := s.continueStream(ctx, body, shown, usage, out, stop)
+		next, err := s.continueStream(ctx, body, shown, usage, out, stop)
+		if errors.Is(err, errTooLong) { // it went out whole, unread: nothing to record
+			s.d.log.Warn("the deliberation's continuation was too long to record", "call", s.call.ID)
+			return nil
+		}
 		if err != nil {
-			if !wrote && round == 0 {
-				return fmt.Errorf("%w: %w", errNothingWritten, err)
-			}
 			return err
 		}
 		again, ok := split(next)
@@ -241,32 +250,43 @@ func (s *session) aloneStream(ctx context.Context, st step, out *proxy.EventWrit
 	return errors.New("deliberate: the model kept calling deliberate")
 }
 
+// errTooLong: a continuation streamed whole to the client was longer than
+// the proxy assembles (maxDraft), so it was not read.
+var errTooLong = errors.New("continuation longer than the proxy reads")
+
 // continueStream sends one continuation and streams it to the client
 // after what it has seen (shown), until the continuation ends or starts a
-// deliberate call (held back: the next round answers it).
-func (s *session) continueStream(ctx context.Context, body []byte, shown review.Draft, usage []byte, out *proxy.EventWriter, stop func()) (conv.Response, bool, error) {
+// deliberate call (held back: the next round answers it). What it
+// assembles is bounded by maxDraft: a longer continuation streams on
+// unread and ends with errTooLong, unless it started a deliberate call,
+// which then cannot be answered.
+func (s *session) continueStream(ctx context.Context, body []byte, shown review.Draft, usage []byte, out *proxy.EventWriter, stop func()) (conv.Response, error) {
 	resp, _, err := s.call.Do(ctx, "deliberate-continuation", body)
 	if err != nil {
-		return conv.Response{}, false, err
+		return conv.Response{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return conv.Response{}, false, fmt.Errorf("continuation: upstream answered %d", resp.StatusCode)
+		return conv.Response{}, fmt.Errorf("continuation: upstream answered %d", resp.StatusCode)
 	}
 	merger, err := review.NewStreamMerger(s.first, shown, joint)
 	if err != nil {
-		return conv.Response{}, false, err
+		return conv.Response{}, err
 	}
 	merger.DraftUsage = usage
 	asm, rd := conv.NewAssembler(), sse.NewReader(resp.Body)
-	holding, wrote := false, false
+	holding, seen := false, 0
 	for {
 		ev, rerr := rd.Next()
 		if ev.Truncated { // the client must not get half an event: give up as if cut
-			return conv.Response{}, wrote, errors.New("continuation event over the size limit")
+			return conv.Response{}, errors.New("continuation event over the size limit")
 		}
 		if ev.HasData && !ev.IsDone() {
-			_ = asm.AddChunk(ev.Data)
+			if seen += len(ev.Data); seen > maxDraft {
+				asm = nil // what is assembled stays bounded
+			} else {
+				_ = asm.AddChunk(ev.Data)
+			}
 			if !holding {
 				_, holding = startsCall(ev.Data)
 			}
@@ -275,16 +295,20 @@ func (s *session) continueStream(ctx context.Context, body []byte, shown review.
 			if b, merr := merger.Next(ev.Raw); merr == nil && len(b) > 0 {
 				stop()
 				if out.Write(b) != nil {
-					return conv.Response{}, wrote, ctx.Err()
+					return conv.Response{}, ctx.Err()
 				}
-				wrote = true
 			}
 		}
 		if rerr != nil {
-			if !errors.Is(rerr, io.EOF) || rd.Truncated() {
-				return conv.Response{}, wrote, fmt.Errorf("continuation cut: %w", rerr)
+			switch {
+			case !errors.Is(rerr, io.EOF) || rd.Truncated():
+				return conv.Response{}, fmt.Errorf("continuation cut: %w", rerr)
+			case asm == nil && holding:
+				return conv.Response{}, errors.New("continuation too long to answer its deliberate call")
+			case asm == nil:
+				return conv.Response{}, errTooLong
 			}
-			return asm.Response(), wrote, nil
+			return asm.Response(), nil
 		}
 	}
 }
@@ -312,8 +336,9 @@ func (s *session) EndBody(ctx context.Context, body []byte, keepAlive proxy.Keep
 	defer stop()
 	merged, err := s.aloneBody(ctx, st, body)
 	if err != nil {
-		s.d.log.Warn("deliberation continuation failed; the response ends without the call", "call", s.call.ID, "err", err)
-		return bodyWithoutCall(body, st.call.ID)
+		// As in End: neither the call nor a tool-calls turn without it.
+		s.d.log.Warn("deliberation failed; the client gets an error", "call", s.call.ID, "err", err)
+		return nil, fmt.Errorf("%w: %w", proxy.ErrAbandon, err)
 	}
 	return merged, nil
 }

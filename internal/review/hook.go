@@ -321,7 +321,10 @@ func (rv *Reviewer) send(ctx context.Context, call *proxy.Call, purpose string, 
 // continueStream asks the model to revise and streams the continuation
 // after the draft, as one message. If the continuation fails before its
 // first event, the held draft end goes out as it came (End wrote
-// nothing); after it, the held finish chunk closes the stream.
+// nothing); after it, the error makes the proxy cut the client's stream:
+// a revision cut short is not closed as if it were whole. What is
+// assembled of the continuation (to record it) is bounded by
+// maxDraftData; a longer one still streams, and is not recorded.
 func (s *reviewSession) continueStream(ctx context.Context, draft Draft, p Packet, held [][]byte, out *proxy.EventWriter) error {
 	shown, notice := placeNotice(draft, p, s.prof.ReviewNotice(), TurnKey(s.view, s.call.Conversation))
 	body, err := continuationRequest(s.view.Body, shown, notice)
@@ -345,14 +348,18 @@ func (s *reviewSession) continueStream(ctx context.Context, draft Draft, p Packe
 	merger.DraftUsage = s.asm.Response().Usage
 	cont := conv.NewAssembler()
 	rd := sse.NewReader(resp.Body)
-	text, bare := splitFinish(held[0])
-	wrote := false
+	text, _ := splitFinish(held[0])
+	wrote, seen := false, 0
 	for {
 		ev, rerr := rd.Next()
 		if ev.Truncated { // the client must not get half an event: give up as if cut
 			rerr = errEventTooLarge
-		} else if ev.HasData && !ev.IsDone() {
-			_ = cont.AddChunk(ev.Data)
+		} else if ev.HasData && !ev.IsDone() && cont != nil {
+			if seen += len(ev.Data); seen > maxDraftData {
+				cont = nil // too long to record: let the assembled text go
+			} else {
+				_ = cont.AddChunk(ev.Data)
+			}
 		}
 		if len(ev.Raw) > 0 && !ev.Partial && !ev.Truncated {
 			b, merr := merger.Next(ev.Raw)
@@ -368,29 +375,27 @@ func (s *reviewSession) continueStream(ctx context.Context, draft Draft, p Packe
 		}
 		if rerr != nil {
 			if !errors.Is(rerr, io.EOF) || rd.Truncated() {
-				if wrote { // end the stream as the draft ended it (its text already went out)
-					writeAll(out, append([][]byte{bare}, held[1:]...))
-				}
 				return fmt.Errorf("continuation cut: %w", rerr)
 			}
 			break
 		}
 	}
 	s.rv.m.outcomes.WithLabelValues("published").Inc()
-	return s.record(shown, notice, cont, body)
+	// The revision went out whole: what follows is no reason to cut it.
+	switch {
+	case cont == nil:
+		s.rv.log.Warn("the revision was too long to record; later requests carry it as the client sends it", "call", s.call.ID)
+	default:
+		if err := s.record(shown, notice, cont, body); err != nil {
+			s.rv.log.Warn("the revision went out but was not recorded", "call", s.call.ID, "err", err)
+		}
+	}
+	return nil
 }
 
 // errEventTooLarge ends a continuation whose event is longer than the
 // proxy keeps.
 var errEventTooLarge = errors.New("continuation event over the size limit")
-
-func writeAll(out *proxy.EventWriter, events [][]byte) {
-	for _, e := range events {
-		if out.Write(e) != nil {
-			return
-		}
-	}
-}
 
 // continueBody is continueStream for a non-streamed turn end.
 func (s *reviewSession) continueBody(ctx context.Context, draft Draft, p Packet, draftBody []byte) ([]byte, error) {
