@@ -53,8 +53,8 @@ func runCA(_ context.Context, args []string, stdout, stderr io.Writer) error {
 Trust it in the tools you run through HTTPS_PROXY (only those; do not add it to the system store):
   export HTTPS_PROXY=http://127.0.0.1:8787
   export NODE_EXTRA_CA_CERTS=%[1]s    # Node.js tools (opencode, qwen-code; plain Node fetch also needs NODE_USE_ENV_PROXY=1)
-  export SSL_CERT_FILE=%[1]s          # Go and OpenSSL-based tools (replaces the system bundle: concatenate if needed)
-  export REQUESTS_CA_BUNDLE=%[1]s     # Python requests / httpx
+  export SSL_CERT_FILE=%[1]s          # Go, OpenSSL-based tools, Python httpx (the OpenAI Python SDK); replaces the system bundle: concatenate if needed
+  export REQUESTS_CA_BUNDLE=%[1]s     # Python requests
 Then list the hosts to decrypt in the config: intercept = ["api.deepseek.com"]
 `, path)
 	return nil

@@ -7,11 +7,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/term"
 
 	"github.com/shaperproxy/shaperproxy/capture"
+	"github.com/shaperproxy/shaperproxy/proxy"
 )
 
 const captureUsageText = `usage: shaperproxy capture COMMAND [flags]
@@ -228,7 +230,7 @@ TIME is `+timeHelp+`.
 	f.StringVar(&in, "in", "", "look for the text only in the `request` or the `response`")
 	f.StringVar(&o.Query.Model, "model", "", "only calls whose model contains `M` (any case)")
 	f.StringVar(&o.Query.Route, "route", "", "only calls of this `route`")
-	f.StringVar(&o.Query.Outcome, "outcome", "", "only calls with this `outcome` (complete, client_cancelled, upstream_error, timeout; none: no end in the log)")
+	f.StringVar(&o.Query.Outcome, "outcome", "", "only calls with this `outcome` ("+strings.Join(findOutcomes, ", ")+"; none: no end in the log)")
 	f.Var(timeValue{t: &o.Query.Since}, "since", "only calls whose request came at or after `TIME`")
 	f.Var(timeValue{t: &o.Query.Until}, "until", "only calls whose request came before `TIME`")
 	f.IntVar(&o.Query.Limit, "limit", 100, "print at most `N` calls (0: all)")
@@ -245,11 +247,20 @@ TIME is `+timeHelp+`.
 	default:
 		return f.usageErr("--in: want request or response, got %q", in)
 	}
+	if o.Query.Outcome != "" && o.Query.Outcome != "none" && !slices.Contains(findOutcomes, o.Query.Outcome) {
+		return f.usageErr("--outcome: want one of %s or none, got %q", strings.Join(findOutcomes, ", "), o.Query.Outcome)
+	}
 	if o.Query.Limit < 0 {
 		return f.usageErr("--limit: must not be negative")
 	}
 	o.captureOptions = cmd
 	return findCmd(stdout, stderr, o)
+}
+
+// findOutcomes are the outcomes a call's end records (proxy.Outcome).
+var findOutcomes = []string{
+	string(proxy.OutcomeComplete), string(proxy.OutcomeClientCancelled), string(proxy.OutcomeUpstreamError),
+	string(proxy.OutcomeTimeout), string(proxy.OutcomeShutdown), string(proxy.OutcomeRetried), string(proxy.OutcomeBadRequest),
 }
 
 func captureStats(args []string, stdout, stderr io.Writer) error {

@@ -55,9 +55,7 @@ func runProfiles(_ context.Context, args []string, stdout, stderr io.Writer) err
 		rep.Routes = append(rep.Routes, routeRow{Route: r.Name, Upstream: r.Upstream, Profile: p.Name, Family: p.Family})
 	}
 	if f.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return json.NewEncoder(stdout).Encode(rep) // one object on one line, as every --json
 	}
 	return printProfiles(stdout, rep)
 }

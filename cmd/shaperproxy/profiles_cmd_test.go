@@ -67,6 +67,9 @@ func TestProfilesCommand(t *testing.T) {
 	if err := run(context.Background(), []string{"profiles", "--config", cfg, "--model", "MiniMaxAI/MiniMax-M2", "--upstream", "http://127.0.0.1:9", "--json"}, &out, &errOut); err != nil {
 		t.Fatal(err)
 	}
+	if n := strings.Count(out.String(), "\n"); n != 1 {
+		t.Errorf("--json printed %d lines, want one object on one line", n)
+	}
 	var rep profilesReport
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("%v: %s", err, out.String())

@@ -251,13 +251,18 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// utcTime writes a record's time in UTC, as every command prints times.
+// utcTime writes a record's time in UTC to the millisecond, as every
+// command prints times, in text and JSON alike (the JSON handler's own
+// format has nanoseconds).
 func utcTime(groups []string, a slog.Attr) slog.Attr {
 	if a.Key == slog.TimeKey && len(groups) == 0 && a.Value.Kind() == slog.KindTime {
-		a.Value = slog.TimeValue(a.Value.Time().UTC())
+		a.Value = slog.StringValue(a.Value.Time().UTC().Format(logTimeFormat))
 	}
 	return a
 }
+
+// logTimeFormat is how a log line's time is written.
+const logTimeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 // serveURLFile, in the data directory, holds the URL of the running proxy
 // so that the forensic commands can ask it (it holds the originals table).

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -261,5 +262,30 @@ func TestServeHelp(t *testing.T) {
 	code, stdout, stderr := runMain(t, "serve", "--help")
 	if code != 0 || stderr != "" || !strings.Contains(stdout, "usage: shaperproxy serve") || !strings.Contains(stdout, "-upstream") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+// TestLogTimes: serve's log lines carry their time in UTC to the
+// millisecond, text and JSON alike, as the README says every command
+// prints times.
+func TestLogTimes(t *testing.T) {
+	re := regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`)
+	for _, format := range []string{"text", "json"} {
+		var buf bytes.Buffer
+		newLogger(&buf, "info", format).Info("hello", "k", 1)
+		line := strings.TrimSpace(buf.String())
+		var got string
+		if format == "json" {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatalf("json line %q: %v", line, err)
+			}
+			got, _ = m["time"].(string)
+		} else if _, rest, ok := strings.Cut(line, "time="); ok {
+			got, _, _ = strings.Cut(rest, " ")
+		}
+		if !re.MatchString(got) {
+			t.Errorf("%s: time %q in %q, want 2025-03-01T12:00:00.000Z", format, got, line)
+		}
 	}
 }
