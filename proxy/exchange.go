@@ -273,7 +273,10 @@ func (p *Proxy) copyEvents(w http.ResponseWriter, src io.Reader, call *Call, sin
 		}
 	case c.fin != nil && !releasable(c.fin):
 		// A cut stream whose held events the client must not get: it is
-		// cut where the session began to hold.
+		// cut where the session began to hold, as a cut.
+		if end.Err == "" {
+			end.Err = errFinisherCut.Error()
+		}
 	default:
 		_ = c.release() // a cut stream is passed on as the same cut
 	}

@@ -288,6 +288,12 @@ func (p *Proxy) finishHeld(ctx context.Context, call *Call, fin FinishSession, h
 	_, before, _ := out.stats()
 	err := safeEnd(ctx, fin, held, out)
 	_, after, werr := out.stats()
+	if after == before && !releasable(fin) {
+		// It wrote nothing (it failed, or panicked) and what it holds must
+		// not go out as it came.
+		p.log.Warn("finisher ended nothing and its held events cannot go out; the client's stream is cut", "call", call.ID, "err", err)
+		return errFinisherCut
+	}
 	if err != nil {
 		if after != before || errors.Is(err, ErrAbandon) {
 			p.log.Warn("finisher failed; the client's stream is cut", "call", call.ID, "err", err)

@@ -89,6 +89,7 @@ func TestFinisherFailureCutsTheStream(t *testing.T) {
 		{"fails after writing", &failingFinisher{wrote: true}, true, OutcomeUpstreamError, ""},
 		{"abandons", &failingFinisher{abandon: true}, true, OutcomeUpstreamError, ""},
 		{"fails before writing", &failingFinisher{}, false, OutcomeComplete, events},
+		{"fails before writing, holding what must not go out", &failingFinisher{withhold: true}, true, OutcomeUpstreamError, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,6 +133,27 @@ func TestWithheldEventsAreNotReleased(t *testing.T) {
 		writeEvents(w, []byte(events.String()))
 	}))
 	defer up.Close()
+	// The upstream ends without the blank line after its last event while
+	// a Withholder holds: a cut, not a clean end without the held part.
+	t.Run("cut at the end", func(t *testing.T) {
+		cut := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = w.Write([]byte("data: {\"a\":1}\n\ndata: {\"secret_call\":1}\n\ndata: [DONE]\n"))
+		}))
+		defer cut.Close()
+		obs := &recordingObserver{}
+		_, px := newTestProxy(t, cut.URL, func(o *Options) {
+			o.Finishers = []Finisher{&holdCallFinisher{withhold: true}}
+			o.Observers = []Observer{obs}
+		})
+		got, err := readAll(t, px.URL, `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+		if err == nil || strings.Contains(got, "secret_call") {
+			t.Fatalf("client got %q, %v; want a cut before the held call", got, err)
+		}
+		if ends := obs.waitEnds(t, 1); ends[0].Outcome == OutcomeComplete {
+			t.Fatalf("the observers saw %+v, want a failed call", ends[0])
+		}
+	})
 	for _, withhold := range []bool{true, false} {
 		t.Run(fmt.Sprint("withhold=", withhold), func(t *testing.T) {
 			_, px := newTestProxy(t, up.URL, func(o *Options) {

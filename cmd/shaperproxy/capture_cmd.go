@@ -257,10 +257,12 @@ TIME is `+timeHelp+`.
 	return findCmd(stdout, stderr, o)
 }
 
-// findOutcomes are the outcomes a call's end records (proxy.Outcome).
+// findOutcomes are the outcomes a captured call can end with
+// (proxy.Outcome; a retried attempt is not a call's end, and a request
+// whose body could not be read never reaches an upstream or the capture).
 var findOutcomes = []string{
 	string(proxy.OutcomeComplete), string(proxy.OutcomeClientCancelled), string(proxy.OutcomeUpstreamError),
-	string(proxy.OutcomeTimeout), string(proxy.OutcomeShutdown), string(proxy.OutcomeRetried), string(proxy.OutcomeBadRequest),
+	string(proxy.OutcomeTimeout), string(proxy.OutcomeShutdown),
 }
 
 func captureStats(args []string, stdout, stderr io.Writer) error {

@@ -181,6 +181,7 @@ func TestDeliberateFailuresFailTheCall(t *testing.T) {
 	}{
 		{"continuation cut mid-event", delibStream(), sseHeader + chunked(event(roleChunk)+event(contChunk)+`data: {"id`)},
 		{"continuation answers 500", delibStream(), jsonAnswer(500, `{"error":{"message":"overloaded"}}`)},
+		{"continuation has no choice", delibStream(), sseHeader + lastChunk},
 		{"the model keeps calling", delibStream(), sseHeader + chunked(delibStream()) + lastChunk},
 		{"arguments over the hold", longArgs(), jsonAnswer(500, `{}`)},
 	}

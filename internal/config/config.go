@@ -20,7 +20,6 @@ import (
 	"github.com/shaperproxy/shaperproxy/internal/deliberate"
 	"github.com/shaperproxy/shaperproxy/internal/guard"
 	"github.com/shaperproxy/shaperproxy/internal/profile"
-	"github.com/shaperproxy/shaperproxy/internal/redact"
 	"github.com/shaperproxy/shaperproxy/internal/reqshape"
 	"github.com/shaperproxy/shaperproxy/internal/review"
 	"github.com/shaperproxy/shaperproxy/originals"
@@ -276,23 +275,19 @@ func (c *Config) validateRoutes() []error {
 	return errs
 }
 
-// checkUpstream says what is wrong with an upstream URL; the URL it
-// quotes is redacted (a key in its user info goes no further than the
-// file).
+// checkUpstream says what is wrong with an upstream URL without quoting
+// it: a key in its user info goes no further than the file, whatever is
+// wrong with the URL (a password holding "/" or "#" confuses any parser
+// that would find it to redact it).
 func checkUpstream(s string) error {
 	u, err := url.Parse(s)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // its message quotes the URL
-		}
-		return fmt.Errorf("%q is not a URL: %w", redact.URL(s), err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("%q must be an http or https URL", redact.URL(s))
-	}
-	if u.Host == "" {
-		return fmt.Errorf("%q has no host", redact.URL(s))
+	switch {
+	case err != nil:
+		return errors.New("not a valid URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return errors.New("must be an http or https URL")
+	case u.Host == "":
+		return errors.New("has no host")
 	}
 	return nil
 }

@@ -117,6 +117,8 @@ func TestUpstreamErrorsHideKeys(t *testing.T) {
 		"htps://user:CFGSECRET14@api.example.com",
 		"https://sk-proj-CFGSECRET15abc@/v1",
 		"https://user:CFGSECRET16@api.example.com/%zz",
+		"https//user:CFGSECRET17@api.example.com",
+		"https://user:wJalr/CFGSECRET18#x@api.example.com",
 	} {
 		c := Default()
 		err := c.Parse("[[route]]\nname = \"a\"\nupstream = \"" + up + "\"\nprefix = \"/a\"")

@@ -119,6 +119,7 @@ func (s *session) End(ctx context.Context, held [][]byte, out *proxy.EventWriter
 		return nil
 	}
 	stop := out.KeepAlive(s.d.cfg.KeepAlive, "shaperproxy: deliberation in progress")
+	defer stop() // a panic below must not leave the keep-alives beating
 	err := s.aloneStream(ctx, st, out, stop)
 	stop()
 	if err != nil {
@@ -237,11 +238,18 @@ func (s *session) aloneStream(ctx context.Context, st step, out *proxy.EventWrit
 		if err != nil {
 			return err
 		}
+		if len(next.Choices) != 1 {
+			return fmt.Errorf("continuation with %d choices", len(next.Choices))
+		}
 		again, ok := split(next)
 		if !ok { // the model went on without deliberating: done
 			final := review.DraftOf(next.Choices[0])
 			content := joint.Contents(shown.Content, final.Content)
-			return s.record(content, final, before)
+			// It went out whole: a failure to record it is no reason to cut it.
+			if err := s.record(content, final, before); err != nil {
+				s.d.log.Warn("the deliberation went out but was not recorded", "call", s.call.ID, "err", err)
+			}
+			return nil
 		}
 		cont := visible(again.choice)
 		shown = review.Draft{ReasoningField: shown.ReasoningField, Reasoning: joinReasoning(shown.Reasoning, cont.Reasoning), Content: joint.Contents(shown.Content, cont.Content)}
@@ -365,12 +373,20 @@ func (s *session) aloneBody(ctx context.Context, st step, body []byte) ([]byte, 
 		if err := asm.AddBody(contBody); err != nil {
 			return nil, err
 		}
+		if n := len(asm.Response().Choices); n != 1 {
+			return nil, fmt.Errorf("continuation with %d choices", n)
+		}
 		again, ok := split(asm.Response())
 		if !ok {
 			final := review.DraftOf(asm.Response().Choices[0])
 			all := conv.NewAssembler()
-			_ = all.AddBody(merged)
-			return merged, s.record(all.Response().Choices[0].Content, final, before)
+			if err := all.AddBody(merged); err != nil || len(all.Response().Choices) == 0 {
+				return nil, fmt.Errorf("the merged answer does not read back: %v", err)
+			}
+			if err := s.record(all.Response().Choices[0].Content, final, before); err != nil {
+				s.d.log.Warn("the deliberation went out but was not recorded", "call", s.call.ID, "err", err)
+			}
+			return merged, nil
 		}
 		st = again
 	}

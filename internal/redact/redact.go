@@ -133,21 +133,47 @@ func looksSecret(v string) bool {
 }
 
 // isKey reports whether v is an API key of a known prefix: the prefix
-// and at least 8 more characters of a key's alphabet, letters and digits
-// among them.
+// and at least 8 more letters, digits, "-", "_" or ".", letters and digits
+// among them (an AWS access key id: the prefix and 16 capitals or digits).
 func isKey(v string) bool {
 	for _, p := range keyPrefixes {
-		if strings.HasPrefix(v, p) && len(v) >= len(p)+8 && tokenLike(v, 0) {
+		if !strings.HasPrefix(v, p) {
+			continue
+		}
+		if p == "AKIA" || p == "ASIA" {
+			if len(v) == 20 && strings.IndexFunc(v, func(r rune) bool { return !(r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') }) < 0 {
+				return true
+			}
+			continue
+		}
+		if len(v) >= len(p)+8 && inAlphabet(v, "-_.") && tokenLike(v, 0) { // no "/": "xai-org/grok-1" is a model
 			return true
 		}
 	}
 	return false
 }
 
+// innerKey reports whether a token inside a longer value is a key: one
+// of minInnerKey characters or more, or an AWS access key id (its shape is
+// exact).
+func innerKey(tok string) bool {
+	if strings.HasPrefix(tok, "AKIA") || strings.HasPrefix(tok, "ASIA") {
+		return isKey(tok)
+	}
+	return len(tok) >= minInnerKey && isKey(tok)
+}
+
+// minInnerKey is the shortest key looked for inside a longer value: the
+// keys of the providers above are 35 characters or more (Fireworks' 27),
+// and a shorter token with a key's prefix is more often a word
+// ("sk-learn-2024.pdf", "hf_hub/0.24.5").
+const minInnerKey = 24
+
 // holdsSecret reports whether v is or holds a credential: looksSecret of
-// the whole, or a key or a JWT among its tokens (the runs of a key's
-// alphabet, "=" aside, so a key inside JSON, a comma-separated list,
-// quotes or a name=value pair is found).
+// the whole, or among its tokens (the runs of letters, digits and "-_.",
+// so a key inside JSON, a list, quotes, a path or a name=value pair is
+// found) a key of minInnerKey characters or more, an AWS access key id or
+// a JWT.
 func holdsSecret(v string) bool {
 	if looksSecret(v) {
 		return true
@@ -162,7 +188,7 @@ func holdsSecret(v string) bool {
 		if j < 0 {
 			j = len(v)
 		}
-		if tok := v[:j]; isKey(tok) || isJWT(tok) {
+		if tok := v[:j]; innerKey(tok) || isJWT(tok) {
 			return true
 		}
 		v = v[j:]
@@ -170,10 +196,9 @@ func holdsSecret(v string) bool {
 	return false
 }
 
-// isTokenByte: a character of the alphabets keys are written in, but
-// "=", which more often joins a name to its value than pads a key.
+// isTokenByte: a character of the keys of known prefixes and of JWTs.
 func isTokenByte(r rune) bool {
-	return r >= '0' && r <= '9' || isLetter(r) || r < 0x80 && strings.IndexByte("-_.~+/", byte(r)) >= 0
+	return r >= '0' && r <= '9' || isLetter(r) || r == '-' || r == '_' || r == '.'
 }
 
 // tokenLike reports whether v is one run of at least minLen characters
@@ -310,10 +335,17 @@ func redactParams(s, seps string) string {
 	return b.String()
 }
 
-// redactParam redacts one "name=value" element of a query string.
+// redactParam redacts one "name=value" element of a query string (an
+// element without "=" that holds a credential goes whole).
 func redactParam(p string) string {
 	name, value, ok := strings.Cut(p, "=")
-	if !ok || value == "" {
+	if !ok {
+		if v, err := url.QueryUnescape(p); err == nil && holdsSecret(v) {
+			return url.QueryEscape(redactValue(v))
+		}
+		return p
+	}
+	if value == "" {
 		return p
 	}
 	if n, err := url.QueryUnescape(name); err == nil {
@@ -343,13 +375,24 @@ func redactUserinfo(u string) string {
 	}
 	at := strings.LastIndexByte(rest[:end], '@')
 	if at < 0 {
-		return u
+		// A password holding "/" or "#" (base64 keys do) ends the
+		// authority early for a parser: take an "@" before the query
+		// whose user info has a ":".
+		q := strings.IndexAny(rest, "?")
+		if q < 0 {
+			q = len(rest)
+		}
+		if at = strings.LastIndexByte(rest[:q], '@'); at < 0 || !strings.Contains(rest[:at], ":") {
+			return u
+		}
 	}
 	user, pass, hasPass := strings.Cut(rest[:at], ":")
 	if secretUser(user) {
-		if n, err := url.PathUnescape(user); err == nil {
-			user = url.QueryEscape(redactValue(n))
+		n, err := url.PathUnescape(user)
+		if err != nil {
+			n = user
 		}
+		user = url.QueryEscape(redactValue(n))
 	} else if !hasPass {
 		return u
 	}

@@ -199,8 +199,9 @@ func TestSecretsInsideValues(t *testing.T) {
 	const jwt = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
 	secret := http.Header{
 		"X-Gateway-Config": {`{"api_key":"sk-proj-JSONSECRET0123456789"}`},
-		"X-Forward-List":   {"sk-proj-LISTSECRET0123, sk-proj-LISTSECRET4567"},
-		"X-Quoted":         {`"sk-proj-QUOTEDSECRET0123"`},
+		"X-Forward-List":   {"sk-proj-LISTSECRET0123456789, sk-proj-LISTSECRET4567890123"},
+		"X-Quoted":         {`"sk-proj-QUOTEDSECRET0123456"`},
+		"X-Path":           {"a/sk-proj-PATHSECRET01234567890"},
 		"X-Fireworks":      {"fw_FIREWORKSSECRET0123456789"},
 		"X-Aws":            {"AKIAIOSFODNN7EXAMPLE"},
 		"X-Echo":           {"token=" + jwt + "; Path=/"},
@@ -212,10 +213,13 @@ func TestSecretsInsideValues(t *testing.T) {
 		}
 	}
 	kept := http.Header{
-		"Traceparent": {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
-		"X-Model":     {"deepseek-reasoner, task-force-2024abc"},
-		"X-Json":      {`{"mode":"fast","id":"req_0123456789abcdef"}`},
-		"Date":        {"Wed, 02 Dec 2026 14:00:00 GMT"},
+		"Traceparent":         {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+		"X-Model":             {"deepseek-reasoner, task-force-2024abc, xai-org/grok-1"},
+		"X-Json":              {`{"mode":"fast","id":"req_0123456789abcdef"}`},
+		"Date":                {"Wed, 02 Dec 2026 14:00:00 GMT"},
+		"User-Agent":          {"unknown/None; hf_hub/0.24.5; python/3.11.4"},
+		"X-Region":            {"ASIA-PACIFIC-1, ASIA_EAST_12345"},
+		"Content-Disposition": {`attachment; filename="sk-learn-2024.pdf"`},
 	}
 	for name, vals := range Header(kept) {
 		if vals[0] != kept.Get(name) {
@@ -229,6 +233,10 @@ func TestSecretsInsideValues(t *testing.T) {
 		{"https://h/p?jwt=" + jwt, "https://h/p?jwt=" + esc(jwt)},
 		{"https://h/p?pwd=hunter2&x=1", "https://h/p?pwd=" + esc("hunter2") + "&x=1"},
 		{"https://h/p?model=deepseek-reasoner&n=2", "https://h/p?model=deepseek-reasoner&n=2"},
+		{"https://h/p?model=xai-org/grok-1&after=ASIA_EAST_12345", "https://h/p?model=xai-org/grok-1&after=ASIA_EAST_12345"},
+		{"https://h/p?sk-proj-BAREELEMENT0123456789&x=1", "https://h/p?" + esc("sk-proj-BAREELEMENT0123456789") + "&x=1"},
+		{"https://user:wJalrXUtnFEMI/K7MDENG#bPxRfiCY@h/p", "https://user:" + esc("wJalrXUtnFEMI/K7MDENG#bPxRfiCY") + "@h/p"},
+		{"https://sk-proj-BADESCAPE0123456789%@h/", "https://" + esc("sk-proj-BADESCAPE0123456789%") + "@h/"},
 		{"http://sk-proj-USERINFOSECRET1@127.0.0.1:8080/v1", "http://" + esc("sk-proj-USERINFOSECRET1") + "@127.0.0.1:8080/v1"},
 		{"https://ghp_0123456789abcdefABCDEF@github.com/o/r", "https://" + esc("ghp_0123456789abcdefABCDEF") + "@github.com/o/r"},
 		{"https://0a1b2c3d4e5f6a7b8c9d@api.example.com/", "https://" + esc("0a1b2c3d4e5f6a7b8c9d") + "@api.example.com/"},
