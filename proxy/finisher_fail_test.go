@@ -23,6 +23,7 @@ import (
 type failingFinisher struct {
 	holdAll, wrote, abandon, withhold bool
 	bodyWait                          time.Duration
+	bodyStarted                       chan struct{} // closed when EndBody begins, if set
 }
 
 func (f *failingFinisher) Start(call *Call, info *ResponseInfo) FinishSession {
@@ -49,6 +50,9 @@ func (s *failingSession) End(ctx context.Context, held [][]byte, out *EventWrite
 }
 
 func (s *failingSession) EndBody(ctx context.Context, body []byte, keepAlive KeepAlive) ([]byte, error) {
+	if s.f.bodyStarted != nil {
+		close(s.f.bodyStarted)
+	}
 	if s.f.bodyWait > 0 {
 		select {
 		case <-time.After(s.f.bodyWait):
@@ -233,12 +237,14 @@ func TestAbandonedBodyAnswersAnError(t *testing.T) {
 	}
 
 	obs2 := &recordingObserver{}
+	started := make(chan struct{})
 	_, px2 := newTestProxy(t, up.URL, func(o *Options) {
-		o.Finishers = []Finisher{&failingFinisher{bodyWait: time.Second}}
+		o.Finishers = []Finisher{&failingFinisher{bodyWait: time.Second, bodyStarted: started}}
 		o.Observers = []Observer{obs2}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	go func() { <-started; cancel() }() // the client leaves while the session holds the body
 	req, _ := http.NewRequestWithContext(ctx, "POST", px2.URL+"/v1/chat/completions", bytes.NewReader(body))
 	if resp, err := rawClient().Do(req); err == nil {
 		resp.Body.Close()
