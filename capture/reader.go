@@ -433,12 +433,17 @@ func (r *Reader) loadFrame(s *segment, fi frameInfo) (*frameData, error) {
 	return fd, nil
 }
 
+// maxPrealloc bounds the buffer made for a frame before it is decoded.
+const maxPrealloc = 4 << 20
+
 func decodeFrame(dec *zstd.Decoder, s *segment, fi frameInfo) (*frameData, error) {
 	body := s.read(fi.off+frameHeaderSize, int64(fi.t.FrameLen))
 	if body == nil || crc(body) != fi.t.FrameCRC {
 		return nil, ErrCorrupt
 	}
-	raw, err := dec.DecodeAll(body, make([]byte, 0, fi.t.RawLen))
+	// The declared length sizes the buffer only up to a bound: a frame
+	// whose checksums hold may still declare any length.
+	raw, err := dec.DecodeAll(body, make([]byte, 0, min(int(fi.t.RawLen), maxPrealloc)))
 	if err != nil || len(raw) != int(fi.t.RawLen) {
 		return nil, ErrCorrupt
 	}

@@ -35,13 +35,13 @@ func (fi frameInfo) next() int64 {
 
 // newSegment reads the header of a segment of the given size and finds the
 // end of its valid frames.
+//
+// A damaged segment header does not hide the frames after it: each frame
+// carries its own checksums, so they are read as in any segment (a file
+// that is no segment has no frame that checks out).
 func newSegment(num uint64, ra io.ReaderAt, size int64) *segment {
 	s := &segment{num: num, ra: ra, size: size, start: segHeaderSize}
-	hdr := s.read(0, segHeaderSize)
-	if !checkSegHeader(hdr) {
-		s.end = s.start // unreadable: no frames
-		return s
-	}
+	s.end = s.start
 	s.findEnd()
 	return s
 }
@@ -67,22 +67,46 @@ func (s *segment) read(off, n int64) []byte {
 	return b
 }
 
-// findEnd sets end after the last frame whose trailer, header and body
-// checksum are valid, skipping a torn tail.
+// findEnd sets end after the last valid frame: the file's end when the
+// frame ending there is whole (trailer, header and body checksum), else
+// the end of the chain of whole frames read from the last end known
+// (the segment's start at first), each frame's header giving where the
+// next one begins. A torn tail is never searched for a trailer: the bytes
+// of a frame's body (an upstream's answer stored as it came) may hold what
+// looks like a whole frame, and must not be read as one.
 func (s *segment) findEnd() {
-	limit := s.size
-	for limit > s.start {
-		if fi, ok := s.frameEndingAt(limit, s.size); ok && s.bodyOK(fi) {
-			s.end = limit
-			return
-		}
-		p, ok := s.searchBack(limit - trailerSize)
-		if !ok {
+	if fi, ok := s.frameEndingAt(s.size, s.size); ok && s.bodyOK(fi) {
+		s.end = s.size
+		return
+	}
+	end := max(s.end, s.start)
+	for {
+		fi, ok := s.chainedAt(end, s.size)
+		if !ok || !s.bodyOK(fi) {
 			break
 		}
-		limit = p + trailerSize
+		end = fi.next()
 	}
-	s.end = s.start
+	s.end = end
+}
+
+// chainedAt returns the frame whose header is at off if it is whole
+// within limit (its header and trailer agree).
+func (s *segment) chainedAt(off, limit int64) (frameInfo, bool) {
+	if off < s.start || off+frameHeaderSize+trailerSize > limit {
+		return frameInfo{}, false
+	}
+	n, ok := parseFrameHeader(s.read(off, frameHeaderSize))
+	if !ok {
+		return frameInfo{}, false
+	}
+	fi := frameInfo{off: off}
+	if fi.t.FrameLen = n; fi.next() > limit {
+		return frameInfo{}, false
+	}
+	t, ok := parseTrailer(s.read(fi.next()-trailerSize, trailerSize))
+	fi.t = t
+	return fi, ok && t.FrameLen == n
 }
 
 // bodyOK checks the checksum of a frame's compressed body.
@@ -111,22 +135,7 @@ func (s *segment) frameEndingAt(end, limit int64) (frameInfo, bool) {
 
 // frameAt returns the frame whose header is at off, if it is whole and
 // valid within end.
-func (s *segment) frameAt(off int64) (frameInfo, bool) {
-	if off < s.start || off+frameHeaderSize+trailerSize > s.end {
-		return frameInfo{}, false
-	}
-	n, ok := parseFrameHeader(s.read(off, frameHeaderSize))
-	if !ok {
-		return frameInfo{}, false
-	}
-	fi := frameInfo{off: off}
-	if fi.t.FrameLen = n; fi.next() > s.end {
-		return frameInfo{}, false
-	}
-	t, ok := parseTrailer(s.read(fi.next()-trailerSize, trailerSize))
-	fi.t = t
-	return fi, ok && t.FrameLen == n
-}
+func (s *segment) frameAt(off int64) (frameInfo, bool) { return s.chainedAt(off, s.end) }
 
 // prevFrame returns the last valid frame ending at or before end,
 // resynchronising on trailers after a corrupt region.
@@ -144,13 +153,27 @@ func (s *segment) prevFrame(end int64) (frameInfo, bool) {
 	return frameInfo{}, false
 }
 
-// nextFrame returns the first valid frame starting at or after off.
+// nextFrame returns the first valid frame starting at or after off: the
+// frame at off, else the first of the chain of frames from the segment's
+// start that begins at or after off; only where that chain breaks (a
+// damaged frame) are trailers searched for.
 func (s *segment) nextFrame(off int64) (frameInfo, bool) {
 	off = max(off, s.start)
 	if fi, ok := s.frameAt(off); ok {
 		return fi, true
 	}
-	for from := off; ; {
+	at := s.start
+	for {
+		fi, ok := s.frameAt(at)
+		if !ok {
+			break
+		}
+		if fi.off >= off {
+			return fi, true
+		}
+		at = fi.next()
+	}
+	for from := max(off, at); ; {
 		p, ok := s.searchFwd(from)
 		if !ok {
 			return frameInfo{}, false

@@ -126,7 +126,7 @@ capture read --from), oldest first; -f keeps printing new ones.
 `, stdout)
 	var o tailOptions
 	var kinds string
-	f.IntVar(&o.N, "n", 20, "number of records")
+	f.IntVar(&o.N, "n", 20, "number of records (0: none, with -f only the new ones)")
 	f.StringVar(&kinds, "kind", "", "only records of these `kinds` (comma-separated: request, client_request, response, event, body, end, drops, note)")
 	f.StringVar(&o.Call, "call", "", "only the records of this call `ID`")
 	f.BoolVar(&o.Follow, "f", false, "keep printing new records until interrupted")
@@ -137,6 +137,9 @@ capture read --from), oldest first; -f keeps printing new ones.
 	o.captureOptions = cmd
 	if o.Kinds, err = parseKinds(kinds); err != nil {
 		return f.usageErr("--kind: %w", err)
+	}
+	if o.N < 0 {
+		return f.usageErr("-n: must not be negative")
 	}
 	return tailCmd(ctx, stdout, o)
 }

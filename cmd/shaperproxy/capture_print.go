@@ -48,17 +48,16 @@ func tailCmd(ctx context.Context, w io.Writer, o tailOptions) error {
 		return err
 	}
 	defer r.Close()
-	if o.N <= 0 {
-		o.N = 20
-	}
 	f := capture.Filter{Kinds: o.Kinds, Call: o.Call}
 	end, err := r.EndPos()
 	if err != nil {
 		return err
 	}
-	last, err := r.Tail(o.N, f)
-	if err != nil {
-		return err
+	var last []capture.Located
+	if o.N > 0 {
+		if last, err = r.Tail(o.N, f); err != nil {
+			return err
+		}
 	}
 	p := newPrinter(w, o.JSON)
 	for _, l := range last {

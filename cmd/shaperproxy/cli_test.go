@@ -77,6 +77,8 @@ func TestExitCodes(t *testing.T) {
 		{args: []string{"capture", "find", "--since", "2x", "--data-dir", capDir}, code: 2, stderr: `invalid time "2x"`},
 		{args: []string{"capture", "find", "--in", "body", "--data-dir", capDir}, code: 2, stderr: "--in: want request or response"},
 		{args: []string{"capture", "find", "--outcome", "bogus", "--data-dir", capDir}, code: 2, stderr: "--outcome: want one of complete"},
+		{args: []string{"capture", "tail", "-n", "-5", "--data-dir", capDir}, code: 2, stderr: "-n: must not be negative"},
+		{args: []string{"capture", "tail", "-n", "0", "--data-dir", capDir}, code: 0},
 		{args: []string{"capture", "find", "--outcome", "retried", "--data-dir", capDir}, code: 2, stderr: "--outcome: want one of complete"},
 		{args: []string{"capture", "find", "--outcome", "none", "--data-dir", capDir}, code: 0, anyStdout: true},
 		{args: []string{"capture", "read", "--data-dir", capDir}, code: 2, stderr: "--from is required"},

@@ -1,0 +1,115 @@
+package capture
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// fakeFrame is a whole, valid frame holding one note record of call.
+func fakeFrame(call string) []byte {
+	rec := Record{Kind: KindNote, Call: call, Time: t0, Data: []byte("FORGED")}
+	body := appendRecordBody(nil, &rec)
+	body = appendBytesField(body, fData, rec.Data)
+	raw := binary.AppendUvarint(nil, uint64(len(body)))
+	raw = append(raw, body...)
+	z := testEncoder.EncodeAll(raw, nil)
+	out := make([]byte, frameHeaderSize)
+	putFrameHeader(out, uint32(len(z)))
+	out = append(out, z...)
+	return appendTrailer(out, trailer{FrameLen: uint32(len(z)), RawLen: uint32(len(raw)), Records: 1, MaxTime: t0.UnixNano(), FrameCRC: crc(z)})
+}
+
+// TestStoredBytesNeverReadAsFrames: a record's data (an upstream's event:
+// bytes nobody checked) that holds a whole, valid frame, stored as it came
+// (zstd keeps incompressible bytes raw), is never read as a record: not
+// when reading from an offset inside the frame that holds it (ParsePos
+// allows any), and not when the tail is torn inside that frame. Before,
+// the readers searched for trailers and found the one inside the data.
+func TestStoredBytesNeverReadAsFrames(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "capture")
+	w, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	noise := make([]byte, 8<<10)
+	for i := range noise {
+		noise[i] = byte(rng.Uint32())
+	}
+	payload := append(append(bytes.Clone(noise), fakeFrame("forged")...), noise...)
+	enqueue(t, w, Record{Kind: KindEvent, Call: "real", Seq: 0, Data: payload})
+	mustFlush(t, w)
+	enqueue(t, w, Record{Kind: KindEvent, Call: "real", Seq: 1, Data: payload})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, ls []Located) {
+		t.Helper()
+		for _, l := range ls {
+			if l.Record.Call != "real" {
+				t.Errorf("%s: read a record of call %q at %v, which was never written", what, l.Record.Call, l.Pos)
+			}
+		}
+	}
+	r := openReaderTest(t, dir)
+	all := scanAll(t, r)
+	if len(all) != 2 {
+		t.Fatalf("scan: %d records, want 2", len(all))
+	}
+	check("scan", all)
+	for _, off := range []int64{segHeaderSize + 1, segHeaderSize + 8<<10, all[0].Pos.Offset + 100} {
+		var got []Located
+		if _, err := r.ReadFrom(Pos{Segment: 1, Offset: off}, 10, func(l Located) error { got = append(got, l); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		check("read from inside a frame", got)
+	}
+	path := filepath.Join(dir, segName(1))
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, info.Size()-trailerSize-5); err != nil { // torn inside the second frame's body
+		t.Fatal(err)
+	}
+	tl, err := openReaderTest(t, dir).Tail(5, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("tail after a torn tail", tl)
+	if len(tl) != 1 {
+		t.Errorf("tail after a torn tail: %d records, want the first frame's one", len(tl))
+	}
+}
+
+// TestDamagedSegmentHeader: a flipped byte in a segment's header no
+// longer hides its frames, each of which carries its own checksums.
+func TestDamagedSegmentHeader(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "capture")
+	w, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		enqueue(t, w, Record{Kind: KindNote, Call: "c", Seq: i, Data: []byte("x")})
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, segName(1))
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[20] ^= 0xff
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(scanAll(t, openReaderTest(t, dir))); got != 10 {
+		t.Fatalf("a damaged header hid the segment: %d records read, want 10", got)
+	}
+}
