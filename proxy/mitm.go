@@ -1,13 +1,13 @@
 package proxy
 
 import (
-	"cmp"
 	"crypto/tls"
 	"errors"
 	"io"
 	"log"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -71,6 +71,13 @@ func (p *Proxy) serveProxyForm(w http.ResponseWriter, r *http.Request) {
 		p.refuseRelay(w, r, hostport, refuseProxyKey)
 		return
 	}
+	if r.Method == http.MethodConnect && !authorityForm(hostport) {
+		// A CONNECT names host:port (RFC 9110 §9.3.6); any other target
+		// would be checked as one address and dialled as another (goproxy
+		// dials an empty host or a missing port as ":80").
+		p.refuseRelay(w, r, hostport, refuseTarget)
+		return
+	}
 	pol, why := p.relayTarget(hostport)
 	if why != "" {
 		p.refuseRelay(w, r, hostport, why)
@@ -106,7 +113,7 @@ func (p *Proxy) serveProxyForm(w http.ResponseWriter, r *http.Request) {
 // for, with the scheme's port when it names none.
 func relayHostPort(r *http.Request) string {
 	if r.Method == http.MethodConnect {
-		return cmp.Or(r.URL.Host, r.Host)
+		return r.URL.Host // its request target; never the Host header
 	}
 	if _, _, err := net.SplitHostPort(r.URL.Host); err == nil {
 		return r.URL.Host
@@ -255,17 +262,51 @@ func (c *notifyConn) Close() error {
 	return err
 }
 
-// certStore caches the certificates signed for intercepted hosts.
-type certStore struct{ m sync.Map }
+// authorityForm reports whether a CONNECT target is host:port with a
+// host and a port from 1 to 65535.
+func authorityForm(hostport string) bool {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil || host == "" {
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 1 && n <= 65535
+}
+
+// certStore caches the certificates signed for intercepted hosts, by the
+// host's name in lower case without its port (a certificate's names match
+// in any case, on any port): a client that spells one host in many ways
+// makes one certificate. It is bounded all the same (maxCerts: the
+// intercept list is the config's).
+type certStore struct {
+	mu sync.Mutex
+	m  map[string]*tls.Certificate
+}
+
+// maxCerts bounds the certificates kept; past it the cache starts again.
+const maxCerts = 256
 
 func (s *certStore) Fetch(host string, gen func() (*tls.Certificate, error)) (*tls.Certificate, error) {
-	if c, ok := s.m.Load(host); ok {
-		return c.(*tls.Certificate), nil
+	key := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		key = h
+	}
+	key = strings.ToLower(strings.TrimSuffix(key, "."))
+	s.mu.Lock()
+	c, ok := s.m[key]
+	s.mu.Unlock()
+	if ok {
+		return c, nil
 	}
 	c, err := gen()
 	if err != nil {
 		return nil, err
 	}
-	s.m.Store(host, c)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil || len(s.m) >= maxCerts {
+		s.m = make(map[string]*tls.Certificate)
+	}
+	s.m[key] = c
 	return c, nil
 }

@@ -164,6 +164,9 @@ func (p *Proxy) isOwnListener(host, port string) bool {
 	if host == "localhost" {
 		return true
 	}
+	if i := strings.IndexByte(host, '%'); i >= 0 { // an IPv6 zone: the address is the same
+		host = host[:i]
+	}
 	ip := net.ParseIP(host)
 	if ip == nil {
 		return false

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -390,5 +392,70 @@ func TestDirectLoopbackSharedPort(t *testing.T) {
 	}
 	if p.directLoopback(req("")) {
 		t.Error("with no listener address, a port the proxy uses was taken for a client")
+	}
+}
+
+// TestConnectTargetIsAuthorityForm: a CONNECT whose target is not
+// host:port — a path with an allowed host in its Host header, a host
+// without a port — is refused: goproxy would dial it as another address
+// than the one checked (an empty host or a missing port as ":80", a local
+// port nobody allowed). Before, both were relayed.
+func TestConnectTargetIsAuthorityForm(t *testing.T) {
+	for _, tc := range []struct {
+		tunnel, intercept []string
+		request           string
+	}{
+		{nil, []string{"api.deepseek.com"}, "CONNECT /x HTTP/1.1\r\nHost: api.deepseek.com:443\r\n\r\n"},
+		{[]string{"allowed.example:443"}, nil, "CONNECT /x HTTP/1.1\r\nHost: allowed.example:443\r\n\r\n"},
+		{[]string{"localhost:443"}, nil, "CONNECT localhost HTTP/1.1\r\nHost: localhost\r\n\r\n"},
+		{[]string{"127.0.0.1"}, nil, "CONNECT 127.0.0.1:0 HTTP/1.1\r\nHost: 127.0.0.1:0\r\n\r\n"},
+	} {
+		_, px := newTestProxy(t, "http://127.0.0.1:1", func(o *Options) {
+			o.Tunnel, o.Intercept = tc.tunnel, tc.intercept
+			if len(tc.intercept) > 0 {
+				o.CA = testCA(t)
+			}
+		})
+		addr := strings.TrimPrefix(px.URL, "http://")
+		resp, body, _, _ := rawExchange(t, addr, tc.request)
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%q: %d %s, want 403", strings.SplitN(tc.request, "\r\n", 2)[0], resp.StatusCode, body)
+		}
+	}
+}
+
+// TestCertStoreBounded: a client spelling one intercepted host in many
+// ways (case, port) makes one certificate, and the cache stays bounded
+// whatever it is asked for. Before, each spelling was a certificate kept
+// for good (3,000 CONNECTs: 3,000 certificates, +12 MB).
+func TestCertStoreBounded(t *testing.T) {
+	var s certStore
+	made := 0
+	gen := func() (*tls.Certificate, error) { made++; return &tls.Certificate{}, nil }
+	for i, h := range []string{"api.deepseek.com", "API.DeepSeek.com", "Api.deepseek.COM:443", "api.deepseek.com.:8443"} {
+		if _, err := s.Fetch(h, gen); err != nil {
+			t.Fatal(err)
+		}
+		if made != 1 {
+			t.Fatalf("spelling %d (%s) made a certificate of its own", i, h)
+		}
+	}
+	for i := range 3 * maxCerts {
+		_, _ = s.Fetch(fmt.Sprintf("h%d.example", i), gen)
+	}
+	if n := len(s.m); n > maxCerts {
+		t.Fatalf("the store holds %d certificates, more than %d", n, maxCerts)
+	}
+}
+
+// TestOwnListenerZone: an IPv6 address with a zone is the address: a
+// loopback one with a zone is the proxy's own listener.
+func TestOwnListenerZone(t *testing.T) {
+	p, px := newTestProxy(t, "http://127.0.0.1:1", nil)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(px.URL, "http://"))
+	n, _ := strconv.Atoi(port)
+	p.ownPorts.add(n)
+	if !p.isOwnListener("::1%lo", port) {
+		t.Fatal("::1%lo on the proxy's port was not taken for its own listener")
 	}
 }
