@@ -71,17 +71,6 @@ func appendSegHeader(b []byte, num uint64, created time.Time) []byte {
 	return binary.LittleEndian.AppendUint32(b, crc(b[start:]))
 }
 
-// checkSegHeader reports whether b starts with a valid segment header.
-func checkSegHeader(b []byte) bool {
-	if len(b) < segHeaderSize ||
-		binary.LittleEndian.Uint32(b) != magicSegment ||
-		binary.LittleEndian.Uint32(b[4:]) != segHeaderSize-8 {
-		return false
-	}
-	p := b[8:segHeaderSize]
-	return bytes.Equal(p[:8], segTag) && binary.LittleEndian.Uint32(p[36:]) == crc(p[:36])
-}
-
 func putFrameHeader(b []byte, frameLen uint32) {
 	binary.LittleEndian.PutUint32(b, magicHeader)
 	binary.LittleEndian.PutUint32(b[4:], frameHeaderSize-8)

@@ -94,7 +94,8 @@ type ToolCall struct {
 var messageKeys = append([]string{
 	"role", "name", "content", "tool_calls", "tool_call_id",
 	"reasoning_details", "thinking_blocks",
-	"signature", "encrypted_content", "thought_signature",
+	"signature", "encrypted_content", "thought_signature", "thought_signatures",
+	"extra_content", "provider_specific_fields",
 }, ReasoningFields[:]...)
 
 // parseMessage builds the view of messages element i.

@@ -4,8 +4,25 @@ import "github.com/tidwall/gjson"
 
 // signatureKeys are the keys whose non-null value is a signature or
 // encrypted reasoning (Anthropic "signature", OpenAI Responses
-// "encrypted_content", Gemini "thought_signature").
-var signatureKeys = []string{"signature", "encrypted_content", "thought_signature"}
+// "encrypted_content", Gemini "thought_signature", LiteLLM's
+// "thought_signatures").
+var signatureKeys = []string{"signature", "encrypted_content", "thought_signature", "thought_signatures"}
+
+// signatureHolders are the keys whose object may hold a signature key at
+// any depth: Gemini's OpenAI-compatible "extra_content" (on a message, a
+// content part or a tool call) and LiteLLM's "provider_specific_fields".
+var signatureHolders = []string{"extra_content", "provider_specific_fields"}
+
+// holdsSignature reports whether any holder key of v (read by get)
+// carries a signature.
+func holdsSignature(get func(string) gjson.Result) bool {
+	for _, h := range signatureHolders {
+		if hasSignatureKey(get(h), maxSignedDepth) {
+			return true
+		}
+	}
+	return false
+}
 
 // maxSignedDepth bounds the search for a signature inside extra_content.
 const maxSignedDepth = 16
@@ -21,7 +38,7 @@ func messageSigned(k *keyVals) bool {
 			return true
 		}
 	}
-	return false
+	return holdsSignature(k.get)
 }
 
 // partsSigned reports whether a content array holds a thinking,
@@ -49,19 +66,19 @@ func partSigned(p gjson.Result) bool {
 			return true
 		}
 	}
-	return false
+	return holdsSignature(p.Get)
 }
 
 // toolCallsSigned reports whether a tool call carries a signature in its
-// "extra_content" (Gemini's extra_content.google.thought_signature) or at
-// its top level.
+// "extra_content" (Gemini's extra_content.google.thought_signature), its
+// "provider_specific_fields" (LiteLLM) or at its top level.
 func toolCallsSigned(calls gjson.Result) bool {
 	if !calls.IsArray() {
 		return false
 	}
 	signed := false
 	calls.ForEach(func(_, c gjson.Result) bool {
-		signed = partSigned(c) || hasSignatureKey(c.Get("extra_content"), maxSignedDepth)
+		signed = partSigned(c)
 		return !signed
 	})
 	return signed

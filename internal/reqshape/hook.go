@@ -129,12 +129,9 @@ func (s *Shaper) TransformRequest(_ context.Context, call *proxy.Call, body []by
 	return res.Body, nil
 }
 
-// inputs resolves the profile and, under the cache-aware policy, the
-// conversation's history.
+// inputs resolves the profile (keep-recent reads only whether it is
+// frozen) and, under the cache-aware policy, the conversation's history.
 func (s *Shaper) inputs(call *proxy.Call, rule shapeRule) inputs {
-	if rule.Policy == PolicyKeepRecent {
-		return inputs{}
-	}
 	in := inputs{prof: s.profile(call.Route, call.Model)}
 	if rule.Policy == PolicyCacheAware && call.Conversation != "" {
 		in.prev, in.batched = s.history.state(call.Conversation)

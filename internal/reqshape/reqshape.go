@@ -180,7 +180,7 @@ func shape(req *conv.Request, rule shapeRule, memo *memo, in inputs) result {
 	res := result{Body: req.Body, View: req, Break: -1}
 	var rd profile.Rendering
 	if in.prof == nil || rule.Policy == PolicyKeepRecent {
-		keepRecent(req, rule, cands)
+		keepRecent(req, rule, cands, in.prof != nil && in.prof.Frozen)
 	} else {
 		rd = in.prof.Of(req)
 		byProfile(rule.Policy, in, rd, cands)
@@ -191,7 +191,11 @@ func shape(req *conv.Request, rule shapeRule, memo *memo, in inputs) result {
 			parts = memo.prints.of(req)
 		}
 		res.Prints = fingerprint(req, cands, rd, parts)
-		if res.Break = breakAt(in.prev, res.Prints); res.Break >= 0 && !in.prof.Frozen {
+		// At a break that happens anyway, the blocks after it are shaped
+		// too — where prices are known: without them (an unknown upstream)
+		// the policy shapes nothing that is rendered.
+		_, priced := in.prof.Prices.HitRatio()
+		if res.Break = breakAt(in.prev, res.Prints); res.Break >= 0 && !in.prof.Frozen && priced {
 			if res.Batched = atBreak(res.Break, cands); len(res.Batched) > 0 {
 				res.Prints = fingerprint(req, cands, rd, parts)
 			}
@@ -224,13 +228,17 @@ func shape(req *conv.Request, rule shapeRule, memo *memo, in inputs) result {
 	return res
 }
 
-// keepRecent shapes every block before the latest KeepRecent steps.
-func keepRecent(req *conv.Request, rule shapeRule, cands []cand) {
+// keepRecent shapes every block before the latest KeepRecent steps; on a
+// frozen profile (the provider asks for reasoning passed back unmodified:
+// PROTOCOLS.md rule 2) none.
+func keepRecent(req *conv.Request, rule shapeRule, cands []cand, frozen bool) {
 	keep := keepFrom(req, rule.KeepRecent)
 	for i := range cands {
 		c := &cands[i]
 		c.Rendered = true
 		switch {
+		case frozen:
+			c.Reason = reasonFrozen
 		case !c.can:
 			c.Reason = reasonSame
 		case c.Message >= keep:
@@ -329,7 +337,9 @@ func candidates(req *conv.Request, rule shapeRule, memo *memo) []cand {
 		if m.Role != "assistant" {
 			continue
 		}
-		allowed := i > floor && !m.Signed
+		// The last message, when the assistant's, is a prefill the model
+		// continues (DeepSeek's "prefix": true): what it wrote, not history.
+		allowed := i > floor && !m.Signed && i < len(req.Messages)-1
 		if c, ok := reasoningCand(req.Body, m, rule, memo, allowed, noTools); ok {
 			out = append(out, c)
 		}
