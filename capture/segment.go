@@ -79,13 +79,21 @@ func (s *segment) findEnd() {
 		s.end = s.size
 		return
 	}
-	end := max(s.end, s.start)
+	// The chain is followed by headers and trailers (a trailer is written
+	// after its body: one that is whole had its body written); only the
+	// last frame's body is checked, so a torn segment is not read whole.
+	end, last := max(s.end, s.start), int64(-1)
 	for {
 		fi, ok := s.chainedAt(end, s.size)
-		if !ok || !s.bodyOK(fi) {
+		if !ok {
 			break
 		}
-		end = fi.next()
+		last, end = end, fi.next()
+	}
+	if last >= 0 {
+		if fi, ok := s.chainedAt(last, s.size); !ok || !s.bodyOK(fi) {
+			end = last
+		}
 	}
 	s.end = end
 }
@@ -159,6 +167,9 @@ func (s *segment) prevFrame(end int64) (frameInfo, bool) {
 // damaged frame) are trailers searched for.
 func (s *segment) nextFrame(off int64) (frameInfo, bool) {
 	off = max(off, s.start)
+	if off+frameHeaderSize+trailerSize > s.end { // nothing whole after off (a follower at the end)
+		return frameInfo{}, false
+	}
 	if fi, ok := s.frameAt(off); ok {
 		return fi, true
 	}
