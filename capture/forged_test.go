@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // fakeFrame is a whole, valid frame holding one note record of call.
@@ -111,5 +112,57 @@ func TestDamagedSegmentHeader(t *testing.T) {
 	}
 	if got := len(scanAll(t, openReaderTest(t, dir))); got != 10 {
 		t.Fatalf("a damaged header hid the segment: %d records read, want 10", got)
+	}
+}
+
+// TestStatsCountDamage: garbage written over a frame in the middle of a
+// segment is counted by the statistics (bytes skipped, frames lost) where
+// before the records were simply missing, nothing said how many.
+func TestStatsCountDamage(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "capture")
+	w, err := Open(Options{Dir: dir, FrameBytes: 1 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 30 {
+		data := make([]byte, 600)
+		for j := range data {
+			data[j] = byte(rng.Uint32())
+		}
+		enqueue(t, w, Record{Kind: KindNote, Call: "c", Seq: i, Data: data})
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := openReaderTest(t, dir)
+	clean, err := ComputeStats(r, time.Time{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if clean.Damaged != (Damage{}) {
+		t.Fatalf("an intact log reports damage: %+v", clean.Damaged)
+	}
+	path := filepath.Join(dir, segName(1))
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mid := len(b) / 2
+	for i := mid; i < mid+300; i++ {
+		b[i] ^= 0x5a
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := ComputeStats(openReaderTest(t, dir), time.Time{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Records >= clean.Records {
+		t.Fatalf("the damage lost no record (%d of %d): the test proves nothing", st.Records, clean.Records)
+	}
+	if st.Damaged.Frames == 0 && st.Damaged.Bytes == 0 {
+		t.Fatalf("%d records lost, no damage reported", clean.Records-st.Records)
 	}
 }

@@ -303,6 +303,15 @@ type readOpts struct {
 	filter   Filter
 	resolve  bool
 	progress func(done int64) // compressed bytes read so far
+	damage   *Damage          // when set, counts what could not be read
+}
+
+// Damage is what a read of the log skipped: frames whose checksums or
+// encoding failed (their records lost), and bytes between whole frames
+// that are none (garbage, or a frame too broken to be found).
+type Damage struct {
+	Frames int64 `json:"frames"`
+	Bytes  int64 `json:"bytes"`
 }
 
 // forward reads records in log order from pos.
@@ -321,6 +330,7 @@ func (r *Reader) forward(pos Pos, o readOpts, fn func(Located) error) (Pos, erro
 		if s.num == pos.Segment {
 			off, idx = pos.Offset, pos.Index
 		}
+		chained := off <= s.start // off is where a frame should begin
 		for {
 			if o.limit > 0 && count >= o.limit {
 				return Pos{s.num, off, idx}, nil
@@ -331,13 +341,21 @@ func (r *Reader) forward(pos Pos, o readOpts, fn func(Located) error) (Pos, erro
 			}
 			if fi.off != off {
 				idx = 0
+				if chained && o.damage != nil {
+					o.damage.Bytes += fi.off - max(off, s.start)
+				}
 			}
+			chained = true
 			if o.progress != nil {
 				done += fi.next() - max(off, fi.off)
 				o.progress(done)
 			}
 			if fi.t.MaxTime >= since {
 				fd, err := r.loadFrame(s, fi)
+				if err != nil && o.damage != nil {
+					o.damage.Frames++
+					o.damage.Bytes += fi.next() - fi.off
+				}
 				for j := idx; err == nil && j < len(fd.recs); j++ {
 					if o.limit > 0 && count >= o.limit {
 						return Pos{s.num, fi.off, j}, nil

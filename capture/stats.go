@@ -22,6 +22,9 @@ type Stats struct {
 	Outcomes    map[string]int64 `json:"outcomes"`
 	Dropped     int64            `json:"dropped"`
 	ReadErrors  int64            `json:"read_errors"`
+	// Damaged is what the read skipped: frames that failed their checks
+	// and bytes that are no frame (see Damage).
+	Damaged Damage `json:"damaged"`
 	// Usage sums what the upstreams reported per route, model and kind of
 	// call, sorted by route, model and kind (primary first).
 	Usage []UsageRow `json:"usage"`
@@ -101,7 +104,7 @@ func ComputeStats(r *Reader, since time.Time, progress func(done, total int64)) 
 		st.BytesOnDisk += s.Size
 	}
 	acc := newStatsAcc()
-	opts := readOpts{filter: Filter{Since: since}, resolve: true}
+	opts := readOpts{filter: Filter{Since: since}, resolve: true, damage: &st.Damaged}
 	if progress != nil {
 		total := st.BytesOnDisk
 		opts.progress = func(done int64) { progress(done, total) }

@@ -276,6 +276,7 @@ type statsJSON struct {
 	Outcomes    map[string]int64         `json:"outcomes"`
 	Dropped     int64                    `json:"dropped"`
 	ReadErrors  int64                    `json:"read_errors"`
+	Damaged     capture.Damage           `json:"damaged"`
 	Markers     capture.MarkerCount      `json:"markers"`
 	// Cost is the usage per route, model and kind of call, CostByKind per
 	// kind, Conversations per conversation, route and model.
@@ -289,7 +290,7 @@ func toStatsJSON(st *capture.Stats, ps *pricedStats) statsJSON {
 		Segments: st.Segments, BytesOnDisk: st.BytesOnDisk, BytesWire: st.BytesWire, Records: st.Records,
 		ByKind: st.ByKind, First: jsonTime(st.First), Last: jsonTime(st.Last), Since: jsonTime(st.Since),
 		Reasoning: st.Reasoning, Chunks: st.Chunks, Outcomes: st.Outcomes, Dropped: st.Dropped, ReadErrors: st.ReadErrors,
-		Markers: st.Markers, Cost: ps.rows, CostByKind: ps.kinds, Conversations: ps.convs,
+		Damaged: st.Damaged, Markers: st.Markers, Cost: ps.rows, CostByKind: ps.kinds, Conversations: ps.convs,
 	}
 	if j.Reasoning == nil {
 		j.Reasoning = []capture.RouteReasoning{}

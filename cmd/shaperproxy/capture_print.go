@@ -443,6 +443,9 @@ func printStats(w io.Writer, st *capture.Stats, ps *pricedStats) error {
 	if st.ReadErrors > 0 {
 		fmt.Fprintf(tw, "unreadable requests\t%d\n", st.ReadErrors)
 	}
+	if d := st.Damaged; d.Frames > 0 || d.Bytes > 0 {
+		fmt.Fprintf(tw, "damaged, skipped\t%s (%d frames failed their checks: their records are lost)\n", fmtBytes(d.Bytes), d.Frames)
+	}
 	fmt.Fprintf(tw, "\noutgoing reasoning blocks\n  route\tmodel\trequests\tinternal\tshaped\traw\tshaped %%\tmarkers found\n")
 	for _, rr := range st.Reasoning {
 		pct := "-"
