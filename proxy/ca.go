@@ -38,17 +38,57 @@ func InitCA(dir string) (certPath string, created bool, err error) {
 	if err := privateDir(dir); err != nil {
 		return "", false, err
 	}
+	if fi, err := os.Stat(keyPath); err == nil {
+		// A key without its certificate: another init writing them now,
+		// or one that stopped between the two files (the key is of no use
+		// alone: it goes).
+		if time.Since(fi.ModTime()) < orphanKeyAge {
+			return certPath, false, awaitCA(dir, certPath)
+		}
+		if err := os.Remove(keyPath); err != nil {
+			return "", false, fmt.Errorf("ca: %w", err)
+		}
+	}
 	certPEM, keyPEM, err := newCA(time.Now())
 	if err != nil {
 		return "", false, err
 	}
 	if err := writeFile0600(keyPath, keyPEM); err != nil {
+		if errors.Is(err, fs.ErrExist) { // another init got there first: its CA is the CA
+			return certPath, false, awaitCA(dir, certPath)
+		}
 		return "", false, err
 	}
 	if err := writeFile0600(certPath, certPEM); err != nil {
 		return "", false, err
 	}
 	return certPath, true, nil
+}
+
+// orphanKeyAge is how old a CA key without its certificate must be to be
+// taken for one left by an init that stopped, not one being written.
+const orphanKeyAge = 10 * time.Second
+
+// awaitCA waits for the certificate another init is writing and checks
+// the CA it makes.
+func awaitCA(dir, certPath string) error {
+	for deadline := time.Now().Add(orphanKeyAge); ; {
+		if _, err := os.Stat(certPath); err == nil {
+			// Written by a call that is still closing it: a short wait more.
+			for range 50 {
+				if _, err := LoadCA(dir); err == nil {
+					return nil
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			_, err := LoadCA(dir)
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("ca: %s has a key being written by another process and no certificate yet; run ca init again", dir)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // privateDir creates dir mode 0700, or takes group and other access away

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -457,5 +458,41 @@ func TestOwnListenerZone(t *testing.T) {
 	p.ownPorts.add(n)
 	if !p.isOwnListener("::1%lo", port) {
 		t.Fatal("::1%lo on the proxy's port was not taken for its own listener")
+	}
+}
+
+// TestInitCAAfterACrashAndConcurrently: a key left without its
+// certificate (an init that stopped between the two files) no longer
+// makes every later init fail with "file exists", and inits racing on one
+// directory all end with the one CA instead of some failing.
+func TestInitCAAfterACrashAndConcurrently(t *testing.T) {
+	dir := t.TempDir()
+	orphan := filepath.Join(dir, CAKeyFile)
+	if err := os.WriteFile(orphan, []byte("half"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(orphan, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, created, err := InitCA(dir); err != nil || !created {
+		t.Fatalf("init after a crash: created %v, %v", created, err)
+	}
+	if _, err := LoadCA(dir); err != nil {
+		t.Fatal(err)
+	}
+
+	dir = t.TempDir()
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() { _, _, err := InitCA(dir); errs <- err }()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Errorf("a concurrent init failed: %v", err)
+		}
+	}
+	if _, err := LoadCA(dir); err != nil {
+		t.Fatalf("after concurrent inits: %v", err)
 	}
 }
