@@ -2,6 +2,7 @@ package capture
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"math/rand/v2"
 	"os"
@@ -164,5 +165,131 @@ func TestStatsCountDamage(t *testing.T) {
 	}
 	if st.Damaged.Frames == 0 && st.Damaged.Bytes == 0 {
 		t.Fatalf("%d records lost, no damage reported", clean.Records-st.Records)
+	}
+}
+
+// writeForgedLog writes a record, then one whose data holds a whole fake
+// frame between noise, and returns the segment's path, its bytes and
+// where the fake frame ends in them.
+func writeForgedLog(t *testing.T) (dir, path string, full []byte, fakeEnd int64) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "capture")
+	w, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	noise := make([]byte, 8<<10)
+	for i := range noise {
+		noise[i] = byte(rng.Uint32())
+	}
+	fake := fakeFrame("forged")
+	enqueue(t, w, Record{Kind: KindEvent, Call: "real", Seq: 0, Data: []byte("first")})
+	mustFlush(t, w)
+	enqueue(t, w, Record{Kind: KindEvent, Call: "real", Seq: 1, Data: append(append(bytes.Clone(noise), fake...), noise...)})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path = filepath.Join(dir, segName(1))
+	if full, err = os.ReadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.LastIndex(full, fake)
+	if i < 0 {
+		t.Fatal("the fake frame was not stored as it came: the test proves nothing")
+	}
+	return dir, path, full, int64(i + len(fake))
+}
+
+// TestTornRightAfterStoredFrame: a tail torn exactly where frame-like
+// bytes inside a record's data end (a write seen half done, as a follower
+// can) is a torn tail, not a frame: no reader returns the forged record,
+// and a follower that read the torn file gets the real record once the
+// frame is whole.
+func TestTornRightAfterStoredFrame(t *testing.T) {
+	dir, path, full, fakeEnd := writeForgedLog(t)
+	if err := os.WriteFile(path, full[:fakeEnd], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := openReaderTest(t, dir)
+	var got []Located
+	pos, err := r.ReadFrom(Pos{}, 0, func(l Located) error { got = append(got, l); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := openReaderTest(t, dir).Tail(5, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, full, 0o600); err != nil { // the writer finishes the frame
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	r.PollInterval = 10 * time.Millisecond
+	_ = r.Follow(ctx, pos, func(l Located) error { got = append(got, l); return nil })
+	seq1 := false
+	for _, l := range append(got, tl...) {
+		if l.Record.Call != "real" {
+			t.Errorf("read a forged record at %v", l.Pos)
+		}
+		seq1 = seq1 || l.Record.Seq == 1
+	}
+	if !seq1 {
+		t.Error("the follower never got the real record once its frame was whole")
+	}
+}
+
+// TestDamageThenTornTail: a broken frame in the middle of a segment whose
+// tail is also torn loses that frame only (the frames after it are read,
+// the damage is counted); a damaged last frame of a finished segment is
+// counted too.
+func TestDamageThenTornTail(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "capture")
+	w, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		enqueue(t, w, Record{Kind: KindNote, Call: "c", Seq: i, Data: bytes.Repeat([]byte("x"), 100)})
+		mustFlush(t, w)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, segName(1))
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := scanAll(t, openReaderTest(t, dir))
+	b[all[4].Pos.Offset] ^= 0xff // frame 5's header
+	b = b[:len(b)-trailerSize-3] // the tail torn inside frame 10
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(scanAll(t, openReaderTest(t, dir))); got != 8 {
+		t.Errorf("read %d of the 8 records left, want 8", got)
+	}
+	st, err := ComputeStats(openReaderTest(t, dir), time.Time{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Damaged.Bytes == 0 {
+		t.Errorf("a lost frame and no damage reported: %+v", st.Damaged)
+	}
+
+	b, _ = os.ReadFile(path)
+	b = b[:all[9].Pos.Offset]       // drop the torn frame: a finished segment
+	b[len(b)-trailerSize-3] ^= 0xff // and damage its last frame's body
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err = ComputeStats(openReaderTest(t, dir), time.Time{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Damaged.Frames == 0 {
+		t.Errorf("the last frame's body is damaged and no frame is counted: %+v", st.Damaged)
 	}
 }

@@ -339,10 +339,11 @@ func (r *Reader) forward(pos Pos, o readOpts, fn func(Located) error) (Pos, erro
 			if !ok {
 				break
 			}
+			gap := int64(0)
 			if fi.off != off {
 				idx = 0
-				if chained && o.damage != nil {
-					o.damage.Bytes += fi.off - max(off, s.start)
+				if chained {
+					gap = fi.off - max(off, s.start)
 				}
 			}
 			chained = true
@@ -352,9 +353,12 @@ func (r *Reader) forward(pos Pos, o readOpts, fn func(Located) error) (Pos, erro
 			}
 			if fi.t.MaxTime >= since {
 				fd, err := r.loadFrame(s, fi)
-				if err != nil && o.damage != nil {
-					o.damage.Frames++
-					o.damage.Bytes += fi.next() - fi.off
+				if o.damage != nil {
+					o.damage.Bytes += gap // damage before a frame of the window
+					if err != nil {
+						o.damage.Frames++
+						o.damage.Bytes += fi.next() - fi.off
+					}
 				}
 				for j := idx; err == nil && j < len(fd.recs); j++ {
 					if o.limit > 0 && count >= o.limit {

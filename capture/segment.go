@@ -67,35 +67,59 @@ func (s *segment) read(off, n int64) []byte {
 	return b
 }
 
-// findEnd sets end after the last valid frame: the file's end when the
-// frame ending there is whole (trailer, header and body checksum), else
-// the end of the chain of whole frames read from the last end known
-// (the segment's start at first), each frame's header giving where the
-// next one begins. A torn tail is never searched for a trailer: the bytes
-// of a frame's body (an upstream's answer stored as it came) may hold what
-// looks like a whole frame, and must not be read as one.
+// findEnd sets end after the last valid frame. It follows the chain of
+// whole frames from the last end known (the segment's start at first),
+// each frame's header giving where the next begins, and never takes a
+// frame it did not reach that way at face value: the bytes of a frame's
+// body (an upstream's answer stored as it came) may hold what looks like
+// a whole frame. Where the chain stops at a frame whose header is whole
+// and whose declared end lies past the file's end, the tail is torn (a
+// write cut short): nothing after it was written, and nothing is searched
+// for. Only where it stops at damage inside the file (a header or trailer
+// that does not check out) is the next whole frame searched for, and the
+// chain followed again from it.
 func (s *segment) findEnd() {
-	if fi, ok := s.frameEndingAt(s.size, s.size); ok && s.bodyOK(fi) {
-		s.end = s.size
-		return
-	}
-	// The chain is followed by headers and trailers (a trailer is written
-	// after its body: one that is whole had its body written); only the
-	// last frame's body is checked, so a torn segment is not read whole.
-	end, last := max(s.end, s.start), int64(-1)
-	for {
-		fi, ok := s.chainedAt(end, s.size)
+	end := s.chainEnd(max(s.end, s.start))
+	for end < s.size {
+		if n, ok := parseFrameHeader(s.read(end, frameHeaderSize)); ok && end+frameHeaderSize+int64(n)+trailerSize > s.size ||
+			s.size-end < frameHeaderSize+trailerSize {
+			break // a torn tail
+		}
+		fi, ok := s.wholeAfter(end)
 		if !ok {
 			break
 		}
-		last, end = end, fi.next()
-	}
-	if last >= 0 {
-		if fi, ok := s.chainedAt(last, s.size); !ok || !s.bodyOK(fi) {
-			end = last
-		}
+		end = s.chainEnd(fi.off)
 	}
 	s.end = end
+}
+
+// chainEnd follows the chain of whole frames (header and trailer agree)
+// from off within the file and returns where it stops.
+func (s *segment) chainEnd(off int64) int64 {
+	for {
+		fi, ok := s.chainedAt(off, s.size)
+		if !ok {
+			return off
+		}
+		off = fi.next()
+	}
+}
+
+// wholeAfter returns the first whole frame (trailer, header and body
+// checksum) that begins after off, found by searching for trailers: only
+// past damage.
+func (s *segment) wholeAfter(off int64) (frameInfo, bool) {
+	for from := off + 1; ; {
+		p, ok := s.searchFwdIn(from, s.size)
+		if !ok {
+			return frameInfo{}, false
+		}
+		if fi, ok := s.frameEndingAt(p+trailerSize, s.size); ok && fi.off > off && s.bodyOK(fi) {
+			return fi, true
+		}
+		from = p + 1
+	}
 }
 
 // chainedAt returns the frame whose header is at off if it is whole
@@ -221,17 +245,20 @@ func (s *segment) searchBack(before int64) (int64, bool) {
 
 // searchFwd returns the smallest p >= from where a trailer pattern starts
 // and the whole trailer lies within end.
-func (s *segment) searchFwd(from int64) (int64, bool) {
+func (s *segment) searchFwd(from int64) (int64, bool) { return s.searchFwdIn(from, s.end) }
+
+// searchFwdIn is searchFwd within limit.
+func (s *segment) searchFwdIn(from, limit int64) (int64, bool) {
 	pat := int64(len(trailerPattern))
-	for lo := max(from, s.start); lo+trailerSize <= s.end; {
-		hi := min(s.end, lo+searchChunk+pat)
+	for lo := max(from, s.start); lo+trailerSize <= limit; {
+		hi := min(limit, lo+searchChunk+pat)
 		b := s.read(lo, hi-lo)
 		if b == nil {
 			return 0, false
 		}
 		if i := bytes.Index(b, trailerPattern); i >= 0 {
 			p := lo + int64(i)
-			return p, p+trailerSize <= s.end
+			return p, p+trailerSize <= limit
 		}
 		lo = hi - pat + 1
 	}

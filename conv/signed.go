@@ -14,14 +14,30 @@ var signatureKeys = []string{"signature", "encrypted_content", "thought_signatur
 var signatureHolders = []string{"extra_content", "provider_specific_fields"}
 
 // holdsSignature reports whether any holder key of v (read by get)
-// carries a signature.
+// carries a thought signature: a "thought_signature" or
+// "thought_signatures" key, at any depth, with a non-empty string or a
+// non-empty array (an unrelated "signature" key, such as an e-mail's, or
+// an empty value is none).
 func holdsSignature(get func(string) gjson.Result) bool {
 	for _, h := range signatureHolders {
-		if hasSignatureKey(get(h), maxSignedDepth) {
+		if hasThoughtSignature(get(h), maxSignedDepth) {
 			return true
 		}
 	}
 	return false
+}
+
+func hasThoughtSignature(v gjson.Result, depth int) bool {
+	if depth == 0 || !(v.IsObject() || v.IsArray()) {
+		return false
+	}
+	found := false
+	v.ForEach(func(k, c gjson.Result) bool {
+		isKey := k.Type == gjson.String && (k.Str == "thought_signature" || k.Str == "thought_signatures")
+		found = isKey && (c.Type == gjson.String && c.Str != "" || nonEmptyArray(c)) || hasThoughtSignature(c, depth-1)
+		return !found
+	})
+	return found
 }
 
 // maxSignedDepth bounds the search for a signature inside extra_content.
@@ -82,31 +98,6 @@ func toolCallsSigned(calls gjson.Result) bool {
 		return !signed
 	})
 	return signed
-}
-
-// hasSignatureKey reports whether a signature key with a non-null value
-// appears anywhere in v, looking at most depth levels down.
-func hasSignatureKey(v gjson.Result, depth int) bool {
-	if depth == 0 || !(v.IsObject() || v.IsArray()) {
-		return false
-	}
-	found := false
-	v.ForEach(func(k, c gjson.Result) bool {
-		found = (k.Type == gjson.String && isSignatureKey(k.Str) && present(c)) ||
-			hasSignatureKey(c, depth-1)
-		return !found
-	})
-	return found
-}
-
-// isSignatureKey reports whether name is one of signatureKeys.
-func isSignatureKey(name string) bool {
-	for _, s := range signatureKeys {
-		if name == s {
-			return true
-		}
-	}
-	return false
 }
 
 // present reports whether v exists and is not null.

@@ -275,7 +275,7 @@ func authorityForm(hostport string) bool {
 
 // certStore caches the certificates signed for intercepted hosts, by the
 // host's name in lower case without its port (a certificate's names match
-// in any case, on any port): a client that spells one host in many ways
+// in any case, on any port; not with and without a trailing dot): a client that spells one host in many ways
 // makes one certificate. It is bounded all the same (maxCerts: the
 // intercept list is the config's).
 type certStore struct {
@@ -291,7 +291,7 @@ func (s *certStore) Fetch(host string, gen func() (*tls.Certificate, error)) (*t
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		key = h
 	}
-	key = strings.ToLower(strings.TrimSuffix(key, "."))
+	key = strings.ToLower(key) // a trailing dot stays: a certificate for "h." does not serve "h"
 	s.mu.Lock()
 	c, ok := s.m[key]
 	s.mu.Unlock()

@@ -433,7 +433,7 @@ func TestCertStoreBounded(t *testing.T) {
 	var s certStore
 	made := 0
 	gen := func() (*tls.Certificate, error) { made++; return &tls.Certificate{}, nil }
-	for i, h := range []string{"api.deepseek.com", "API.DeepSeek.com", "Api.deepseek.COM:443", "api.deepseek.com.:8443"} {
+	for i, h := range []string{"api.deepseek.com", "API.DeepSeek.com", "Api.deepseek.COM:443", "api.deepseek.com:8443"} {
 		if _, err := s.Fetch(h, gen); err != nil {
 			t.Fatal(err)
 		}

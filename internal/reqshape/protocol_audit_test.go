@@ -95,3 +95,20 @@ func TestKeepRecentLeavesFrozenProfiles(t *testing.T) {
 		t.Error("keep-recent shaped reasoning on a profile that asks for it back unmodified")
 	}
 }
+
+// TestUnrelatedSignaturesDoNotFreeze: a holder key with an empty thought
+// signature, or an unrelated "signature" (an e-mail's), does not stop the
+// shaping of the history before it.
+func TestUnrelatedSignaturesDoNotFreeze(t *testing.T) {
+	first := `{"role":"user","content":"go"},{"role":"assistant","content":"","reasoning_content":` + quoted(auditThought) + `,` + auditCall + `},{"role":"tool","tool_call_id":"c1","content":"ok"},`
+	for name, msg := range map[string]string{
+		"empty thought_signatures": `{"role":"assistant","content":"done","provider_specific_fields":{"thought_signatures":[]}}`,
+		"empty thought_signature":  `{"role":"assistant","content":"done","extra_content":{"google":{"thought_signature":""}}}`,
+		"an e-mail's signature":    `{"role":"assistant","content":"done","extra_content":{"email":{"signature":"Best, J."}}}`,
+	} {
+		body := []byte(`{"model":"deepseek-reasoner","messages":[` + first + msg + `,{"role":"user","content":"more"}]}`)
+		if out := shapeVia(t, body, "https://api.deepseek.com", "deepseek-reasoner", "nosig", true); bytes.Equal(out, body) {
+			t.Errorf("%s: taken for a signature, the history before it was not shaped", name)
+		}
+	}
+}
