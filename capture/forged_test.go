@@ -32,23 +32,7 @@ func fakeFrame(call string) []byte {
 // allows any), and not when the tail is torn inside that frame. Before,
 // the readers searched for trailers and found the one inside the data.
 func TestStoredBytesNeverReadAsFrames(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "capture")
-	w, err := Open(Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	noise := make([]byte, 8<<10)
-	for i := range noise {
-		noise[i] = byte(rng.Uint32())
-	}
-	payload := append(append(bytes.Clone(noise), fakeFrame("forged")...), noise...)
-	enqueue(t, w, Record{Kind: KindEvent, Call: "real", Seq: 0, Data: payload})
-	mustFlush(t, w)
-	enqueue(t, w, Record{Kind: KindEvent, Call: "real", Seq: 1, Data: payload})
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dir, path, full, _ := writeForgedLog(t)
 	check := func(what string, ls []Located) {
 		t.Helper()
 		for _, l := range ls {
@@ -63,19 +47,14 @@ func TestStoredBytesNeverReadAsFrames(t *testing.T) {
 		t.Fatalf("scan: %d records, want 2", len(all))
 	}
 	check("scan", all)
-	for _, off := range []int64{segHeaderSize + 1, segHeaderSize + 8<<10, all[0].Pos.Offset + 100} {
+	for _, off := range []int64{all[1].Pos.Offset + 1, all[1].Pos.Offset + 8<<10, all[1].Pos.Offset + 100} {
 		var got []Located
 		if _, err := r.ReadFrom(Pos{Segment: 1, Offset: off}, 10, func(l Located) error { got = append(got, l); return nil }); err != nil {
 			t.Fatal(err)
 		}
 		check("read from inside a frame", got)
 	}
-	path := filepath.Join(dir, segName(1))
-	info, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(path, info.Size()-trailerSize-5); err != nil { // torn inside the second frame's body
+	if err := os.Truncate(path, int64(len(full))-trailerSize-5); err != nil { // torn inside the second frame's body
 		t.Fatal(err)
 	}
 	tl, err := openReaderTest(t, dir).Tail(5, Filter{})
