@@ -70,17 +70,7 @@ func TestStoredBytesNeverReadAsFrames(t *testing.T) {
 // TestDamagedSegmentHeader: a flipped byte in a segment's header no
 // longer hides its frames, each of which carries its own checksums.
 func TestDamagedSegmentHeader(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "capture")
-	w, err := Open(Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 10 {
-		enqueue(t, w, Record{Kind: KindNote, Call: "c", Seq: i, Data: []byte("x")})
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dir := noteLog(t, 10, []byte("x"), false)
 	path := filepath.Join(dir, segName(1))
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -224,18 +214,7 @@ func TestTornRightAfterStoredFrame(t *testing.T) {
 // the damage is counted); a damaged last frame of a finished segment is
 // counted too.
 func TestDamageThenTornTail(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "capture")
-	w, err := Open(Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 10 {
-		enqueue(t, w, Record{Kind: KindNote, Call: "c", Seq: i, Data: bytes.Repeat([]byte("x"), 100)})
-		mustFlush(t, w)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dir := noteLog(t, 10, bytes.Repeat([]byte("x"), 100), true)
 	path := filepath.Join(dir, segName(1))
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -271,4 +250,25 @@ func TestDamageThenTornTail(t *testing.T) {
 	if st.Damaged.Frames == 0 {
 		t.Errorf("the last frame's body is damaged and no frame is counted: %+v", st.Damaged)
 	}
+}
+
+// noteLog writes n note records holding data into a new log (a frame
+// each when eachFrame) and returns its directory.
+func noteLog(t *testing.T, n int, data []byte, eachFrame bool) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "capture")
+	w, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		enqueue(t, w, Record{Kind: KindNote, Call: "c", Seq: i, Data: data})
+		if eachFrame {
+			mustFlush(t, w)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
