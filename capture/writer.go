@@ -129,6 +129,7 @@ type WriterStats struct {
 // goroutine.
 type Writer struct {
 	opts     Options
+	unlock   func() // releases the directory's lock (lockDir)
 	q        chan queued
 	flushReq chan flushReq
 	stop     chan struct{}
@@ -223,12 +224,21 @@ func Open(opts Options) (*Writer, error) {
 	if err := opts.FS.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("capture dir: %w", err)
 	}
+	unlock := func() {}
+	if _, real := opts.FS.(OSFS); real { // a test's file system is its own
+		var err error
+		if unlock, err = lockDir(opts.Dir); err != nil {
+			return nil, err
+		}
+	}
 	entries, err := opts.FS.ReadDir(opts.Dir)
 	if err != nil {
+		unlock()
 		return nil, fmt.Errorf("capture dir: %w", err)
 	}
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(opts.Level), zstd.WithEncoderConcurrency(1))
 	if err != nil {
+		unlock()
 		return nil, fmt.Errorf("capture: %w", err)
 	}
 	w := &Writer{
@@ -242,6 +252,7 @@ func Open(opts Options) (*Writer, error) {
 		nextNum:    1,
 		maxBackoff: 5 * time.Second,
 		report:     lossReport{every: ReportEvery},
+		unlock:     unlock,
 	}
 	for _, e := range entries {
 		if n, ok := parseSegName(e.Name()); ok && n >= w.nextNum {
@@ -475,8 +486,15 @@ func (w *Writer) Close() error {
 	close(w.stop)
 	<-w.done
 	w.enc.Close()
+	w.unlock()
 	return w.closeErr
 }
+
+// ErrDirInUse is Open's error when another Writer holds the directory.
+var ErrDirInUse = errors.New("capture: the directory is in use by another writer (another shaperproxy serving with the same data directory?)")
+
+// lockName is the lock file a Writer holds in its directory.
+const lockName = "LOCK"
 
 // run is the writer goroutine.
 // batchDelay is how long the writer waits after a record wakes it while
