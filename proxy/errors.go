@@ -35,13 +35,13 @@ func callID(h http.Header) string {
 // writeError answers with the OpenAI error shape
 // {"error":{"message":…,"type":…,"code":…,"call_id":…}}, the call id also
 // in CallIDHeader. message must name no secret.
-func writeError(w http.ResponseWriter, status int, code, message string) {
+func writeError(w http.ResponseWriter, status int, code, message string) (int, error) {
 	h := w.Header()
 	body := errorBody(code, message, callID(h))
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	return w.Write(body)
 }
 
 // errorBody is the OpenAI error shape, with a final newline.

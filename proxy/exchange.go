@@ -252,10 +252,6 @@ func (p *Proxy) copyEvents(w http.ResponseWriter, src io.Reader, call *Call, sin
 			break
 		}
 		if err != nil {
-			if errors.Is(c.spillErr, errFinisherCut) {
-				end.Err = errFinisherCut.Error()
-				break
-			}
 			if c.spillErr != nil {
 				return clientGone(end)
 			}
@@ -448,12 +444,7 @@ func (p *Proxy) copyHeldBody(w http.ResponseWriter, resp *http.Response, src io.
 			end.Err = errFinisherCut.Error()
 			return end
 		}
-		body := errorBody("finisher_failed", "shaperproxy: "+errFinisherCut.Error()+"; retry the request", callID(w.Header()))
-		h := w.Header()
-		h.Set("Content-Type", "application/json")
-		h.Set("Content-Length", strconv.Itoa(len(body)))
-		w.WriteHeader(http.StatusBadGateway)
-		n, werr := w.Write(body)
+		n, werr := writeError(w, http.StatusBadGateway, "finisher_failed", "shaperproxy: "+errFinisherCut.Error()+"; retry the request")
 		end.Bytes = int64(n)
 		if werr != nil || http.NewResponseController(w).Flush() != nil {
 			return clientGone(end)
