@@ -59,7 +59,9 @@ func InitCA(dir string) (certPath string, created bool, err error) {
 		}
 		return "", false, err
 	}
-	if err := writeFile0600(certPath, certPEM); err != nil {
+	// The certificate appears whole or not at all: an init that finds it
+	// takes the CA as made (and the key, written before it, whole).
+	if err := writeRenamed0600(certPath, certPEM); err != nil {
 		return "", false, err
 	}
 	return certPath, true, nil
@@ -155,6 +157,27 @@ func newCA(now time.Time) (certPEM, keyPEM []byte, err error) {
 }
 
 // writeFile0600 writes data to a new file that only the owner can read.
+// writeRenamed0600 writes data to a new file (mode 0600) beside path and
+// renames it to path.
+func writeRenamed0600(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".ca-*.tmp")
+	if err != nil {
+		return fmt.Errorf("ca: %w", err)
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return fmt.Errorf("ca: %w", err)
+	}
+	return nil
+}
+
 func writeFile0600(path string, data []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {

@@ -75,7 +75,9 @@ type Options struct {
 	// Intercept is not empty.
 	CA *tls.Certificate
 	// Transport sends requests upstream. If nil, a transport built from
-	// the timeouts below is used. The stream idle timeout closes a
+	// the timeouts below is used: plain-HTTP upstreams get HTTP/1.1
+	// connections kept alive and used in the handler's goroutine (no
+	// goroutine hand-offs a request), the rest an http.Transport. The stream idle timeout closes a
 	// response body while a Read of it may be waiting: the body must let
 	// Close run then and make that Read return (net/http's transports do).
 	Transport http.RoundTripper
@@ -164,7 +166,7 @@ func New(opts Options) (*Proxy, error) {
 	}
 	p.transport = opts.Transport
 	if p.transport == nil {
-		p.transport = p.newTransport(nil)
+		p.transport = p.upstreamTransport(nil)
 	}
 	if err := p.setRoutes(opts.Routes, opts.Default); err != nil {
 		return nil, err
@@ -248,12 +250,19 @@ func (p *Proxy) newTransport(roots *x509.CertPool) *http.Transport {
 	return t
 }
 
+// upstreamTransport returns the default transport: plain-HTTP upstreams
+// through the h1Transport, the rest through newTransport's.
+func (p *Proxy) upstreamTransport(roots *x509.CertPool) http.RoundTripper {
+	t := p.newTransport(roots)
+	return newH1Transport(t, t.DialContext, t.ResponseHeaderTimeout, t.IdleConnTimeout, t.MaxIdleConnsPerHost, t.MaxIdleConns)
+}
+
 // routeTransport returns the transport of a route with its own roots: a
 // copy of the configured transport when it is an *http.Transport.
 func (p *Proxy) routeTransport(roots *x509.CertPool) http.RoundTripper {
 	switch t := p.opts.Transport.(type) {
 	case nil:
-		return p.newTransport(roots)
+		return p.upstreamTransport(roots)
 	case *http.Transport:
 		c := t.Clone()
 		if c.TLSClientConfig == nil {

@@ -1,0 +1,420 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// h1Transport sends a request to a plain-HTTP upstream over a kept-alive
+// HTTP/1.1 connection in the caller's goroutine: the request is written
+// with net/http's own Request.Write and the answer read with its own
+// ReadResponse. http.Transport runs a reading and a writing goroutine per
+// connection and hands every request and answer between them and the
+// caller (four hand-offs and their wake-ups a request); for a small
+// request that is a tenth of the proxy's CPU (issue 15). Here the
+// handler's goroutine does it all, and a connection is checked before it
+// is used again instead of being watched while idle.
+//
+// What it does not do goes to next (the http.Transport): https, where
+// HTTP/2 is worth its goroutines; a body that could not be sent again; and
+// platforms where an idle connection cannot be checked (idleCheck).
+//
+// Retries follow http.Transport's rules: a request is sent again on a new
+// connection only when nothing of it reached the old one, or when it is
+// replayable (GET, HEAD, OPTIONS, TRACE or an idempotency key) and the
+// old connection answered nothing. A chat request (a POST) is never sent
+// twice once its bytes went out.
+type h1Transport struct {
+	next          http.RoundTripper
+	dial          func(ctx context.Context, network, addr string) (net.Conn, error)
+	headerTimeout time.Duration
+	idleTimeout   time.Duration
+	maxIdle       int // per host
+	maxIdleTotal  int
+
+	mu    sync.Mutex
+	idle  map[string][]*h1Conn // most recently used last
+	nIdle int
+	sweep *time.Timer // set while connections are kept
+}
+
+// maxResponseHeader bounds a response's header (and the informational
+// answers before it): an upstream sending an endless header line gets an
+// error, not the proxy's memory.
+const maxResponseHeader = 1 << 20
+
+// maxH1Body is the largest body the h1Transport sends. It writes the
+// whole body before it reads: an upstream that answers early (a 413)
+// without reading the body and without closing would hold a larger write
+// until it closes. What the kernel's socket buffers take (tcp_wmem's and
+// tcp_rmem's defaults) goes out whatever the upstream does; larger
+// bodies go through http.Transport, which reads while it writes.
+const maxH1Body = 64 << 10
+
+// earlyAnswerWait is how long an answer is waited for after the request
+// could not be written whole (http.Transport waits as long).
+const earlyAnswerWait = 50 * time.Millisecond
+
+// max1xx bounds the informational answers before the real one.
+const max1xx = 5
+
+var (
+	errHeaderTooLong = errors.New("upstream response header too long")
+	errToo1xx        = errors.New("too many informational responses from the upstream")
+	errUnexpected101 = errors.New("upstream switched protocols without being asked")
+	errHeaderTimeout = errors.New("timeout awaiting response headers")
+)
+
+func newH1Transport(next http.RoundTripper, dial func(ctx context.Context, network, addr string) (net.Conn, error), headerTimeout, idleTimeout time.Duration, maxIdle, maxIdleTotal int) *h1Transport {
+	return &h1Transport{
+		next: next, dial: dial, headerTimeout: headerTimeout, idleTimeout: idleTimeout,
+		maxIdle: maxIdle, maxIdleTotal: maxIdleTotal, idle: map[string][]*h1Conn{},
+	}
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme != "http" || !canResend(req) || req.ContentLength > maxH1Body || !idleCheckWorks {
+		return t.next.RoundTrip(req)
+	}
+	if req.URL.Host == "" {
+		return nil, errors.New("http: no Host in request URL")
+	}
+	key := hostPort(req.URL.Host)
+	ctx := req.Context()
+	for attempt := 0; ; attempt++ {
+		c, err := t.get(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if ctx.Err() != nil { // the client left: nothing goes out (and the key is not spent)
+			t.put(c)
+			return nil, ctx.Err()
+		}
+		resp, wrote, err := c.roundTrip(req) // c.got: what the old connection answered
+		if err == nil {
+			return resp, nil
+		}
+		c.close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if attempt > 0 || !c.reused || !(wrote == 0 || isReplayable(req) && c.got == 0) {
+			return nil, err
+		}
+		if req, err = rewound(req); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// CloseIdleConnections closes the connections kept for later requests
+// (and the next transport's).
+func (t *h1Transport) CloseIdleConnections() {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle, t.nIdle = map[string][]*h1Conn{}, 0
+	t.mu.Unlock()
+	for _, cs := range idle {
+		for _, c := range cs {
+			c.close()
+		}
+	}
+	if ci, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
+}
+
+// canResend reports whether the request's body can be written again on a
+// new connection (none, or GetBody gives it again).
+func canResend(req *http.Request) bool {
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+// isReplayable is http.Request's rule for sending a request again after
+// it may have reached the server.
+func isReplayable(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	_, a := req.Header["Idempotency-Key"]
+	_, b := req.Header["X-Idempotency-Key"]
+	return a || b
+}
+
+// rewound returns req with its body to be read again from the start.
+func rewound(req *http.Request) (*http.Request, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return req, nil
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return nil, err
+	}
+	r := *req
+	r.Body = body
+	return &r, nil
+}
+
+func hostPort(host string) string {
+	if _, _, err := net.SplitHostPort(host); err == nil {
+		return host
+	}
+	if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		return host + ":80"
+	}
+	return net.JoinHostPort(host, "80")
+}
+
+// get returns an idle connection to key that is still open and has
+// nothing unread, or a new one.
+func (t *h1Transport) get(ctx context.Context, key string) (*h1Conn, error) {
+	now := time.Now()
+	for {
+		t.mu.Lock()
+		cs := t.idle[key]
+		if len(cs) == 0 {
+			t.mu.Unlock()
+			break
+		}
+		c := cs[len(cs)-1]
+		cs[len(cs)-1] = nil
+		t.idle[key] = cs[:len(cs)-1]
+		t.nIdle--
+		t.mu.Unlock()
+		if now.Sub(c.since) < t.idleTimeout && c.br.Buffered() == 0 && idleCheck(c.conn) {
+			c.reused = true
+			return c, nil
+		}
+		c.close()
+	}
+	nc, err := t.dial(ctx, "tcp", key)
+	if err != nil {
+		return nil, err
+	}
+	c := &h1Conn{t: t, key: key, conn: nc, limit: -1}
+	c.br = bufio.NewReader(c)
+	c.bw = bufio.NewWriter(countingConn{c})
+	return c, nil
+}
+
+// put keeps c for a later request to its host, within the bounds. While
+// any is kept, a timer closes those kept longer than the idle timeout
+// (between one and 1.5 idle timeouts after their last use).
+func (t *h1Transport) put(c *h1Conn) {
+	c.since, c.reused = time.Now(), false
+	t.mu.Lock()
+	if len(t.idle[c.key]) >= t.maxIdle || t.nIdle >= t.maxIdleTotal {
+		t.mu.Unlock()
+		c.close()
+		return
+	}
+	t.idle[c.key] = append(t.idle[c.key], c)
+	t.nIdle++
+	if t.sweep == nil {
+		t.sweep = time.AfterFunc(t.idleTimeout/2, t.closeExpired)
+	}
+	t.mu.Unlock()
+}
+
+// closeExpired closes the connections kept longer than the idle timeout.
+func (t *h1Transport) closeExpired() {
+	now := time.Now()
+	var drop []*h1Conn
+	t.mu.Lock()
+	for k, cs := range t.idle {
+		n := 0
+		for _, c := range cs {
+			if now.Sub(c.since) < t.idleTimeout {
+				cs[n] = c
+				n++
+			} else {
+				drop = append(drop, c)
+			}
+		}
+		clear(cs[n:])
+		t.idle[k], t.nIdle = cs[:n], t.nIdle-(len(cs)-n)
+		if n == 0 {
+			delete(t.idle, k)
+		}
+	}
+	if t.nIdle > 0 {
+		t.sweep.Reset(t.idleTimeout / 2)
+	} else {
+		t.sweep = nil
+	}
+	t.mu.Unlock()
+	for _, c := range drop {
+		c.close()
+	}
+}
+
+// h1Conn is one connection to an upstream, used by one request at a time.
+type h1Conn struct {
+	t      *h1Transport
+	key    string
+	conn   net.Conn
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	limit  int64 // what reads may still take while a header is read; < 0: no bound
+	wrote  int64 // bytes the current request put on the connection
+	got    int64 // bytes read for it
+	since  time.Time
+	reused bool
+}
+
+// Read reads from the connection within the header's bound.
+func (c *h1Conn) Read(p []byte) (int, error) {
+	if c.limit == 0 {
+		return 0, errHeaderTooLong
+	}
+	if c.limit > 0 && int64(len(p)) > c.limit {
+		p = p[:c.limit]
+	}
+	n, err := c.conn.Read(p)
+	c.got += int64(n)
+	if c.limit > 0 {
+		c.limit -= int64(n)
+	}
+	return n, err
+}
+
+// countingConn counts what the connection's writer puts on it.
+type countingConn struct{ c *h1Conn }
+
+func (w countingConn) Write(p []byte) (int, error) {
+	n, err := w.c.conn.Write(p)
+	w.c.wrote += int64(n)
+	return n, err
+}
+
+func (c *h1Conn) close() { _ = c.conn.Close() }
+
+// roundTrip writes req and reads the answer's header. wrote is how much
+// of the request reached the connection.
+func (c *h1Conn) roundTrip(req *http.Request) (_ *http.Response, wrote int64, err error) {
+	ctx := req.Context()
+	// A client that leaves closes the connection: whatever the round trip
+	// is waiting on returns, and a close, unlike a deadline, is not undone
+	// by the deadlines set below.
+	stop := context.AfterFunc(ctx, c.close)
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	c.wrote, c.got = 0, 0
+	werr := req.Write(c.bw)
+	if werr == nil {
+		werr = c.bw.Flush()
+	}
+	var resp *http.Response
+	switch {
+	case werr != nil:
+		// An upstream may answer before it has read the whole body (a
+		// 413) and close: its answer, if it came, is the one to give.
+		if c.wrote == 0 || ctx.Err() != nil {
+			return nil, c.wrote, werr
+		}
+		_ = c.conn.SetReadDeadline(time.Now().Add(earlyAnswerWait))
+		if resp, err = c.readHeader(req); err != nil {
+			return nil, c.wrote, werr
+		}
+		resp.Close = true // the connection is in no state to be used again
+		_ = c.conn.SetReadDeadline(time.Time{})
+	case c.t.headerTimeout > 0:
+		_ = c.conn.SetReadDeadline(time.Now().Add(c.t.headerTimeout))
+		if resp, err = c.readHeader(req); err != nil {
+			if isTimeout(err) && ctx.Err() == nil {
+				err = fmt.Errorf("%w (%w)", errHeaderTimeout, err)
+			}
+			return nil, c.wrote, err
+		}
+		_ = c.conn.SetReadDeadline(time.Time{})
+	default:
+		if resp, err = c.readHeader(req); err != nil {
+			return nil, c.wrote, err
+		}
+	}
+	resp.Body = &h1Body{r: resp.Body, c: c, stop: stop, ctx: ctx, keep: !resp.Close && !req.Close}
+	return resp, c.wrote, nil
+}
+
+// readHeader reads the answer to req, skipping informational ones.
+func (c *h1Conn) readHeader(req *http.Request) (*http.Response, error) {
+	c.limit = maxResponseHeader
+	defer func() { c.limit = -1 }()
+	for n := 0; ; n++ {
+		resp, err := http.ReadResponse(c.br, req)
+		switch {
+		case err != nil:
+			return nil, err
+		case resp.StatusCode == http.StatusSwitchingProtocols:
+			return nil, errUnexpected101
+		case resp.StatusCode >= 100 && resp.StatusCode < 200:
+			if n == max1xx {
+				return nil, errToo1xx
+			}
+		default:
+			return resp, nil
+		}
+	}
+}
+
+// h1Body is an answer's body. Read to its end, its connection goes back
+// to the idle list; closed before (from any goroutine, a Read waiting
+// included), the connection is closed. The inner body's own Close is
+// never called: it would read the rest of a stream to its end.
+type h1Body struct {
+	r    io.ReadCloser
+	c    *h1Conn
+	stop func() bool
+	ctx  context.Context
+	keep bool
+
+	done   atomic.Bool // the connection went back or was closed
+	closed atomic.Bool
+}
+
+func (b *h1Body) Read(p []byte) (int, error) {
+	if b.closed.Load() {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	n, err := b.r.Read(p)
+	if err != nil {
+		b.end(err == io.EOF)
+		if err != io.EOF && b.ctx.Err() != nil {
+			err = b.ctx.Err()
+		}
+	}
+	return n, err
+}
+
+func (b *h1Body) Close() error {
+	b.closed.Store(true)
+	b.end(false)
+	return nil
+}
+
+// end gives the connection back (whole, nothing cut by the context) or
+// closes it, once.
+func (b *h1Body) end(whole bool) {
+	if b.done.Swap(true) {
+		return
+	}
+	if b.stop() && whole && b.keep {
+		b.c.t.put(b.c)
+		return
+	}
+	b.c.close()
+}

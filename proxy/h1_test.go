@@ -1,0 +1,710 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// rawUpstream is an upstream on a real socket whose every connection is
+// served by serve, so a test says byte for byte what the upstream does.
+type rawUpstream struct {
+	ln       net.Listener
+	conns    atomic.Int64  // accepted
+	requests atomic.Int64  // read by readRequest
+	closed   chan struct{} // one value per connection the upstream saw end
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	open     []net.Conn
+}
+
+func newRawUpstream(t *testing.T, serve func(u *rawUpstream, c net.Conn, br *bufio.Reader, n int64)) *rawUpstream {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &rawUpstream{ln: ln, closed: make(chan struct{}, 1024)}
+	u.wg.Add(1)
+	go func() {
+		defer u.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n := u.conns.Add(1)
+			u.mu.Lock()
+			u.open = append(u.open, c)
+			u.mu.Unlock()
+			u.wg.Add(1)
+			go func() {
+				defer u.wg.Done()
+				defer func() { u.closed <- struct{}{} }()
+				defer c.Close()
+				serve(u, c, bufio.NewReader(c), n)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		u.mu.Lock()
+		for _, c := range u.open {
+			c.Close()
+		}
+		u.mu.Unlock()
+		u.wg.Wait()
+	})
+	return u
+}
+
+func (u *rawUpstream) url() string { return "http://" + u.ln.Addr().String() }
+
+// readRequest reads one request and its body; false at the connection's end.
+func (u *rawUpstream) readRequest(br *bufio.Reader) (*http.Request, bool) {
+	r, err := http.ReadRequest(br)
+	if err != nil {
+		return nil, false
+	}
+	_, _ = io.Copy(io.Discard, r.Body)
+	u.requests.Add(1)
+	return r, true
+}
+
+const okAnswer = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+
+// keepAnswering answers every request on the connection with answer.
+func keepAnswering(answer string) func(*rawUpstream, net.Conn, *bufio.Reader, int64) {
+	return func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+		for {
+			if _, ok := u.readRequest(br); !ok {
+				return
+			}
+			if _, err := io.WriteString(c, answer); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// testH1 is the h1Transport as the proxy makes it, with a fallback that
+// records what it was given.
+func testH1(headerTimeout, idleTimeout time.Duration, maxIdle int) (*h1Transport, *atomic.Int64) {
+	var fell atomic.Int64
+	next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		fell.Add(1)
+		return nil, errors.New("fallback")
+	})
+	var d net.Dialer
+	return newH1Transport(next, d.DialContext, headerTimeout, idleTimeout, maxIdle, 4*maxIdle), &fell
+}
+
+// within is the test's context, bounded: a transport that hangs fails
+// the test instead of stalling it.
+func within(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// inTime runs f and fails the test when it has not returned within 5 s
+// (f is left running).
+func inTime(t *testing.T, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("still waiting after 5s")
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// post sends a chat-like POST with a body that can be sent again, as the
+// proxy's are.
+func post(ctx context.Context, rt http.RoundTripper, url string) (*http.Response, error) {
+	body := []byte(`{"model":"m","messages":[]}`)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	return rt.RoundTrip(req)
+}
+
+func getModels(ctx context.Context, rt http.RoundTripper, url string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/v1/models", nil)
+	if err != nil {
+		return nil, err
+	}
+	return rt.RoundTrip(req)
+}
+
+// bodyOf returns a function that reads a response whole, failing t.
+func bodyOf(t *testing.T) func(*http.Response, error) string {
+	return func(resp *http.Response, err error) string {
+		t.Helper()
+		return readWhole(t, resp, err)
+	}
+}
+
+func readWhole(t *testing.T, resp *http.Response, err error) string {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestH1ReusesOneConnection(t *testing.T) {
+	up := newRawUpstream(t, keepAnswering(okAnswer))
+	tr, fell := testH1(0, time.Minute, 4)
+	for range 20 {
+		if got := bodyOf(t)(post(within(t), tr, up.url())); got != "{}" {
+			t.Fatalf("body %q", got)
+		}
+	}
+	if up.conns.Load() != 1 || up.requests.Load() != 20 || fell.Load() != 0 {
+		t.Fatalf("connections %d, requests %d, fallbacks %d; want 1, 20, 0", up.conns.Load(), up.requests.Load(), fell.Load())
+	}
+}
+
+// The proxy's default transport for a plain-HTTP upstream is the
+// h1Transport: twenty calls through the proxy, one upstream connection.
+func TestProxyDefaultTransportIsH1(t *testing.T) {
+	var conns atomic.Int64
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, `{"choices":[]}`)
+	}))
+	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	up.Start()
+	defer up.Close()
+	p, px := newTestProxy(t, up.URL, nil)
+	if _, ok := p.transport.(*h1Transport); !ok {
+		t.Fatalf("default transport is %T", p.transport)
+	}
+	for range 20 {
+		resp, body := do(t, px.Client(), http.MethodPost, px.URL+"/v1/chat/completions", []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), nil)
+		if resp.StatusCode != 200 || string(body) != `{"choices":[]}` {
+			t.Fatalf("status %d body %q", resp.StatusCode, body)
+		}
+	}
+	if conns.Load() != 1 {
+		t.Fatalf("upstream connections: %d, want 1", conns.Load())
+	}
+}
+
+// An upstream that closes a kept connection while it is idle (its own
+// idle timeout, a restart): the next POST goes out on a new connection
+// and succeeds, sent once.
+func TestH1IdleConnectionClosedByUpstream(t *testing.T) {
+	up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+		if _, ok := u.readRequest(br); ok {
+			_, _ = io.WriteString(c, okAnswer) // then closes, saying nothing
+		}
+	})
+	tr, _ := testH1(0, time.Minute, 4)
+	for i := range 3 {
+		if got := bodyOf(t)(post(within(t), tr, up.url())); got != "{}" {
+			t.Fatalf("request %d: body %q", i, got)
+		}
+		<-up.closed // the upstream has closed it before the next request
+	}
+	if up.conns.Load() != 3 || up.requests.Load() != 3 {
+		t.Fatalf("connections %d, requests %d; want 3, 3", up.conns.Load(), up.requests.Load())
+	}
+}
+
+// A POST that reached the upstream is never sent again, whatever happens
+// to its connection after: a chat request costs the user's key. A GET
+// that got no answer at all on a reused connection is sent again on a
+// new one, as http.Transport does.
+func TestH1ResendOnlyWhatIsReplayable(t *testing.T) {
+	for _, tc := range []struct {
+		method       string
+		wantErr      bool
+		wantRequests int64
+	}{
+		{http.MethodPost, true, 2},
+		{http.MethodGet, false, 3},
+	} {
+		t.Run(tc.method, func(t *testing.T) {
+			up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, n int64) {
+				for i := 0; ; i++ {
+					if _, ok := u.readRequest(br); !ok {
+						return
+					}
+					if n == 1 && i == 1 {
+						return // reads the second request, then drops the connection unanswered
+					}
+					_, _ = io.WriteString(c, okAnswer)
+				}
+			})
+			tr, _ := testH1(0, time.Minute, 4)
+			send := post
+			if tc.method == http.MethodGet {
+				send = getModels
+			}
+			bodyOf(t)(send(within(t), tr, up.url()))
+			resp, err := send(within(t), tr, up.url())
+			if tc.wantErr != (err != nil) {
+				t.Fatalf("error %v, want error: %v", err, tc.wantErr)
+			}
+			if err == nil {
+				bodyOf(t)(resp, nil)
+			}
+			if got := up.requests.Load(); got != tc.wantRequests {
+				t.Fatalf("the upstream read %d requests, want %d", got, tc.wantRequests)
+			}
+		})
+	}
+}
+
+func TestH1HeaderTimeout(t *testing.T) {
+	hold := make(chan struct{})
+	defer close(hold)
+	up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+		u.readRequest(br)
+		<-hold
+	})
+	tr, _ := testH1(100*time.Millisecond, time.Minute, 4)
+	start := time.Now()
+	_, err := post(within(t), tr, up.url())
+	if err == nil || !isTimeout(err) || !strings.Contains(err.Error(), "timeout awaiting response headers") {
+		t.Fatalf("err %v: want a timeout awaiting the header", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("took %v", d)
+	}
+}
+
+// A header without end is an error once it passes the bound, not a
+// growing buffer.
+func TestH1HeaderBounded(t *testing.T) {
+	up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+		u.readRequest(br)
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Long: ")
+		chunk := bytes.Repeat([]byte("a"), 64<<10)
+		for range 64 { // 4 MiB, past the 1 MiB bound
+			if _, err := c.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	tr, _ := testH1(0, time.Minute, 4)
+	_, err := post(within(t), tr, up.url())
+	if !errors.Is(err, errHeaderTooLong) {
+		t.Fatalf("err %v, want %v", err, errHeaderTooLong)
+	}
+}
+
+func TestH1Informational(t *testing.T) {
+	for _, tc := range []struct {
+		name, before string
+		want         error
+	}{
+		{"early hints then the answer", "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 100 Continue\r\n\r\n", nil},
+		{"too many", strings.Repeat("HTTP/1.1 100 Continue\r\n\r\n", max1xx+1), errToo1xx},
+		{"switching protocols unasked", "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n", errUnexpected101},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := newRawUpstream(t, keepAnswering(tc.before+okAnswer))
+			tr, _ := testH1(0, time.Minute, 4)
+			resp, err := post(within(t), tr, up.url())
+			if tc.want != nil {
+				if !errors.Is(err, tc.want) {
+					t.Fatalf("err %v, want %v", err, tc.want)
+				}
+				return
+			}
+			if got := bodyOf(t)(resp, err); resp.StatusCode != 200 || got != "{}" {
+				t.Fatalf("status %d body %q", resp.StatusCode, got)
+			}
+		})
+	}
+}
+
+// A client that leaves while the upstream has not answered ends the
+// round trip at once, and the connection with it (the upstream sees it
+// close, so a generation it started can stop).
+func TestH1CancelWhileWaiting(t *testing.T) {
+	hold := make(chan struct{})
+	defer close(hold)
+	up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+		u.readRequest(br)
+		_, _ = br.ReadByte() // returns when the proxy closes the connection
+	})
+	tr, _ := testH1(0, time.Minute, 4)
+	ctx, cancel := context.WithCancel(within(t))
+	time.AfterFunc(100*time.Millisecond, cancel)
+	var err error
+	inTime(t, func() { _, err = post(ctx, tr, up.url()) })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want context.Canceled", err)
+	}
+	select {
+	case <-up.closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream connection stayed open")
+	}
+}
+
+// A stream whose body is closed from another goroutine (the proxy's idle
+// timer) while a read waits: the read returns, the connection is closed,
+// and the next request gets a new one.
+func TestH1CloseWhileReading(t *testing.T) {
+	up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, n int64) {
+		for {
+			if _, ok := u.readRequest(br); !ok {
+				return
+			}
+			if n == 1 {
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n6\r\ndata:1\r\n")
+				continue // and sends nothing more
+			}
+			_, _ = io.WriteString(c, okAnswer)
+		}
+	})
+	tr, _ := testH1(0, time.Minute, 4)
+	resp, err := post(within(t), tr, up.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 6)
+	if _, err := io.ReadFull(resp.Body, buf); err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(100*time.Millisecond, func() { resp.Body.Close() })
+	inTime(t, func() { _, err = resp.Body.Read(buf) })
+	if err == nil {
+		t.Fatal("read after close returned no error")
+	}
+	if got := bodyOf(t)(post(within(t), tr, up.url())); got != "{}" || up.conns.Load() != 2 {
+		t.Fatalf("body %q on connection %d, want a second connection", got, up.conns.Load())
+	}
+}
+
+// The connection goes back only after a whole answer that did not ask
+// to close it, and with nothing after it; else each request gets a new one.
+func TestH1WhenAConnectionIsNotKept(t *testing.T) {
+	for _, tc := range []struct{ name, answer string }{
+		{"connection close", "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}"},
+		{"bytes after the answer", okAnswer + "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nxx"},
+		{"http/1.0 to the end", "HTTP/1.0 200 OK\r\n\r\n{}"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+				if _, ok := u.readRequest(br); ok {
+					_, _ = io.WriteString(c, tc.answer)
+				}
+				if strings.HasPrefix(tc.answer, "HTTP/1.0") {
+					return
+				}
+				_, _ = br.ReadByte() // holds the connection open until the proxy closes it
+			})
+			tr, _ := testH1(0, time.Minute, 4)
+			for i := range 3 {
+				if got := bodyOf(t)(post(within(t), tr, up.url())); got != "{}" {
+					t.Fatalf("request %d: body %q", i, got)
+				}
+			}
+			if up.conns.Load() != 3 {
+				t.Fatalf("connections %d, want 3", up.conns.Load())
+			}
+		})
+	}
+}
+
+// Idle connections are kept within the per-host bound and dropped after
+// the idle timeout.
+func TestH1IdleBounds(t *testing.T) {
+	up := newRawUpstream(t, keepAnswering(okAnswer))
+	tr, _ := testH1(0, 200*time.Millisecond, 2)
+	var wg sync.WaitGroup
+	hold := make(chan struct{})
+	resps := make(chan *http.Response, 5)
+	for range 5 { // five at once: five connections
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := post(within(t), tr, up.url())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resps <- resp
+		}()
+	}
+	wg.Wait()
+	close(hold)
+	close(resps)
+	for resp := range resps {
+		bodyOf(t)(resp, nil)
+	}
+	if up.conns.Load() != 5 {
+		t.Fatalf("connections %d, want 5", up.conns.Load())
+	}
+	for range 3 { // three over the bound are closed
+		select {
+		case <-up.closed:
+		case <-time.After(5 * time.Second):
+			t.Fatal("connections over the idle bound stayed open")
+		}
+	}
+	tr.mu.Lock()
+	kept := tr.nIdle
+	tr.mu.Unlock()
+	if kept != 2 {
+		t.Fatalf("idle connections kept: %d, want 2", kept)
+	}
+	bodyOf(t)(post(within(t), tr, up.url())) // within the idle timeout: one of the two
+	if up.conns.Load() != 5 {
+		t.Fatalf("connections %d after a request within the idle timeout, want 5", up.conns.Load())
+	}
+	time.Sleep(300 * time.Millisecond)
+	bodyOf(t)(post(within(t), tr, up.url()))
+	if up.conns.Load() != 6 {
+		t.Fatalf("connections %d after the idle timeout, want 6", up.conns.Load())
+	}
+}
+
+// What it does not send itself goes to the next transport: https, a body
+// that could not be sent again, and one over maxH1Body.
+func TestH1FallsBack(t *testing.T) {
+	tr, fell := testH1(0, time.Minute, 4)
+	req, _ := http.NewRequest(http.MethodPost, "https://127.0.0.1:1/v1/chat/completions", strings.NewReader("{}"))
+	_, _ = tr.RoundTrip(req)
+	req, _ = http.NewRequest(http.MethodPost, "http://127.0.0.1:1/v1/chat/completions", io.NopCloser(strings.NewReader("{}")))
+	req.GetBody = nil
+	_, _ = tr.RoundTrip(req)
+	req, _ = http.NewRequest(http.MethodPost, "http://127.0.0.1:1/v1/chat/completions", bytes.NewReader(make([]byte, maxH1Body+1)))
+	_, _ = tr.RoundTrip(req)
+	if fell.Load() != 3 {
+		t.Fatalf("fallbacks %d, want 3", fell.Load())
+	}
+}
+
+// Many callers at once share the connections, each answer whole.
+func TestH1Concurrent(t *testing.T) {
+	up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+		for {
+			r, ok := u.readRequest(br)
+			if !ok {
+				return
+			}
+			body := r.URL.Query().Get("n")
+			if _, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body); err != nil {
+				return
+			}
+		}
+	})
+	tr, _ := testH1(0, time.Minute, 8)
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				want := fmt.Sprintf("%d-%d", g, i)
+				req, _ := http.NewRequest(http.MethodGet, up.url()+"/?n="+want, nil)
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || string(b) != want {
+					t.Errorf("got %q (%v), want %q", b, err, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := up.conns.Load(); n > 16 {
+		t.Fatalf("%d connections for 16 callers", n)
+	}
+}
+
+// An upstream that answers before it has read the whole body and closes
+// (a 413): the client gets that answer, as from http.Transport, not a
+// write error.
+func TestH1AnswerBeforeTheWholeBody(t *testing.T) {
+	up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		u.requests.Add(1)
+		_, _ = io.WriteString(c, "HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\nContent-Length: 15\r\nConnection: close\r\n\r\n{\"error\":\"big\"}")
+		_ = c.(*net.TCPConn).CloseWrite()
+		time.Sleep(100 * time.Millisecond) // the proxy reads the answer; then the close cuts its write
+	})
+	tr, _ := testH1(0, time.Minute, 4)
+	body := bytes.Repeat([]byte("x"), maxH1Body)
+	req, _ := http.NewRequestWithContext(within(t), http.MethodPost, up.url()+"/v1/chat/completions", bytes.NewReader(body))
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readWhole(t, resp, nil); resp.StatusCode != 413 || got != `{"error":"big"}` {
+		t.Fatalf("status %d body %q", resp.StatusCode, got)
+	}
+}
+
+// hookConn calls hook before each read deadline the transport sets, and
+// tells past when the connection was closed (the client left).
+type hookConn struct {
+	net.Conn
+	closed chan struct{}
+	once   sync.Once
+	hook   func(time.Time)
+}
+
+func (c *hookConn) SetReadDeadline(t time.Time) error {
+	c.hook(t)
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *hookConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return c.Conn.Close()
+}
+
+// The client leaves at the worst moments: just before the transport sets
+// the header's deadline, and just before it clears it. Either way the
+// round trip (or the body read after it) returns at once, where a cancel
+// that set a past deadline was undone by the transport's own deadline
+// and the call waited the whole header timeout, or forever on a stream.
+func TestH1CancelNotUndoneByDeadlines(t *testing.T) {
+	for _, when := range []string{"before the header", "after the header"} {
+		t.Run(when, func(t *testing.T) {
+			up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+				u.readRequest(br)
+				if when == "after the header" {
+					_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+				}
+				_, _ = br.ReadByte() // holds until the proxy closes
+			})
+			ctx, cancel := context.WithCancel(within(t))
+			var d net.Dialer
+			dial := func(ctx context.Context, n, a string) (net.Conn, error) {
+				c, err := d.DialContext(ctx, n, a)
+				if err != nil {
+					return nil, err
+				}
+				hc := &hookConn{Conn: c, closed: make(chan struct{})}
+				hc.hook = func(dl time.Time) {
+					if dl.IsZero() == (when == "after the header") {
+						cancel()
+						<-hc.closed // the cancel has run
+					}
+				}
+				return hc, nil
+			}
+			tr := newH1Transport(http.DefaultTransport, dial, time.Minute, time.Minute, 4, 16)
+			var resp *http.Response
+			var err error
+			inTime(t, func() { resp, err = post(ctx, tr, up.url()) })
+			if when == "before the header" {
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("err %v, want context.Canceled", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			inTime(t, func() { _, err = resp.Body.Read(make([]byte, 10)) })
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("body read: %v, want context.Canceled", err)
+			}
+		})
+	}
+}
+
+// A client gone before the round trip starts (during a transform, or
+// between a retry's attempts): nothing reaches the upstream, even on a
+// kept connection that is ready to take it.
+func TestH1NothingSentForAClientGone(t *testing.T) {
+	up := newRawUpstream(t, keepAnswering(okAnswer))
+	tr, _ := testH1(time.Minute, time.Minute, 4)
+	bodyOf(t)(post(within(t), tr, up.url())) // a kept connection
+	for range 50 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := post(ctx, tr, up.url()); !errors.Is(err, context.Canceled) {
+			t.Fatalf("err %v, want context.Canceled", err)
+		}
+	}
+	bodyOf(t)(post(within(t), tr, up.url())) // the upstream has read everything sent before this
+	if got := up.requests.Load(); got != 2 || up.conns.Load() != 1 {
+		t.Fatalf("the upstream read %d requests on %d connections, want 2 on 1", got, up.conns.Load())
+	}
+}
+
+// Traffic stops: the kept connections are closed after the idle timeout
+// all the same, as http.Transport's are.
+func TestH1IdleClosedWhenQuiet(t *testing.T) {
+	up := newRawUpstream(t, keepAnswering(okAnswer))
+	tr, _ := testH1(0, 100*time.Millisecond, 4)
+	bodyOf(t)(post(within(t), tr, up.url()))
+	select {
+	case <-up.closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the idle connection is still open 50 idle timeouts later")
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.nIdle != 0 || tr.sweep != nil {
+		t.Fatalf("kept %d, timer %v after the sweep", tr.nIdle, tr.sweep)
+	}
+}
+
+// A body read after Close (the idle timer's) fails, as http.Transport's,
+// instead of returning what was still buffered.
+func TestH1ReadAfterClose(t *testing.T) {
+	up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+		u.readRequest(br)
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n6\r\ndata:1\r\n6\r\ndata:2\r\n")
+		_, _ = br.ReadByte()
+	})
+	tr, _ := testH1(0, time.Minute, 4)
+	resp, err := post(within(t), tr, up.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 6)
+	if _, err := io.ReadFull(resp.Body, buf); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if n, err := resp.Body.Read(buf); n > 0 || !errors.Is(err, http.ErrBodyReadAfterClose) {
+		t.Fatalf("read after Close: %q, %v", buf[:n], err)
+	}
+}
