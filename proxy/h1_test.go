@@ -131,6 +131,20 @@ func inTime(t *testing.T, f func()) {
 	}
 }
 
+// firstEvent posts to a stream and reads its first six bytes ("data:1").
+func firstEvent(t *testing.T, tr http.RoundTripper, url string) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := post(within(t), tr, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 6)
+	if _, err := io.ReadFull(resp.Body, buf); err != nil {
+		t.Fatal(err)
+	}
+	return resp, buf
+}
+
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
@@ -390,14 +404,8 @@ func TestH1CloseWhileReading(t *testing.T) {
 		}
 	})
 	tr, _ := testH1(0, time.Minute, 4)
-	resp, err := post(within(t), tr, up.url())
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 6)
-	if _, err := io.ReadFull(resp.Body, buf); err != nil {
-		t.Fatal(err)
-	}
+	resp, buf := firstEvent(t, tr, up.url())
+	var err error
 	time.AfterFunc(100*time.Millisecond, func() { resp.Body.Close() })
 	inTime(t, func() { _, err = resp.Body.Read(buf) })
 	if err == nil {
@@ -695,14 +703,7 @@ func TestH1ReadAfterClose(t *testing.T) {
 		_, _ = br.ReadByte()
 	})
 	tr, _ := testH1(0, time.Minute, 4)
-	resp, err := post(within(t), tr, up.url())
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 6)
-	if _, err := io.ReadFull(resp.Body, buf); err != nil {
-		t.Fatal(err)
-	}
+	resp, buf := firstEvent(t, tr, up.url())
 	resp.Body.Close()
 	if n, err := resp.Body.Read(buf); n > 0 || !errors.Is(err, http.ErrBodyReadAfterClose) {
 		t.Fatalf("read after Close: %q, %v", buf[:n], err)
