@@ -118,11 +118,17 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // CloseIdleConnections closes the connections kept for later requests
-// (and the next transport's).
+// (and the next transport's) and stops the idle timer, which would
+// otherwise keep the transport, and the proxy its dialer belongs to,
+// reachable until it fires.
 func (t *h1Transport) CloseIdleConnections() {
 	t.mu.Lock()
 	idle := t.idle
 	t.idle, t.nIdle = map[string][]*h1Conn{}, 0
+	if t.sweep != nil {
+		t.sweep.Stop()
+		t.sweep = nil
+	}
 	t.mu.Unlock()
 	for _, cs := range idle {
 		for _, c := range cs {
@@ -227,7 +233,8 @@ func (t *h1Transport) put(c *h1Conn) {
 	t.mu.Unlock()
 }
 
-// closeExpired closes the connections kept longer than the idle timeout.
+// closeExpired closes the connections kept longer than the idle timeout,
+// and those the upstream closed meanwhile.
 func (t *h1Transport) closeExpired() {
 	now := time.Now()
 	var drop []*h1Conn
@@ -235,7 +242,7 @@ func (t *h1Transport) closeExpired() {
 	for k, cs := range t.idle {
 		n := 0
 		for _, c := range cs {
-			if now.Sub(c.since) < t.idleTimeout {
+			if now.Sub(c.since) < t.idleTimeout && idleCheck(c.conn) {
 				cs[n] = c
 				n++
 			} else {
@@ -248,9 +255,11 @@ func (t *h1Transport) closeExpired() {
 			delete(t.idle, k)
 		}
 	}
-	if t.nIdle > 0 {
+	switch {
+	case t.sweep == nil: // CloseIdleConnections ran meanwhile
+	case t.nIdle > 0:
 		t.sweep.Reset(t.idleTimeout / 2)
-	} else {
+	default:
 		t.sweep = nil
 	}
 	t.mu.Unlock()

@@ -709,3 +709,42 @@ func TestH1ReadAfterClose(t *testing.T) {
 		t.Fatalf("read after Close: %q, %v", buf[:n], err)
 	}
 }
+
+// CloseIdleConnections closes what is kept and stops the idle timer (which
+// would keep the transport, and through its dialer the proxy, reachable).
+func TestH1CloseIdleConnections(t *testing.T) {
+	up := newRawUpstream(t, keepAnswering(okAnswer))
+	tr, _ := testH1(0, time.Minute, 4)
+	bodyOf(t)(post(within(t), tr, up.url()))
+	tr.CloseIdleConnections()
+	select {
+	case <-up.closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the kept connection stayed open")
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.nIdle != 0 || tr.sweep != nil {
+		t.Fatalf("kept %d, timer %v after CloseIdleConnections", tr.nIdle, tr.sweep)
+	}
+}
+
+// The idle timer also drops connections the upstream closed, before
+// their idle timeout: nothing is left in CLOSE_WAIT for long, and with
+// nothing kept the timer stops.
+func TestH1SweepDropsConnectionsClosedByUpstream(t *testing.T) {
+	up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+		if _, ok := u.readRequest(br); ok {
+			_, _ = io.WriteString(c, okAnswer)
+		}
+	})
+	tr, _ := testH1(0, 400*time.Millisecond, 4)
+	bodyOf(t)(post(within(t), tr, up.url()))
+	<-up.closed
+	time.Sleep(300 * time.Millisecond) // past the first sweep (200 ms), within the idle timeout
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.nIdle != 0 || tr.sweep != nil {
+		t.Fatalf("kept %d, timer %v: a connection the upstream closed is still kept", tr.nIdle, tr.sweep)
+	}
+}

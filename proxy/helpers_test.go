@@ -90,6 +90,7 @@ func newTestProxy(t testing.TB, upstream string, mod func(*Options)) (*Proxy, *h
 	}
 	srv := httptest.NewServer(p)
 	t.Cleanup(srv.Close)
+	t.Cleanup(p.CloseIdleConnections)
 	return p, srv
 }
 

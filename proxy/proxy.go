@@ -257,6 +257,23 @@ func (p *Proxy) upstreamTransport(roots *x509.CertPool) http.RoundTripper {
 	return newH1Transport(t, t.DialContext, t.ResponseHeaderTimeout, t.IdleConnTimeout, t.MaxIdleConnsPerHost, t.MaxIdleConns)
 }
 
+// CloseIdleConnections closes the upstream connections kept for later
+// requests. Call it when the proxy is done with: the timer that closes
+// them after the idle timeout otherwise keeps the proxy reachable until
+// then.
+func (p *Proxy) CloseIdleConnections() {
+	closeIdle(p.transport)
+	for i := range p.routes {
+		closeIdle(p.routes[i].rt)
+	}
+}
+
+func closeIdle(rt http.RoundTripper) {
+	if c, ok := rt.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 // routeTransport returns the transport of a route with its own roots: a
 // copy of the configured transport when it is an *http.Transport.
 func (p *Proxy) routeTransport(roots *x509.CertPool) http.RoundTripper {

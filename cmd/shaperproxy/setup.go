@@ -130,6 +130,7 @@ func build(c config.Config, logger *slog.Logger) (_ *stack, err error) {
 	if st.Proxy, err = proxy.New(opts); err != nil {
 		return nil, err
 	}
+	st.closers = append(st.closers, func() error { st.Proxy.CloseIdleConnections(); return nil })
 	return st, nil
 }
 
