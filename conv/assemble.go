@@ -66,6 +66,9 @@ type Choice struct {
 type Assembler struct {
 	resp    Response
 	choices map[int]*choiceState
+	max     int // > 0: the chunk data it assembles at most (NewBoundedAssembler)
+	seen    int // chunk data given so far
+	over    bool
 }
 
 // choiceState is the growing state of one choice.
@@ -88,6 +91,20 @@ func NewAssembler() *Assembler {
 	return &Assembler{choices: make(map[int]*choiceState)}
 }
 
+// NewBoundedAssembler returns an Assembler that assembles at most max
+// bytes of chunk data (AddChunk's payloads, "[DONE]" aside): past them it
+// lets go of what it assembled, so Response is empty, and only counts
+// what it is given; Over then reports true. A response too long to read
+// streams on without growing the memory of whoever assembles it.
+func NewBoundedAssembler(max int) *Assembler {
+	a := NewAssembler()
+	a.max = max
+	return a
+}
+
+// Over reports whether a bounded Assembler was given more than its bound.
+func (a *Assembler) Over() bool { return a.over }
+
 // AddChunk adds one SSE "data:" payload. "[DONE]" sets Done. A payload that
 // is not a JSON object returns an error wrapping ErrBadChunk and changes
 // nothing else; the Assembler stays usable. data is not retained.
@@ -95,6 +112,14 @@ func (a *Assembler) AddChunk(data []byte) error {
 	if string(bytes.TrimSpace(data)) == "[DONE]" {
 		a.resp.Done = true
 		return nil
+	}
+	if a.max > 0 {
+		if a.seen += len(data); a.seen > a.max {
+			if !a.over { // let the assembled text go
+				a.over, a.resp, a.choices = true, Response{}, make(map[int]*choiceState)
+			}
+			return nil
+		}
 	}
 	a.resp.Chunks++
 	obj, err := parseObject(data)

@@ -374,3 +374,28 @@ func TestAssemblerErrorAndSnapshot(t *testing.T) {
 		t.Errorf("Response = %+v", r)
 	}
 }
+
+// A bounded Assembler assembles up to its bound, then lets go of what it
+// holds and only counts: a long stream read through it keeps nothing.
+func TestBoundedAssembler(t *testing.T) {
+	chunk := []byte(`{"choices":[{"index":0,"delta":{"content":"abcdefghij"}}]}`)
+	a := NewBoundedAssembler(3 * len(chunk))
+	for range 3 {
+		if err := a.AddChunk(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = a.AddChunk([]byte("[DONE]")) // not data: not counted
+	if r := a.Response(); a.Over() || len(r.Choices) != 1 || r.Choices[0].Content != "abcdefghijabcdefghijabcdefghij" {
+		t.Fatalf("within the bound: over %v, %+v", a.Over(), r.Choices)
+	}
+	for range 100 {
+		_ = a.AddChunk(chunk)
+	}
+	if r := a.Response(); !a.Over() || len(r.Choices) != 0 || len(a.choices) != 0 {
+		t.Fatalf("past the bound: over %v, %d choices kept", a.Over(), len(a.choices))
+	}
+	if u := NewAssembler(); u.AddChunk(chunk) != nil || u.Over() {
+		t.Fatal("an unbounded Assembler is never over")
+	}
+}

@@ -25,8 +25,9 @@ import (
 // is used again instead of being watched while idle.
 //
 // What it does not do goes to next (the http.Transport): https, where
-// HTTP/2 is worth its goroutines; a body that could not be sent again; and
-// platforms where an idle connection cannot be checked (idleCheck).
+// HTTP/2 is worth its goroutines; a body that could not be sent again or
+// is over maxH1Body; and platforms where an idle connection cannot be
+// checked (idleCheck).
 //
 // Retries follow http.Transport's rules: a request is sent again on a new
 // connection only when nothing of it reached the old one, or when it is

@@ -136,7 +136,7 @@ func (d *Deliberator) Start(call *proxy.Call, _ *proxy.ResponseInfo) proxy.Finis
 	if ok, _ := injectedKey.Get(call); !ok || call.Conversation == "" {
 		return nil
 	}
-	return &session{d: d, call: call, asm: conv.NewAssembler()}
+	return &session{d: d, call: call, asm: conv.NewBoundedAssembler(maxDraft)}
 }
 
 // pending is a deliberation running beside the client's own calls: the

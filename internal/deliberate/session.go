@@ -31,7 +31,6 @@ type session struct {
 	call    *proxy.Call
 	asm     *conv.Assembler
 	first   []byte // the response's first chunk (ids for the continuation)
-	seen    int
 	holding bool
 	idx     int // the deliberate call's index in the stream
 }
@@ -42,9 +41,7 @@ func (s *session) Hold(ev *sse.Event) bool {
 		if s.first == nil {
 			s.first = bytes.Clone(ev.Data)
 		}
-		if s.seen += len(ev.Data); s.seen <= maxDraft {
-			_ = s.asm.AddChunk(ev.Data)
-		}
+		_ = s.asm.AddChunk(ev.Data)
 		if !s.holding {
 			s.idx, s.holding = startsCall(ev.Data)
 		}
@@ -60,9 +57,7 @@ func (s *session) assemble(held [][]byte) {
 		for {
 			ev, err := rd.Next()
 			if ev.HasData && !ev.IsDone() {
-				if s.seen += len(ev.Data); s.seen <= maxDraft {
-					_ = s.asm.AddChunk(ev.Data)
-				}
+				_ = s.asm.AddChunk(ev.Data)
 			}
 			if err != nil {
 				break
@@ -104,7 +99,7 @@ func (s *session) End(ctx context.Context, held [][]byte, out *proxy.EventWriter
 		return nil
 	}
 	s.assemble(held)
-	if s.seen > maxDraft {
+	if s.asm.Over() {
 		return fmt.Errorf("%w: the response was too long to read its deliberate call", proxy.ErrAbandon)
 	}
 	st, ok := split(s.asm.Response())
@@ -282,19 +277,15 @@ func (s *session) continueStream(ctx context.Context, body []byte, shown review.
 		return conv.Response{}, err
 	}
 	merger.DraftUsage = usage
-	asm, rd := conv.NewAssembler(), sse.NewReader(resp.Body)
-	holding, seen := false, 0
+	asm, rd := conv.NewBoundedAssembler(maxDraft), sse.NewReader(resp.Body)
+	holding := false
 	for {
 		ev, rerr := rd.Next()
 		if ev.Truncated { // the client must not get half an event: give up as if cut
 			return conv.Response{}, errors.New("continuation event over the size limit")
 		}
 		if ev.HasData && !ev.IsDone() {
-			if seen += len(ev.Data); seen > maxDraft {
-				asm = nil // what is assembled stays bounded
-			} else {
-				_ = asm.AddChunk(ev.Data)
-			}
+			_ = asm.AddChunk(ev.Data)
 			if !holding {
 				_, holding = startsCall(ev.Data)
 			}
@@ -311,9 +302,9 @@ func (s *session) continueStream(ctx context.Context, body []byte, shown review.
 			switch {
 			case !errors.Is(rerr, io.EOF) || rd.Truncated():
 				return conv.Response{}, fmt.Errorf("continuation cut: %w", rerr)
-			case asm == nil && holding:
+			case asm.Over() && holding:
 				return conv.Response{}, errors.New("continuation too long to answer its deliberate call")
-			case asm == nil:
+			case asm.Over():
 				return conv.Response{}, errTooLong
 			}
 			return asm.Response(), nil

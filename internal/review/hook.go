@@ -99,7 +99,7 @@ func (rv *Reviewer) Start(call *proxy.Call, info *proxy.ResponseInfo) proxy.Fini
 		rv.m.skipped.WithLabelValues("opt_out").Inc()
 		return nil
 	}
-	return &reviewSession{rv: rv, call: call, view: call.View, asm: conv.NewAssembler(),
+	return &reviewSession{rv: rv, call: call, view: call.View, asm: conv.NewBoundedAssembler(maxDraftData),
 		prof: rv.profiles.ForRoute(call.Route, call.Model)}
 }
 
@@ -112,8 +112,6 @@ type reviewSession struct {
 	asm     *conv.Assembler
 	first   []byte // the draft's first chunk
 	holding bool
-	seen    int  // bytes of data assembled so far
-	tooBig  bool // the draft outgrew maxDraftData: not reviewed
 }
 
 // maxDraftData bounds the stream data a review session assembles: a
@@ -124,16 +122,11 @@ const maxDraftData = 32 << 20
 // Hold assembles the draft and holds from the first event that carries a
 // finish_reason (the finish chunk, a usage chunk after it, [DONE]).
 func (s *reviewSession) Hold(ev *sse.Event) bool {
-	if ev.HasData && !ev.IsDone() && !s.tooBig {
+	if ev.HasData && !ev.IsDone() {
 		if s.first == nil {
 			s.first = bytes.Clone(ev.Data)
 		}
-		s.seen += len(ev.Data)
-		if s.tooBig = s.seen > maxDraftData; s.tooBig {
-			s.asm = conv.NewAssembler() // let the assembled text go
-		} else {
-			_ = s.asm.AddChunk(ev.Data)
-		}
+		_ = s.asm.AddChunk(ev.Data) // past maxDraftData the draft is not reviewed
 	}
 	if s.holding {
 		return true
@@ -183,7 +176,7 @@ func (s *reviewSession) EndBody(ctx context.Context, body []byte, keepAlive prox
 // finish_reason stop, no tool calls), whether the turn is in scope and not
 // reviewed yet, and marks it reviewed.
 func (s *reviewSession) stopping() (Draft, bool) {
-	if s.tooBig {
+	if s.asm.Over() {
 		s.rv.m.skipped.WithLabelValues("oversize").Inc()
 		return Draft{}, false
 	}
@@ -346,20 +339,16 @@ func (s *reviewSession) continueStream(ctx context.Context, draft Draft, p Packe
 		return err
 	}
 	merger.DraftUsage = s.asm.Response().Usage
-	cont := conv.NewAssembler()
+	cont := conv.NewBoundedAssembler(maxDraftData)
 	rd := sse.NewReader(resp.Body)
 	text, _ := splitFinish(held[0])
-	wrote, seen := false, 0
+	wrote := false
 	for {
 		ev, rerr := rd.Next()
 		if ev.Truncated { // the client must not get half an event: give up as if cut
 			rerr = errEventTooLarge
-		} else if ev.HasData && !ev.IsDone() && cont != nil {
-			if seen += len(ev.Data); seen > maxDraftData {
-				cont = nil // too long to record: let the assembled text go
-			} else {
-				_ = cont.AddChunk(ev.Data)
-			}
+		} else if ev.HasData && !ev.IsDone() {
+			_ = cont.AddChunk(ev.Data)
 		}
 		if len(ev.Raw) > 0 && !ev.Partial && !ev.Truncated {
 			b, merr := merger.Next(ev.Raw)
@@ -383,7 +372,7 @@ func (s *reviewSession) continueStream(ctx context.Context, draft Draft, p Packe
 	s.rv.m.outcomes.WithLabelValues("published").Inc()
 	// The revision went out whole: what follows is no reason to cut it.
 	switch {
-	case cont == nil:
+	case cont.Over():
 		s.rv.log.Warn("the revision was too long to record; later requests carry it as the client sends it", "call", s.call.ID)
 	default:
 		if err := s.record(shown, notice, cont, body); err != nil {
