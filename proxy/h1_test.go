@@ -71,6 +71,26 @@ func newRawUpstream(t *testing.T, serve func(u *rawUpstream, c net.Conn, br *buf
 
 func (u *rawUpstream) url() string { return "http://" + u.ln.Addr().String() }
 
+// awaitClose waits up to 5 s for one of the upstream's connections to end.
+func (u *rawUpstream) awaitClose(t *testing.T, failure string) {
+	t.Helper()
+	select {
+	case <-u.closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal(failure)
+	}
+}
+
+// nothingKept fails unless tr keeps no connection and its idle timer is off.
+func nothingKept(t *testing.T, tr *h1Transport) {
+	t.Helper()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.nIdle != 0 || tr.sweep != nil {
+		t.Fatalf("kept %d connections, timer %v; want none and no timer", tr.nIdle, tr.sweep)
+	}
+}
+
 // readRequest reads one request and its body; false at the connection's end.
 func (u *rawUpstream) readRequest(br *bufio.Reader) (*http.Request, bool) {
 	r, err := http.ReadRequest(br)
@@ -380,11 +400,7 @@ func TestH1CancelWhileWaiting(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err %v, want context.Canceled", err)
 	}
-	select {
-	case <-up.closed:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the upstream connection stayed open")
-	}
+	up.awaitClose(t, "the upstream connection stayed open")
 }
 
 // A stream whose body is closed from another goroutine (the proxy's idle
@@ -477,11 +493,7 @@ func TestH1IdleBounds(t *testing.T) {
 		t.Fatalf("connections %d, want 5", up.conns.Load())
 	}
 	for range 3 { // three over the bound are closed
-		select {
-		case <-up.closed:
-		case <-time.After(5 * time.Second):
-			t.Fatal("connections over the idle bound stayed open")
-		}
+		up.awaitClose(t, "connections over the idle bound stayed open")
 	}
 	tr.mu.Lock()
 	kept := tr.nIdle
@@ -682,16 +694,8 @@ func TestH1IdleClosedWhenQuiet(t *testing.T) {
 	up := newRawUpstream(t, keepAnswering(okAnswer))
 	tr, _ := testH1(0, 100*time.Millisecond, 4)
 	bodyOf(t)(post(within(t), tr, up.url()))
-	select {
-	case <-up.closed:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the idle connection is still open 50 idle timeouts later")
-	}
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	if tr.nIdle != 0 || tr.sweep != nil {
-		t.Fatalf("kept %d, timer %v after the sweep", tr.nIdle, tr.sweep)
-	}
+	up.awaitClose(t, "the idle connection is still open 50 idle timeouts later")
+	nothingKept(t, tr)
 }
 
 // A body read after Close (the idle timer's) fails, as http.Transport's,
@@ -717,16 +721,8 @@ func TestH1CloseIdleConnections(t *testing.T) {
 	tr, _ := testH1(0, time.Minute, 4)
 	bodyOf(t)(post(within(t), tr, up.url()))
 	tr.CloseIdleConnections()
-	select {
-	case <-up.closed:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the kept connection stayed open")
-	}
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	if tr.nIdle != 0 || tr.sweep != nil {
-		t.Fatalf("kept %d, timer %v after CloseIdleConnections", tr.nIdle, tr.sweep)
-	}
+	up.awaitClose(t, "the kept connection stayed open")
+	nothingKept(t, tr)
 }
 
 // The idle timer also drops connections the upstream closed, before
@@ -742,9 +738,5 @@ func TestH1SweepDropsConnectionsClosedByUpstream(t *testing.T) {
 	bodyOf(t)(post(within(t), tr, up.url()))
 	<-up.closed
 	time.Sleep(300 * time.Millisecond) // past the first sweep (200 ms), within the idle timeout
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	if tr.nIdle != 0 || tr.sweep != nil {
-		t.Fatalf("kept %d, timer %v: a connection the upstream closed is still kept", tr.nIdle, tr.sweep)
-	}
+	nothingKept(t, tr)
 }
