@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -579,16 +580,23 @@ func TestH1Concurrent(t *testing.T) {
 // (a 413): the client gets that answer, as from http.Transport, not a
 // write error.
 func TestH1AnswerBeforeTheWholeBody(t *testing.T) {
+	testH1(t, 0, time.Minute, 1) // skips where the transport is not used
 	up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
-		if _, err := http.ReadRequest(br); err != nil {
+		if _, err := http.ReadRequest(br); err != nil { // the header only: the body is not read
 			return
 		}
 		u.requests.Add(1)
 		_, _ = io.WriteString(c, "HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\nContent-Length: 15\r\nConnection: close\r\n\r\n{\"error\":\"big\"}")
-		_ = c.(*net.TCPConn).CloseWrite()
-		time.Sleep(100 * time.Millisecond) // the proxy reads the answer; then the close cuts its write
+		_, _ = br.ReadByte() // holds until the proxy closes
 	})
-	tr, _ := testH1(t, 0, time.Minute, 4)
+	// The connection's writes fail past the first 4 KiB, as when the
+	// upstream resets it: a write error the loopback's buffers never give.
+	var d net.Dialer
+	dial := func(ctx context.Context, n, a string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, n, a)
+		return &cutWrites{Conn: c, left: 4 << 10}, err
+	}
+	tr := newH1Transport(http.DefaultTransport, dial, time.Minute, time.Minute, 4, 16)
 	body := bytes.Repeat([]byte("x"), maxH1Body)
 	req, _ := http.NewRequestWithContext(within(t), http.MethodPost, up.url()+"/v1/chat/completions", bytes.NewReader(body))
 	resp, err := tr.RoundTrip(req)
@@ -598,6 +606,23 @@ func TestH1AnswerBeforeTheWholeBody(t *testing.T) {
 	if got := readWhole(t, resp, nil); resp.StatusCode != 413 || got != `{"error":"big"}` {
 		t.Fatalf("status %d body %q", resp.StatusCode, got)
 	}
+}
+
+// cutWrites fails every write once left bytes have gone out.
+type cutWrites struct {
+	net.Conn
+	left int
+}
+
+func (c *cutWrites) Write(p []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, syscall.ECONNRESET
+	}
+	n, err := c.Conn.Write(p[:min(len(p), c.left)])
+	if c.left -= n; err == nil && n < len(p) {
+		err = syscall.ECONNRESET
+	}
+	return n, err
 }
 
 // hookConn calls hook before each read deadline the transport sets, and
