@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -199,7 +200,7 @@ func (t *h1Transport) get(ctx context.Context, key string) (*h1Conn, error) {
 		t.idle[key] = cs[:len(cs)-1]
 		t.nIdle--
 		t.mu.Unlock()
-		if now.Sub(c.since) < t.idleTimeout && c.br.Buffered() == 0 && idleCheck(c.conn) {
+		if now.Sub(c.since) < t.idleTimeout && c.br.Buffered() == 0 && idleCheck(c.raw) {
 			c.reused = true
 			return c, nil
 		}
@@ -210,6 +211,9 @@ func (t *h1Transport) get(ctx context.Context, key string) (*h1Conn, error) {
 		return nil, err
 	}
 	c := &h1Conn{t: t, key: key, conn: nc, limit: -1}
+	if sc, ok := nc.(syscall.Conn); ok {
+		c.raw, _ = sc.SyscallConn()
+	}
 	c.br = bufio.NewReader(c)
 	c.bw = bufio.NewWriter(countingConn{c})
 	return c, nil
@@ -243,7 +247,7 @@ func (t *h1Transport) closeExpired() {
 	for k, cs := range t.idle {
 		n := 0
 		for _, c := range cs {
-			if now.Sub(c.since) < t.idleTimeout && idleCheck(c.conn) {
+			if now.Sub(c.since) < t.idleTimeout && idleCheck(c.raw) {
 				cs[n] = c
 				n++
 			} else {
@@ -274,6 +278,7 @@ type h1Conn struct {
 	t      *h1Transport
 	key    string
 	conn   net.Conn
+	raw    syscall.RawConn // for idleCheck; nil: never reused
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	limit  int64 // what reads may still take while a header is read; < 0: no bound

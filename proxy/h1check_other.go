@@ -2,10 +2,10 @@
 
 package proxy
 
-import "net"
+import "syscall"
 
 // idleCheckWorks: no peek here; plain-HTTP upstreams go through the
 // http.Transport.
 const idleCheckWorks = false
 
-func idleCheck(net.Conn) bool { return false }
+func idleCheck(syscall.RawConn) bool { return false }

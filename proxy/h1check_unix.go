@@ -2,29 +2,22 @@
 
 package proxy
 
-import (
-	"net"
-	"syscall"
-)
+import "syscall"
 
 // idleCheckWorks: idleCheck can tell a live idle connection here.
 const idleCheckWorks = true
 
-// idleCheck reports whether an idle connection can carry a request: the
-// peer has not closed it and sent nothing unasked (one non-blocking peek,
-// what http.Transport's reading goroutine would have seen).
-func idleCheck(c net.Conn) bool {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
+// idleCheck reports whether an idle connection (raw, taken once when it
+// was dialled) can carry a request: the peer has not closed it and sent
+// nothing unasked (one non-blocking peek, what http.Transport's reading
+// goroutine would have seen). No raw connection: false.
+func idleCheck(raw syscall.RawConn) bool {
+	if raw == nil {
 		return false
 	}
 	alive := false
 	var b [1]byte
-	err = raw.Read(func(fd uintptr) bool {
+	err := raw.Read(func(fd uintptr) bool {
 		_, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		alive = rerr == syscall.EAGAIN || rerr == syscall.EWOULDBLOCK // not n == 0 (closed) nor data
 		return true
