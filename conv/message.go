@@ -39,10 +39,12 @@ type Message struct {
 	// Signed is true when the message carries signed or encrypted
 	// reasoning that must pass byte for byte (PROTOCOLS.md rule 2):
 	// a non-empty "reasoning_details" or "thinking_blocks" array; a
-	// non-null "signature", "encrypted_content" or "thought_signature" on
-	// the message, on a content part, or anywhere inside a tool call's
-	// "extra_content"; or a content part of type "thinking",
-	// "redacted_thinking" or "reasoning".
+	// non-null "signature", "encrypted_content", "thought_signature" or
+	// "thought_signatures" on the message, on a content part or on a tool
+	// call; a non-empty "thought_signature(s)" at any depth of their
+	// "extra_content" or "provider_specific_fields" (another key there,
+	// such as an e-mail's "signature", is none); or a content part of
+	// type "thinking", "redacted_thinking" or "reasoning".
 	Signed bool
 
 	// Content is the visible text: the string content, or the text of the

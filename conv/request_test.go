@@ -300,6 +300,10 @@ func TestSigned(t *testing.T) {
 		{"gemini thought_signature", `{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"},"extra_content":{"google":{"thought_signature":"sig"}}}]}`, true},
 		{"extra_content without signature", `{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f"},"extra_content":{"google":{}}}]}`, false},
 		{"text parts only", `{"role":"user","content":[{"type":"text","text":"t"}]}`, false},
+		// A repeated key is read last-wins, as the rest of the view reads
+		// it (and as last-wins parsers do upstream).
+		{"part with a repeated signature", `{"role":"assistant","content":[{"type":"text","text":"t","signature":null,"signature":"s"}]}`, true},
+		{"tool call with a repeated holder", `{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f"},"extra_content":{},"extra_content":{"google":{"thought_signature":"sig"}}}]}`, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -71,18 +71,28 @@ func partsSigned(content gjson.Result) bool {
 	return signed
 }
 
-// partSigned reports whether one content part is signed.
+// signedPartKeys are the keys partSigned reads, in one pass over the part.
+var signedPartKeys = append(append([]string{"type"}, signatureKeys...), signatureHolders...)
+
+// partSigned reports whether one content part (or tool call) is signed.
+// Its keys are read in one pass, the last of a repeated key winning as
+// everywhere in the view.
 func partSigned(p gjson.Result) bool {
-	switch str(p.Get("type")) {
+	if !p.IsObject() {
+		return false
+	}
+	var dup bool
+	k := lastKeys(p, &dup, signedPartKeys...)
+	switch str(k.get("type")) {
 	case "thinking", "redacted_thinking", "reasoning":
 		return true
 	}
 	for _, s := range signatureKeys {
-		if present(p.Get(s)) {
+		if present(k.get(s)) {
 			return true
 		}
 	}
-	return holdsSignature(p.Get)
+	return holdsSignature(k.get)
 }
 
 // toolCallsSigned reports whether a tool call carries a signature in its
