@@ -226,10 +226,10 @@ func isLetter(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
 // isJWT reports whether v is three base64url parts joined by dots, the
 // first an encoded JSON object ("eyJ").
 func isJWT(v string) bool {
-	parts := strings.Split(v, ".")
-	if len(parts) != 3 || !strings.HasPrefix(parts[0], "eyJ") || len(v) < 32 {
-		return false
+	if len(v) < 32 || !strings.HasPrefix(v, "eyJ") || strings.Count(v, ".") != 2 {
+		return false // before the split: a long value full of dots costs no slice
 	}
+	parts := strings.Split(v, ".")
 	for _, p := range parts {
 		if !inAlphabet(p, "-_=") {
 			return false
@@ -377,7 +377,12 @@ func redactUserinfo(u string) string {
 	if at < 0 {
 		// A password holding "/" or "#" (base64 keys do) ends the
 		// authority early for a parser: take an "@" before the query
-		// whose user info has a ":".
+		// whose user info has a ":" — unless what a parser takes for the
+		// authority is host:port ("https://host:8080/@user" is a path).
+		auth := rest[:end]
+		if i := strings.LastIndexByte(auth, ':'); i < 0 || allDigits(auth[i+1:]) || strings.HasSuffix(auth, "]") {
+			return u
+		}
 		q := strings.IndexAny(rest, "?")
 		if q < 0 {
 			q = len(rest)
@@ -403,6 +408,15 @@ func redactUserinfo(u string) string {
 		pass = p
 	}
 	return u[:s+3] + user + ":" + url.QueryEscape(redactValue(pass)) + rest[at:]
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // secretUser reports whether the user name of a URL's user info is a key:

@@ -94,6 +94,11 @@ func TestURL(t *testing.T) {
 		{"https://user:pw@h/p", "https://user:" + esc("pw") + "@h/p"},
 		{"https://user@h/p", "https://user@h/p"},
 		{"/v1/models?x=1", "/v1/models?x=1"},
+		// An "@" in the path after a host:port is no user info.
+		{"https://host:8080/@user/post", "https://host:8080/@user/post"},
+		{"https://api.example.com:8443/@me/items?page=2", "https://api.example.com:8443/@me/items?page=2"},
+		{"http://[::1]:8080/@u", "http://[::1]:8080/@u"},
+		{"http://[::1]/@u", "http://[::1]/@u"},
 	}
 	for _, tt := range tests {
 		if got := URL(tt.in); got != tt.want {
