@@ -75,14 +75,7 @@ const orphanKeyAge = 10 * time.Second
 // the CA it makes.
 func awaitCA(dir, certPath string) error {
 	for deadline := time.Now().Add(orphanKeyAge); ; {
-		if _, err := os.Stat(certPath); err == nil {
-			// Written by a call that is still closing it: a short wait more.
-			for range 50 {
-				if _, err := LoadCA(dir); err == nil {
-					return nil
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+		if _, err := os.Stat(certPath); err == nil { // renamed into place whole, after the key
 			_, err := LoadCA(dir)
 			return err
 		}
@@ -156,7 +149,6 @@ func newCA(now time.Time) (certPEM, keyPEM []byte, err error) {
 	return certPEM, keyPEM, nil
 }
 
-// writeFile0600 writes data to a new file that only the owner can read.
 // writeRenamed0600 writes data to a new file (mode 0600) beside path and
 // renames it to path.
 func writeRenamed0600(path string, data []byte) error {
@@ -178,6 +170,7 @@ func writeRenamed0600(path string, data []byte) error {
 	return nil
 }
 
+// writeFile0600 writes data to a new file that only the owner can read.
 func writeFile0600(path string, data []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/shaperproxy/shaperproxy/internal/config"
 	"github.com/shaperproxy/shaperproxy/internal/profile"
+	"github.com/shaperproxy/shaperproxy/internal/redact"
 )
 
 // profilesFlags are the flags of `profiles`.
@@ -52,10 +52,10 @@ func runProfiles(_ context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	for _, r := range routes {
 		p := tab.ForRoute(r.Name, f.model)
-		rep.Routes = append(rep.Routes, routeRow{Route: r.Name, Upstream: r.Upstream, Profile: p.Name, Family: p.Family})
+		rep.Routes = append(rep.Routes, routeRow{Route: r.Name, Upstream: redact.URL(r.Upstream), Profile: p.Name, Family: p.Family})
 	}
 	if f.json {
-		return json.NewEncoder(stdout).Encode(rep) // one object on one line, as every --json
+		return newJSONLines(stdout).write(rep)
 	}
 	return printProfiles(stdout, rep)
 }

@@ -90,4 +90,12 @@ func TestProfilesCommand(t *testing.T) {
 			t.Errorf("%s has no source", p.Name)
 		}
 	}
+	// An upstream URL with a key in it is printed redacted, as in serve's banner.
+	out.Reset()
+	if err := run(context.Background(), []string{"profiles", "--config", cfg, "--upstream", "https://user:sk-live-0123456789abcdef@example.com/v1"}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "sk-live-0123456789abcdef") {
+		t.Errorf("profiles printed the key of an upstream URL:\n%s", out.String())
+	}
 }

@@ -256,13 +256,10 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 // format has nanoseconds).
 func utcTime(groups []string, a slog.Attr) slog.Attr {
 	if a.Key == slog.TimeKey && len(groups) == 0 && a.Value.Kind() == slog.KindTime {
-		a.Value = slog.StringValue(a.Value.Time().UTC().Format(logTimeFormat))
+		a.Value = slog.StringValue(fmtTime(a.Value.Time()))
 	}
 	return a
 }
-
-// logTimeFormat is how a log line's time is written.
-const logTimeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 // serveURLFile, in the data directory, holds the URL of the running proxy
 // so that the forensic commands can ask it (it holds the originals table).
