@@ -115,14 +115,11 @@ func (s *session) End(ctx context.Context, held [][]byte, out *proxy.EventWriter
 	}
 	stop := out.KeepAlive(s.d.cfg.KeepAlive, "shaperproxy: deliberation in progress")
 	defer stop() // a panic below must not leave the keep-alives beating
-	err := s.aloneStream(ctx, st, out, stop)
-	stop()
-	if err != nil {
+	if err := s.aloneStream(ctx, st, out, stop); err != nil {
 		// The client cannot get the held call (a tool it never declared),
 		// nor the turn without it (a tool-calls turn with no call), nor a
 		// continuation cut short as if whole: the proxy cuts the stream,
-		// which the client reads as the failure it is.
-		s.d.log.Warn("deliberation failed; the client's stream is cut", "call", s.call.ID, "err", err)
+		// which the client reads as the failure it is (and logs it).
 		return fmt.Errorf("%w: %w", proxy.ErrAbandon, err)
 	}
 	return nil
@@ -335,8 +332,8 @@ func (s *session) EndBody(ctx context.Context, body []byte, keepAlive proxy.Keep
 	defer stop()
 	merged, err := s.aloneBody(ctx, st, body)
 	if err != nil {
-		// As in End: neither the call nor a tool-calls turn without it.
-		s.d.log.Warn("deliberation failed; the client gets an error", "call", s.call.ID, "err", err)
+		// As in End: neither the call nor a tool-calls turn without it
+		// (the proxy logs the failure).
 		return nil, fmt.Errorf("%w: %w", proxy.ErrAbandon, err)
 	}
 	return merged, nil

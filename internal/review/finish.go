@@ -14,26 +14,23 @@ import (
 // upstreams (vLLM, Gemini, Ollama) put the last piece of text in the chunk
 // that carries finish_reason. text is that chunk with finish_reason null
 // and no usage, to go out before a revision so the client loses nothing
-// (nil when the chunk carried no text); bare is the chunk with its text
-// removed, to end a stream whose revision was cut after the text went out
-// (raw itself when there was no text to remove). Edits are made with sjson;
+// (nil when the chunk carried no text). Edits are made with sjson;
 // nothing is re-marshalled.
-func splitFinish(raw []byte) (text, bare []byte) {
+func splitFinish(raw []byte) (text []byte) {
 	ev, err := sse.NewReader(bytes.NewReader(raw)).Next()
 	if err != nil || !ev.HasData || ev.IsDone() {
-		return nil, raw
+		return nil
 	}
 	data := bytes.Clone(ev.Data)
 	if !conv.DeltaHasText(gjson.GetBytes(data, "choices.0.delta")) {
-		return nil, raw
+		return nil
 	}
-	t, err1 := sjson.SetRawBytes(bytes.Clone(data), "choices.0.finish_reason", []byte("null"))
+	t, err1 := sjson.SetRawBytes(data, "choices.0.finish_reason", []byte("null"))
 	t, err2 := sjson.DeleteBytes(t, "usage")
-	b, err3 := sjson.SetRawBytes(data, "choices.0.delta", []byte("{}"))
-	if err1 != nil || err2 != nil || err3 != nil {
-		return nil, raw
+	if err1 != nil || err2 != nil {
+		return nil
 	}
-	return dataEvent(t), dataEvent(b)
+	return dataEvent(t)
 }
 
 func dataEvent(data []byte) []byte {

@@ -8,21 +8,17 @@ import (
 
 func TestSplitFinish(t *testing.T) {
 	withText := []byte("data: {\"id\":\"p\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"world.\"},\"finish_reason\":\"stop\"}],\"usage\":{\"total_tokens\":9}}\n\n")
-	text, bare := splitFinish(withText)
-	td, bd := payload(t, text), payload(t, bare)
+	td := payload(t, splitFinish(withText))
 	if gjson.GetBytes(td, "choices.0.delta.content").String() != "world." || gjson.GetBytes(td, "choices.0.finish_reason").Type != gjson.Null || gjson.GetBytes(td, "usage").Exists() {
 		t.Errorf("text chunk: %s", td)
-	}
-	if gjson.GetBytes(bd, "choices.0.delta.content").Exists() || gjson.GetBytes(bd, "choices.0.finish_reason").String() != "stop" || !gjson.GetBytes(bd, "usage").Exists() {
-		t.Errorf("bare chunk: %s", bd)
 	}
 	for _, raw := range []string{
 		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},\"finish_reason\":\"stop\"}]}\n\n",
 		"data: [DONE]\n\n",
 		": keep-alive\n\n",
 	} {
-		if text, bare := splitFinish([]byte(raw)); text != nil || string(bare) != raw {
-			t.Errorf("%q: split into %q and %q, want it as it is", raw, text, bare)
+		if text := splitFinish([]byte(raw)); text != nil {
+			t.Errorf("%q: text %q, want none", raw, text)
 		}
 	}
 }

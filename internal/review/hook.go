@@ -341,7 +341,7 @@ func (s *reviewSession) continueStream(ctx context.Context, draft Draft, p Packe
 	merger.DraftUsage = s.asm.Response().Usage
 	cont := conv.NewBoundedAssembler(maxDraftData)
 	rd := sse.NewReader(resp.Body)
-	text, _ := splitFinish(held[0])
+	text := splitFinish(held[0])
 	wrote := false
 	for {
 		ev, rerr := rd.Next()
