@@ -173,8 +173,9 @@ func (r *Reader) open(s *segment) bool {
 
 // Tail returns the last n records that match f, oldest first. It reads
 // frames backwards from the end of the newest segment, so its cost depends
-// on n (and on how rare the matches are), not on the size of the log.
-// Requests are returned rebuilt.
+// on n (and on how rare the matches are) and on the frames of the newest
+// segment (opening it walks their chain once, to tell a torn tail from
+// damage), not on the size of the log. Requests are returned rebuilt.
 func (r *Reader) Tail(n int, f Filter) ([]Located, error) {
 	if n <= 0 {
 		return nil, nil
