@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -25,10 +26,14 @@ import (
 // handler's goroutine does it all, and a connection is checked before it
 // is used again instead of being watched while idle.
 //
+// A body over maxInlineBody is written from a goroutine of its own while
+// the answer is read (one hand-off, against the megabyte it carries), in
+// one write call where http.Transport passes it through a 32 KiB buffer,
+// a write call each.
+//
 // What it does not do goes to next (the http.Transport): https, where
-// HTTP/2 is worth its goroutines; a body that could not be sent again or
-// is over maxH1Body; and platforms where an idle connection cannot be
-// checked (idleCheck).
+// HTTP/2 is worth its goroutines; a body that could not be sent again;
+// and platforms where an idle connection cannot be checked (idleCheck).
 //
 // Retries follow http.Transport's rules: a request is sent again on a new
 // connection only when nothing of it reached the old one, or when it is
@@ -54,13 +59,14 @@ type h1Transport struct {
 // error, not the proxy's memory.
 const maxResponseHeader = 1 << 20
 
-// maxH1Body is the largest body the h1Transport sends. It writes the
-// whole body before it reads: an upstream that answers early (a 413)
-// without reading the body and without closing would hold a larger write
-// until it closes. What the kernel's socket buffers take (tcp_wmem's and
-// tcp_rmem's defaults) goes out whatever the upstream does; larger
-// bodies go through http.Transport, which reads while it writes.
-const maxH1Body = 64 << 10
+// maxInlineBody is the largest body written before the answer is read,
+// in the caller's goroutine. What the kernel's socket buffers take
+// (tcp_wmem's and tcp_rmem's defaults) goes out whatever the upstream
+// does; a larger body is written from a goroutine of its own while the
+// answer is read, as http.Transport does, so that an upstream that
+// answers early (a 413) without reading it and without closing gets its
+// answer through instead of holding the write.
+const maxInlineBody = 64 << 10
 
 // earlyAnswerWait is how long an answer is waited for after the request
 // could not be written whole (http.Transport waits as long).
@@ -85,7 +91,7 @@ func newH1Transport(next http.RoundTripper, dial func(ctx context.Context, netwo
 
 // RoundTrip implements http.RoundTripper.
 func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Scheme != "http" || !canResend(req) || req.ContentLength > maxH1Body || !idleCheckWorks {
+	if req.URL.Scheme != "http" || !canResend(req) || !idleCheckWorks {
 		return t.next.RoundTrip(req)
 	}
 	if req.URL.Host == "" {
@@ -286,6 +292,12 @@ type h1Conn struct {
 	got    int64 // bytes read for it
 	since  time.Time
 	reused bool
+
+	// While a body written aside (sendAside) may still be going out, the
+	// header's deadline is set by the writer once it is done, unless the
+	// header came first.
+	dl         sync.Mutex
+	headerRead bool
 }
 
 // Read reads from the connection within the header's bound.
@@ -313,6 +325,21 @@ func (w countingConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// ReadFrom writes a body held in memory (what req.Write hands over,
+// behind its length's io.LimitedReader) with one Write: the connection's
+// writer loops on it as the socket takes it, where a copy would pass it
+// through a 32 KiB buffer, a write call each. Other readers are copied.
+func (w countingConn) ReadFrom(r io.Reader) (int64, error) {
+	if lr, ok := r.(*io.LimitedReader); ok {
+		if br, ok := lr.R.(*bytes.Reader); ok && int64(br.Len()) <= lr.N {
+			n, err := br.WriteTo(w)
+			lr.N -= n
+			return n, err
+		}
+	}
+	return io.Copy(struct{ io.Writer }{w}, r)
+}
+
 func (c *h1Conn) close() { _ = c.conn.Close() }
 
 // roundTrip writes req and reads the answer's header. wrote is how much
@@ -329,6 +356,9 @@ func (c *h1Conn) roundTrip(req *http.Request) (_ *http.Response, wrote int64, er
 		}
 	}()
 	c.wrote, c.got = 0, 0
+	if bodyOver(req, maxInlineBody) {
+		return c.roundTripAside(req, stop)
+	}
 	werr := req.Write(c.bw)
 	if werr == nil {
 		werr = c.bw.Flush()
@@ -365,6 +395,89 @@ func (c *h1Conn) roundTrip(req *http.Request) (_ *http.Response, wrote int64, er
 	return resp, c.wrote, nil
 }
 
+// bodyOver reports whether req's body may be longer than n (a length not
+// declared counts as longer).
+func bodyOver(req *http.Request, n int64) bool {
+	if req.Body == nil || req.Body == http.NoBody {
+		return false
+	}
+	return req.ContentLength > n || req.ContentLength <= 0
+}
+
+// roundTripAside is roundTrip for a large body: the request is written
+// from a goroutine of its own while the answer's header is read here.
+// wrote is meaningful only with an error (the write is over by then).
+func (c *h1Conn) roundTripAside(req *http.Request, stop func() bool) (*http.Response, int64, error) {
+	ctx := req.Context()
+	c.headerRead = false
+	w := c.sendAside(req)
+	resp, err := c.readHeader(req)
+	c.dl.Lock()
+	c.headerRead = true
+	c.dl.Unlock()
+	if err != nil {
+		c.close() // ends the write, if it still runs
+		<-w.done
+		if isTimeout(err) && ctx.Err() == nil {
+			err = fmt.Errorf("%w (%w)", errHeaderTimeout, err)
+		}
+		return nil, c.wrote, err
+	}
+	_ = c.conn.SetReadDeadline(time.Time{})
+	resp.Body = &h1Body{r: resp.Body, c: c, stop: stop, ctx: ctx, keep: !resp.Close && !req.Close, write: w}
+	return resp, 0, nil
+}
+
+// h1Write is a request being written aside.
+type h1Write struct {
+	done chan struct{} // closed when the write is over
+	err  error         // its error, once done is closed
+}
+
+// sendAside writes req and flushes it from a new goroutine; once it is
+// all out, the header's deadline starts (http.Transport's
+// ResponseHeaderTimeout counts from there too).
+func (c *h1Conn) sendAside(req *http.Request) *h1Write {
+	w := &h1Write{done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		if w.err = req.Write(c.bw); w.err == nil {
+			w.err = c.bw.Flush()
+		}
+		if w.err == nil && c.t.headerTimeout > 0 {
+			c.dl.Lock()
+			if !c.headerRead {
+				_ = c.conn.SetReadDeadline(time.Now().Add(c.t.headerTimeout))
+			}
+			c.dl.Unlock()
+		}
+	}()
+	return w
+}
+
+// sent reports whether w (nil: written inline) went out whole, waiting
+// for it earlyAnswerWait at most: an answer read to its end before its
+// request was all written came early, and its connection is not used
+// again (http.Transport waits as long before it gives up a connection).
+func (w *h1Write) sent() bool {
+	if w == nil {
+		return true
+	}
+	select {
+	case <-w.done:
+		return w.err == nil
+	default:
+	}
+	t := time.NewTimer(earlyAnswerWait)
+	defer t.Stop()
+	select {
+	case <-w.done:
+		return w.err == nil
+	case <-t.C:
+		return false
+	}
+}
+
 // readHeader reads the answer to req, skipping informational ones.
 func (c *h1Conn) readHeader(req *http.Request) (*http.Response, error) {
 	c.limit = maxResponseHeader
@@ -391,11 +504,12 @@ func (c *h1Conn) readHeader(req *http.Request) (*http.Response, error) {
 // included), the connection is closed. The inner body's own Close is
 // never called: it would read the rest of a stream to its end.
 type h1Body struct {
-	r    io.ReadCloser
-	c    *h1Conn
-	stop func() bool
-	ctx  context.Context
-	keep bool
+	r     io.ReadCloser
+	c     *h1Conn
+	stop  func() bool
+	ctx   context.Context
+	keep  bool
+	write *h1Write // the request's body written aside, or nil
 
 	done   atomic.Bool // the connection went back or was closed
 	closed atomic.Bool
@@ -427,7 +541,7 @@ func (b *h1Body) end(whole bool) {
 	if b.done.Swap(true) {
 		return
 	}
-	if b.stop() && whole && b.keep {
+	if b.stop() && whole && b.keep && b.write.sent() {
 		b.c.t.put(b.c)
 		return
 	}

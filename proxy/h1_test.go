@@ -517,8 +517,8 @@ func TestH1IdleBounds(t *testing.T) {
 	}
 }
 
-// What it does not send itself goes to the next transport: https, a body
-// that could not be sent again, and one over maxH1Body.
+// What it does not send itself goes to the next transport: https and a
+// body that could not be sent again.
 func TestH1FallsBack(t *testing.T) {
 	tr, fell := testH1(t, 0, time.Minute, 4)
 	req, _ := http.NewRequest(http.MethodPost, "https://127.0.0.1:1/v1/chat/completions", strings.NewReader("{}"))
@@ -526,11 +526,157 @@ func TestH1FallsBack(t *testing.T) {
 	req, _ = http.NewRequest(http.MethodPost, "http://127.0.0.1:1/v1/chat/completions", io.NopCloser(strings.NewReader("{}")))
 	req.GetBody = nil
 	_, _ = tr.RoundTrip(req)
-	req, _ = http.NewRequest(http.MethodPost, "http://127.0.0.1:1/v1/chat/completions", bytes.NewReader(make([]byte, maxH1Body+1)))
-	_, _ = tr.RoundTrip(req)
-	if fell.Load() != 3 {
-		t.Fatalf("fallbacks %d, want 3", fell.Load())
+	if fell.Load() != 2 {
+		t.Fatalf("fallbacks %d, want 2", fell.Load())
 	}
+}
+
+// postBody posts body (sendable again, as the proxy's are).
+func postBody(ctx context.Context, rt http.RoundTripper, url string, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	return rt.RoundTrip(req)
+}
+
+// largeBody is a body far over maxInlineBody and over what the loopback's
+// socket buffers take before the upstream reads.
+func largeBody() []byte {
+	b := bytes.Repeat([]byte("0123456789abcdef"), 1<<20) // 16 MiB
+	b[0], b[len(b)-1] = '[', ']'
+	return b
+}
+
+// A large body goes out whole over a kept connection, the same one for
+// the next request, and reaches the upstream byte for byte, in far fewer
+// write calls than a 32 KiB copy makes.
+func TestH1LargeBody(t *testing.T) {
+	body := largeBody()
+	var got atomic.Int64 // requests whose body arrived whole
+	up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+		for {
+			r, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			b, err := io.ReadAll(r.Body)
+			if err != nil {
+				return
+			}
+			if bytes.Equal(b, body) {
+				got.Add(1)
+			}
+			if _, err := io.WriteString(c, okAnswer); err != nil {
+				return
+			}
+		}
+	})
+	var writes atomic.Int64
+	var d net.Dialer
+	dial := func(ctx context.Context, n, a string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, n, a)
+		return &countWrites{Conn: c, n: &writes}, err
+	}
+	testH1(t, 0, time.Minute, 1) // skips where the transport is not used
+	tr := newH1Transport(roundTripFunc(func(*http.Request) (*http.Response, error) {
+		return nil, errors.New("fell back")
+	}), dial, time.Minute, time.Minute, 4, 16)
+	for range 3 {
+		if s := bodyOf(t)(postBody(within(t), tr, up.url(), body)); s != "{}" {
+			t.Fatalf("answer %q", s)
+		}
+	}
+	if got.Load() != 3 || up.conns.Load() != 1 {
+		t.Fatalf("bodies arrived whole %d of 3, connections %d (want 1)", got.Load(), up.conns.Load())
+	}
+	// Two write calls a request (the header with the body's first bytes,
+	// then the rest), where a 32 KiB copy makes 512.
+	if n := writes.Load(); n > 3*4 {
+		t.Fatalf("%d write calls for 3 requests of 16 MiB", n)
+	}
+}
+
+// countWrites counts the write calls on a connection.
+type countWrites struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c *countWrites) Write(p []byte) (int, error) {
+	c.n.Add(1)
+	return c.Conn.Write(p)
+}
+
+// SyscallConn is the connection's own: the transport checks it idle.
+func (c *countWrites) SyscallConn() (syscall.RawConn, error) {
+	return c.Conn.(syscall.Conn).SyscallConn()
+}
+
+// An upstream that answers a large body early (a 413) without reading
+// it and without closing: the answer comes through at once, as from
+// http.Transport, where a transport that writes the whole body before it
+// reads waits for ever; and the connection, its body half sent, is closed
+// instead of kept.
+func TestH1LargeBodyAnsweredEarly(t *testing.T) {
+	tr, _ := testH1(t, 0, time.Minute, 4)
+	read := make(chan struct{})
+	readNow := sync.OnceFunc(func() { close(read) })
+	defer readNow() // a failed test still lets the upstream end
+	up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+		if _, err := http.ReadRequest(br); err != nil { // the header only: the body is not read
+			return
+		}
+		u.requests.Add(1)
+		_, _ = io.WriteString(c, "HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\nContent-Length: 15\r\n\r\n{\"error\":\"big\"}")
+		<-read
+		// Read what came: it ends only if the transport closed the
+		// connection (a kept one would leave this read waiting).
+		_, _ = io.Copy(io.Discard, br)
+	})
+	inTime(t, func() {
+		resp, err := postBody(within(t), tr, up.url(), largeBody())
+		if got := readWhole(t, resp, err); resp.StatusCode != 413 || got != `{"error":"big"}` {
+			t.Errorf("status %d body %q", resp.StatusCode, got)
+		}
+	})
+	nothingKept(t, tr)
+	readNow()
+	up.awaitClose(t, "the connection with a body half sent was not closed")
+}
+
+// The header timeout of a large body counts from when it is all written:
+// an upstream that starts reading the body only after longer than the
+// timeout, and then answers, gets its answer through; one that reads it
+// and never answers gets the timeout.
+func TestH1LargeBodyHeaderTimeout(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	tr, _ := testH1(t, timeout, time.Minute, 4)
+	late := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+		r, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		time.Sleep(2 * timeout) // the body waits in the socket buffers, which cannot take it all
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(c, okAnswer)
+		_, _ = br.ReadByte()
+	})
+	if got := bodyOf(t)(postBody(within(t), tr, late.url(), largeBody())); got != "{}" {
+		t.Fatalf("answer %q", got)
+	}
+	hold := make(chan struct{})
+	defer close(hold)
+	mute := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+		u.readRequest(br)
+		<-hold
+	})
+	inTime(t, func() {
+		_, err := postBody(within(t), tr, mute.url(), largeBody())
+		if err == nil || !strings.Contains(err.Error(), "timeout awaiting response headers") {
+			t.Errorf("err %v: want a timeout awaiting the header", err)
+		}
+	})
 }
 
 // Many callers at once share the connections, each answer whole.
@@ -597,7 +743,7 @@ func TestH1AnswerBeforeTheWholeBody(t *testing.T) {
 		return &cutWrites{Conn: c, left: 4 << 10}, err
 	}
 	tr := newH1Transport(http.DefaultTransport, dial, time.Minute, time.Minute, 4, 16)
-	body := bytes.Repeat([]byte("x"), maxH1Body)
+	body := bytes.Repeat([]byte("x"), maxInlineBody)
 	req, _ := http.NewRequestWithContext(within(t), http.MethodPost, up.url()+"/v1/chat/completions", bytes.NewReader(body))
 	resp, err := tr.RoundTrip(req)
 	if err != nil {
