@@ -18,6 +18,11 @@ import (
 // chat completion and the proxy in front of it, configured by mod, and
 // sends body through it b.N times.
 func benchProxy(b *testing.B, mod func(*config.Config), body []byte) {
+	benchProxyEach(b, mod, body, func(do func()) { do() })
+}
+
+// benchProxyEach is benchProxy with each request sent by each.
+func benchProxyEach(b *testing.B, mod func(*config.Config), body []byte, each func(do func())) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		_, _ = w.Write([]byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`))
@@ -39,12 +44,14 @@ func benchProxy(b *testing.B, mod func(*config.Config), body []byte) {
 	b.SetBytes(int64(len(body)))
 	made0, reused0 := bigbuf.Counts()
 	for b.Loop() {
-		resp, err := http.Post(px.URL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		each(func() {
+			resp, err := http.Post(px.URL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		})
 	}
 	// The share of large buffers (a body read whole, an edited copy) made
 	// fresh rather than taken from bigbuf's free list.
