@@ -337,7 +337,9 @@ func (w countingConn) ReadFrom(r io.Reader) (int64, error) {
 			return n, err
 		}
 	}
-	return io.Copy(struct{ io.Writer }{w}, r)
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	return io.CopyBuffer(struct{ io.Writer }{w}, r, *bp)
 }
 
 func (c *h1Conn) close() { _ = c.conn.Close() }
@@ -416,8 +418,17 @@ func (c *h1Conn) roundTripAside(req *http.Request, stop func() bool) (*http.Resp
 	c.headerRead = true
 	c.dl.Unlock()
 	if err != nil {
+		var werr error // the write's own failure, not one the close below makes
+		select {
+		case <-w.done:
+			werr = w.err
+		default:
+		}
 		c.close() // ends the write, if it still runs
 		<-w.done
+		if werr != nil && ctx.Err() == nil {
+			return nil, c.wrote, werr // no early answer: the write's error says what went wrong
+		}
 		if isTimeout(err) && ctx.Err() == nil {
 			err = fmt.Errorf("%w (%w)", errHeaderTimeout, err)
 		}
@@ -444,10 +455,17 @@ func (c *h1Conn) sendAside(req *http.Request) *h1Write {
 		if w.err = req.Write(c.bw); w.err == nil {
 			w.err = c.bw.Flush()
 		}
-		if w.err == nil && c.t.headerTimeout > 0 {
+		wait := c.t.headerTimeout
+		if w.err != nil {
+			// As written inline: an answer that came before the write
+			// failed is waited for a moment, then the write's error is
+			// the answer.
+			wait = earlyAnswerWait
+		}
+		if wait > 0 {
 			c.dl.Lock()
 			if !c.headerRead {
-				_ = c.conn.SetReadDeadline(time.Now().Add(c.t.headerTimeout))
+				_ = c.conn.SetReadDeadline(time.Now().Add(wait))
 			}
 			c.dl.Unlock()
 		}

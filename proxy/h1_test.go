@@ -126,13 +126,42 @@ func testH1(t *testing.T, headerTimeout, idleTimeout time.Duration, maxIdle int)
 	if !idleCheckWorks {
 		t.Skip("no idle-connection check on this platform: plain HTTP goes through http.Transport")
 	}
+	var d net.Dialer
+	return testH1Dial(t, d.DialContext, headerTimeout, idleTimeout, maxIdle)
+}
+
+// testH1Dial is testH1 dialing with dial.
+func testH1Dial(t *testing.T, dial func(context.Context, string, string) (net.Conn, error), headerTimeout, idleTimeout time.Duration, maxIdle int) (*h1Transport, *atomic.Int64) {
+	t.Helper()
+	if !idleCheckWorks {
+		t.Skip("no idle-connection check on this platform: plain HTTP goes through http.Transport")
+	}
 	var fell atomic.Int64
 	next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		fell.Add(1)
 		return nil, errors.New("fallback")
 	})
+	return newH1Transport(next, dial, headerTimeout, idleTimeout, maxIdle, 4*maxIdle), &fell
+}
+
+// smallBuffers fixes a connection's socket buffers at 128 KiB (which
+// also turns their autotuning off), so that largeBody does not fit in
+// them on any host, however its tcp_wmem and tcp_rmem are tuned.
+func smallBuffers(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(128 << 10)
+		_ = tc.SetReadBuffer(128 << 10)
+	}
+}
+
+// dialSmall dials with smallBuffers.
+func dialSmall(ctx context.Context, network, addr string) (net.Conn, error) {
 	var d net.Dialer
-	return newH1Transport(next, d.DialContext, headerTimeout, idleTimeout, maxIdle, 4*maxIdle), &fell
+	c, err := d.DialContext(ctx, network, addr)
+	if err == nil {
+		smallBuffers(c)
+	}
+	return c, err
 }
 
 // within is the test's context, bounded: a transport that hangs fails
@@ -619,11 +648,12 @@ func (c *countWrites) SyscallConn() (syscall.RawConn, error) {
 // reads waits for ever; and the connection, its body half sent, is closed
 // instead of kept.
 func TestH1LargeBodyAnsweredEarly(t *testing.T) {
-	tr, _ := testH1(t, 0, time.Minute, 4)
+	tr, _ := testH1Dial(t, dialSmall, 0, time.Minute, 4)
 	read := make(chan struct{})
 	readNow := sync.OnceFunc(func() { close(read) })
 	defer readNow() // a failed test still lets the upstream end
 	up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+		smallBuffers(c)
 		if _, err := http.ReadRequest(br); err != nil { // the header only: the body is not read
 			return
 		}
@@ -651,8 +681,9 @@ func TestH1LargeBodyAnsweredEarly(t *testing.T) {
 // and never answers gets the timeout.
 func TestH1LargeBodyHeaderTimeout(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	tr, _ := testH1(t, timeout, time.Minute, 4)
+	tr, _ := testH1Dial(t, dialSmall, timeout, time.Minute, 4)
 	late := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+		smallBuffers(c)
 		r, err := http.ReadRequest(br)
 		if err != nil {
 			return
@@ -675,6 +706,69 @@ func TestH1LargeBodyHeaderTimeout(t *testing.T) {
 		_, err := postBody(within(t), tr, mute.url(), largeBody())
 		if err == nil || !strings.Contains(err.Error(), "timeout awaiting response headers") {
 			t.Errorf("err %v: want a timeout awaiting the header", err)
+		}
+	})
+}
+
+// An answer that starts before a large body is all written (a stream
+// the upstream begins while it still reads) goes on past the header
+// timeout: the timeout is for a header not yet come, and is not armed
+// once it came, whenever the write ends.
+func TestH1LargeBodyStreamedEarly(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	tr, _ := testH1Dial(t, dialSmall, timeout, time.Minute, 4)
+	const events = "data:1\n\ndata:2\n\ndata:3\n\ndata:4\n\ndata:5\n\n"
+	up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+		smallBuffers(c)
+		r, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		if _, err := io.CopyN(io.Discard, r.Body, 1<<20); err != nil {
+			return
+		}
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: "+fmt.Sprint(len(events))+"\r\n\r\n")
+		time.Sleep(50 * time.Millisecond) // the header is read before the body is all written
+		_, _ = io.Copy(io.Discard, r.Body)
+		for e := range strings.SplitAfterSeq(events, "\n\n") {
+			if e == "" {
+				break
+			}
+			time.Sleep(timeout / 2) // five events over 2.5 header timeouts
+			if _, err := io.WriteString(c, e); err != nil {
+				return
+			}
+		}
+		_, _ = br.ReadByte()
+	})
+	inTime(t, func() {
+		if got := bodyOf(t)(postBody(within(t), tr, up.url(), largeBody())); got != events {
+			t.Errorf("stream %q, want %q", got, events)
+		}
+	})
+}
+
+// A large body whose write fails, to an upstream that neither answers
+// nor closes: the write's error comes back at once, as from a body
+// written inline, not when the client gives up.
+func TestH1LargeBodyWriteFails(t *testing.T) {
+	hold := make(chan struct{})
+	defer close(hold)
+	up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		<-hold
+	})
+	var d net.Dialer
+	tr, _ := testH1Dial(t, func(ctx context.Context, n, a string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, n, a)
+		return &cutWrites{Conn: c, left: 256 << 10}, err
+	}, time.Minute, time.Minute, 4)
+	inTime(t, func() {
+		_, err := postBody(within(t), tr, up.url(), largeBody())
+		if err == nil || !strings.Contains(err.Error(), syscall.ECONNRESET.Error()) {
+			t.Errorf("err %v, want the write's %q", err, syscall.ECONNRESET.Error())
 		}
 	})
 }
