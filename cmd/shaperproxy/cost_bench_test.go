@@ -1,11 +1,11 @@
 package main
 
 import (
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/shaperproxy/shaperproxy/fixtures"
+	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
 	"github.com/shaperproxy/shaperproxy/internal/config"
 	"github.com/tidwall/sjson"
 )
@@ -34,34 +34,32 @@ func BenchmarkSmallRequestAll(b *testing.B) {
 
 // BenchmarkSeedRequestPaced sends the seed's request through the default
 // configuration one at a time, 50 ms apart (the cost section's latency
-// pace), and reports the mean latency of the requests during which a
-// garbage collection ran apart from the others, and how many requests
-// there were a collection: what sets the 99th percentile of a round of
-// 30 requests. Run it with a count: -benchtime=300x.
+// pace), and reports the mean latency of the requests that took a fresh
+// large buffer (internal/bigbuf's free list was empty) apart from the
+// others, and how many requests there were one such: what sets the tail
+// of a round of 30 requests. Run it with a count: -benchtime=300x.
 func BenchmarkSeedRequestPaced(b *testing.B) {
 	body, _ := sjson.SetBytes(fixtures.SeedHistory(), "stream", false)
-	var withGC, without time.Duration
-	var nGC, n int
+	var fresh, reused time.Duration
+	var nFresh, nReused int
 	send := func(do func()) {
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		gc0, start := ms.NumGC, time.Now()
+		made0, _ := bigbuf.Counts()
+		start := time.Now()
 		do()
 		d := time.Since(start)
-		runtime.ReadMemStats(&ms)
-		if ms.NumGC != gc0 {
-			withGC += d
-			nGC++
+		if made, _ := bigbuf.Counts(); made != made0 {
+			fresh += d
+			nFresh++
 		} else {
-			without += d
-			n++
+			reused += d
+			nReused++
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	benchProxyEach(b, func(*config.Config) {}, body, send)
-	if nGC > 0 && n > 0 {
-		b.ReportMetric(float64(withGC.Microseconds())/float64(nGC)/1e3, "ms/req-with-gc")
-		b.ReportMetric(float64(without.Microseconds())/float64(n)/1e3, "ms/req-without-gc")
-		b.ReportMetric(float64(nGC+n)/float64(nGC), "req/gc")
+	if nFresh > 0 && nReused > 0 {
+		b.ReportMetric(float64(fresh.Microseconds())/float64(nFresh)/1e3, "ms/req-fresh-buffer")
+		b.ReportMetric(float64(reused.Microseconds())/float64(nReused)/1e3, "ms/req-reused-buffers")
+		b.ReportMetric(float64(nFresh+nReused)/float64(nFresh), "req/fresh")
 	}
 }
