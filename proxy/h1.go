@@ -143,9 +143,7 @@ func (t *h1Transport) CloseIdleConnections() {
 			c.close()
 		}
 	}
-	if ci, ok := t.next.(interface{ CloseIdleConnections() }); ok {
-		ci.CloseIdleConnections()
-	}
+	closeIdle(t.next)
 }
 
 // canResend reports whether the request's body can be written again on a
@@ -382,10 +380,7 @@ func (c *h1Conn) roundTrip(req *http.Request) (_ *http.Response, wrote int64, er
 	case c.t.headerTimeout > 0:
 		_ = c.conn.SetReadDeadline(time.Now().Add(c.t.headerTimeout))
 		if resp, err = c.readHeader(req); err != nil {
-			if isTimeout(err) && ctx.Err() == nil {
-				err = fmt.Errorf("%w (%w)", errHeaderTimeout, err)
-			}
-			return nil, c.wrote, err
+			return nil, c.wrote, headerError(ctx, err)
 		}
 		_ = c.conn.SetReadDeadline(time.Time{})
 	default:
@@ -429,10 +424,7 @@ func (c *h1Conn) roundTripAside(req *http.Request, stop func() bool) (*http.Resp
 		if werr != nil && ctx.Err() == nil {
 			return nil, c.wrote, werr // no early answer: the write's error says what went wrong
 		}
-		if isTimeout(err) && ctx.Err() == nil {
-			err = fmt.Errorf("%w (%w)", errHeaderTimeout, err)
-		}
-		return nil, c.wrote, err
+		return nil, c.wrote, headerError(ctx, err)
 	}
 	_ = c.conn.SetReadDeadline(time.Time{})
 	resp.Body = &h1Body{r: resp.Body, c: c, stop: stop, ctx: ctx, keep: !resp.Close && !req.Close, write: w}
@@ -494,6 +486,15 @@ func (w *h1Write) sent() bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// headerError names a deadline that passed while the header was awaited
+// (a client gone is its own error).
+func headerError(ctx context.Context, err error) error {
+	if isTimeout(err) && ctx.Err() == nil {
+		return fmt.Errorf("%w (%w)", errHeaderTimeout, err)
+	}
+	return err
 }
 
 // readHeader reads the answer to req, skipping informational ones.

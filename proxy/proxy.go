@@ -76,10 +76,11 @@ type Options struct {
 	CA *tls.Certificate
 	// Transport sends requests upstream. If nil, a transport built from
 	// the timeouts below is used: plain-HTTP upstreams get HTTP/1.1
-	// connections kept alive and used in the handler's goroutine (no
-	// goroutine hand-offs a request), the rest an http.Transport. The stream idle timeout closes a
-	// response body while a Read of it may be waiting: the body must let
-	// Close run then and make that Read return (net/http's transports do).
+	// connections kept alive and used in the handler's goroutine (a body
+	// over 64 KiB written from a goroutine of its own), the rest an
+	// http.Transport. The stream idle timeout closes a response body while
+	// a Read of it may be waiting: the body must let Close run then and
+	// make that Read return (net/http's transports do).
 	Transport http.RoundTripper
 	// ConnectTimeout bounds dialing upstream (default 10s);
 	// ResponseHeaderTimeout bounds the wait for the response header
