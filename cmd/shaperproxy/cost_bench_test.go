@@ -34,32 +34,45 @@ func BenchmarkSmallRequestAll(b *testing.B) {
 
 // BenchmarkSeedRequestPaced sends the seed's request through the default
 // configuration one at a time, 50 ms apart (the cost section's latency
-// pace), and reports the mean latency of the requests that took a fresh
-// large buffer (internal/bigbuf's free list was empty) apart from the
-// others, and how many requests there were one such: what sets the tail
+// pace), and reports, for the requests that took a fresh large buffer
+// (internal/bigbuf's free list was empty) and for the others, their mean
+// latency and minor page faults (the process's, where the system counts
+// them), and how many requests there were one fresh: what sets the tail
 // of a round of 30 requests. Run it with a count: -benchtime=300x.
 func BenchmarkSeedRequestPaced(b *testing.B) {
 	body, _ := sjson.SetBytes(fixtures.SeedHistory(), "stream", false)
-	var fresh, reused time.Duration
-	var nFresh, nReused int
+	type group struct {
+		d      time.Duration
+		faults int64
+		n      int
+	}
+	var fresh, reused group
 	send := func(do func()) {
 		made0, _ := bigbuf.Counts()
-		start := time.Now()
+		f0, start := minorFaults(), time.Now()
 		do()
-		d := time.Since(start)
+		d, f := time.Since(start), minorFaults()-f0
+		g := &reused
 		if made, _ := bigbuf.Counts(); made != made0 {
-			fresh += d
-			nFresh++
-		} else {
-			reused += d
-			nReused++
+			g = &fresh
 		}
+		g.d, g.faults, g.n = g.d+d, g.faults+f, g.n+1
+		b.StopTimer() // ns/op is the requests' mean latency, the pause aside
 		time.Sleep(50 * time.Millisecond)
+		b.StartTimer()
 	}
 	benchProxyEach(b, func(*config.Config) {}, body, send)
-	if nFresh > 0 && nReused > 0 {
-		b.ReportMetric(float64(fresh.Microseconds())/float64(nFresh)/1e3, "ms/req-fresh-buffer")
-		b.ReportMetric(float64(reused.Microseconds())/float64(nReused)/1e3, "ms/req-reused-buffers")
-		b.ReportMetric(float64(nFresh+nReused)/float64(nFresh), "req/fresh")
+	for _, g := range []struct {
+		name string
+		group
+	}{{"fresh-buffer", fresh}, {"reused-buffers", reused}} {
+		if g.n == 0 {
+			continue
+		}
+		b.ReportMetric(float64(g.d.Microseconds())/float64(g.n)/1e3, "ms/req-"+g.name)
+		b.ReportMetric(float64(g.faults)/float64(g.n), "faults/req-"+g.name)
+	}
+	if fresh.n > 0 {
+		b.ReportMetric(float64(fresh.n+reused.n)/float64(fresh.n), "req/fresh")
 	}
 }
