@@ -70,7 +70,7 @@ func (o *Observer) Request(call *proxy.Call, up *proxy.Upstream) proxy.ResponseS
 		r := base
 		r.Kind, r.Where, r.Offset = KindClientRequest, whereClient, 0
 		r.Method, r.URL, r.Header, r.Data = call.Method, call.Path, call.Header, call.ClientBody
-		o.w.enqueueQuiet(requestQ(r, call.ClientView())) // as the wire's below: the client body's view saves the writer a parse
+		o.w.enqueueQuiet(requestQ(r, call.ClientView(), call.Hold())) // as the wire's below: the client body's view saves the writer a parse
 	}
 	r := base
 	r.Kind, r.Where, r.Offset = KindRequest, whereWire, call.Since()
@@ -79,8 +79,9 @@ func (o *Observer) Request(call *proxy.Call, up *proxy.Upstream) proxy.ResponseS
 	r.Purpose, r.Conversation = call.Purpose, call.Conversation
 	// Queued in its place, without waking the writer (as all of a call's
 	// records are: see the package doc). The proxy's view of the body,
-	// when it is one, saves the writer reading it again.
-	o.w.enqueueQuiet(requestQ(r, call.View))
+	// when it is one, saves the writer reading it again. The body and the
+	// view are the call's, held until the writer has encoded them.
+	o.w.enqueueQuiet(requestQ(r, call.View, call.Hold()))
 	// A stream's records go as they come (the rare non-stream answer to a
 	// stream request is not held either).
 	return &captureSink{w: o.w, base: base, call: call, where: whereWire, holds: !call.Stream}

@@ -288,11 +288,13 @@ func (w *Writer) EnqueueCopy(r Record, data []byte) bool { return w.enqueueQ(cop
 // r.Data (the very slice): the proxy's view of the body tells the writer
 // where the messages are, so that it does not read the body again to
 // store them as blobs. The view must not change afterwards (views do not).
-func requestQ(r Record, view *conv.Request) queued {
+// release ends the hold on the call's bodies (proxy.Call.Hold), once the
+// record is encoded or dropped.
+func requestQ(r Record, view *conv.Request, release func()) queued {
 	if view == nil || !sameBytes(view.Body, r.Data) {
-		return queued{Record: r}
+		return queued{Record: r, release: release}
 	}
-	return queued{Record: r, view: view, viewBytes: int64(view.ViewBytes())}
+	return queued{Record: r, view: view, viewBytes: int64(view.ViewBytes()), release: release}
 }
 
 // queued is a record waiting for the writer goroutine; buf, when set, is
@@ -308,6 +310,9 @@ type queued struct {
 	view *conv.Request
 	rest []queued
 	room *heldRecords // where rest lies, put back once rest is taken
+	// release, when set, ends the hold on the bodies Data and view
+	// belong to: called once the record is encoded or dropped.
+	release func()
 	// viewBytes is what view holds besides the body it shares with Data
 	// (message structs, decoded strings): a body of many small messages
 	// holds several times its bytes there.
@@ -356,6 +361,15 @@ func (q *queued) held() int64 {
 
 // roomBytes is the memory of a room of held records.
 const roomBytes = int64(unsafe.Sizeof(heldRecords{}))
+
+// done gives back what q's record held (the pooled buffer of its Data,
+// the hold on a call's bodies), once it is encoded or dropped.
+func (q *queued) done() {
+	putBuf(q.buf)
+	if q.release != nil {
+		q.release()
+	}
+}
 
 // records is how many records q hands over.
 func (q *queued) records() int64 { return 1 + int64(len(q.rest)) }
@@ -435,9 +449,9 @@ func (w *Writer) send(q queued, quiet bool) bool {
 // drop counts q's records as dropped and gives their buffers back, and
 // the room they were held in.
 func (w *Writer) drop(q *queued) {
-	putBuf(q.buf)
+	q.done()
 	for i := range q.rest {
-		putBuf(q.rest[i].buf)
+		q.rest[i].done()
 	}
 	w.dropped.Add(q.records())
 	w.pendingDrops.Add(q.records())
@@ -606,7 +620,7 @@ func (w *Writer) take(q queued) {
 
 func (w *Writer) takeOne(q queued) {
 	r := q.Record
-	defer putBuf(q.buf) // encoded: the frame holds a copy
+	defer q.done() // encoded: the frame holds a copy
 	w.consumed++
 	w.queued.Add(-q.held())
 	// A request is mostly stored as blobs the segment already holds: its

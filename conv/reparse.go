@@ -31,6 +31,10 @@ import (
 // is taken. A
 // Reparser keeps them within a memory bound. It is safe for concurrent
 // use.
+//
+// A body it keeps that is a buffer of internal/bigbuf is retained while
+// kept (and while a parse reads it), and released when it goes: the
+// caller may release its own reference when its request ends.
 type Reparser struct {
 	seed     maphash.Seed
 	maxBytes int
@@ -63,7 +67,15 @@ func (p *Reparser) Parse(body []byte) (*Request, error) {
 	var buf [maxPerBeginning]*Request
 	p.mu.Lock()
 	cands := append(buf[:0], p.recent[k]...) // a copy: keep changes the lists in place
+	for _, c := range cands {
+		bigbuf.Retain(c.Body) // read below, after another parse may have let it go
+	}
 	p.mu.Unlock()
+	defer func() {
+		for _, c := range cands {
+			bigbuf.Release(c.Body)
+		}
+	}()
 	prev := closest(cands, body)
 	r, err := parseReusing(body, prev)
 	if err != nil || r.heldBytes() > p.maxBytes/4 {
@@ -124,14 +136,15 @@ func (p *Reparser) keep(k uint64, prev, r *Request) {
 	}
 	switch {
 	case i >= 0:
-		p.bytes -= prev.heldBytes()
+		p.drop(prev)
 		list = slices.Delete(list, i, i+1)
 	case len(list) >= maxPerBeginning:
-		p.bytes -= list[0].heldBytes()
+		p.drop(list[0])
 		list = slices.Delete(list, 0, 1)
 	}
 	list = append(list, r)
 	p.bytes += r.heldBytes()
+	bigbuf.Retain(r.Body)
 	for k2, old := range p.recent { // over the bound: any other goes (it is only a guess)
 		if p.bytes <= p.maxBytes {
 			break
@@ -140,15 +153,22 @@ func (p *Reparser) keep(k uint64, prev, r *Request) {
 			continue
 		}
 		for _, c := range old {
-			p.bytes -= c.heldBytes()
+			p.drop(c)
 		}
 		delete(p.recent, k2)
 	}
 	for len(list) > 1 && p.bytes > p.maxBytes { // still over: this beginning's oldest go
-		p.bytes -= list[0].heldBytes()
+		p.drop(list[0])
 		list = slices.Delete(list, 0, 1)
 	}
 	p.recent[k] = list
+}
+
+// drop takes r's share out of the bound and releases its body (p.mu is
+// held; the caller takes r off its list).
+func (p *Reparser) drop(r *Request) {
+	p.bytes -= r.heldBytes()
+	bigbuf.Release(r.Body)
 }
 
 // heldBytes is the memory a kept view holds, to bound the Reparser by:

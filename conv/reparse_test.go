@@ -11,8 +11,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/shaperproxy/shaperproxy/fixtures"
+	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
 	"github.com/shaperproxy/shaperproxy/internal/testenv"
 )
 
@@ -597,4 +599,43 @@ func BenchmarkReparseTools(b *testing.B) {
 			_, _ = RawKeyOf(t), RawKeyOf(t)
 		}
 	})
+}
+
+// TestReparserHoldsBodies: a body the Reparser keeps is retained while
+// kept — its owner's release at the end of its request does not put it
+// back for the next request to overwrite — and released when the
+// conversation's next request takes its place.
+func TestReparserHoldsBodies(t *testing.T) {
+	rp := NewReparser(32 << 20)
+	history := `{"role":"user","content":"` + strings.Repeat("y", 200<<10) + `"}`
+	mk := func(msgs string) []byte {
+		s := `{"model":"m","messages":[` + msgs + `]}`
+		b := bigbuf.Make(len(s))
+		copy(b, s)
+		return b
+	}
+	first := mk(history)
+	if _, err := rp.Parse(first); err != nil {
+		t.Fatal(err)
+	}
+	bigbuf.Release(first) // its request ended
+	released := bigbuf.Released()
+	second := mk(history + `,{"role":"assistant","content":"ok"}`)
+	if unsafe.SliceData(second) == unsafe.SliceData(first) {
+		t.Fatal("the kept body was handed out again while the Reparser kept it")
+	}
+	if bigbuf.Released() != released {
+		t.Fatal("a body went back while the Reparser kept it")
+	}
+	v, err := rp.Parse(second) // follows first: takes its place
+	if err != nil || len(v.Messages) != 2 {
+		t.Fatalf("second request: %v, %v", v, err)
+	}
+	if got := bigbuf.Released() - released; got != 1 {
+		t.Fatalf("%d bodies went back when the next request replaced the kept one, want 1", got)
+	}
+	third := mk(history)
+	if unsafe.SliceData(third) != unsafe.SliceData(first) {
+		t.Fatal("the body released was not the next one handed out of its class")
+	}
 }

@@ -27,6 +27,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, route *Route, pa
 	}
 	ctx := p.begin(w, r, call) // the response carries the call id; a stop can cut the call
 	defer p.end(call)
+	defer call.releaseBodies() // after every hook and observer saw the call: the large bodies go back (Hold)
 	p.metrics.inflight.Inc()
 	defer p.metrics.inflight.Dec()
 	cw := newClientWriter(w, p.opts.ClientIdleTimeout)
@@ -38,6 +39,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, route *Route, pa
 		return
 	}
 	if body != nil {
+		call.own(body)
 		call.ClientBody = body
 		if isChatPath(r.Method, path) {
 			p.parse(call, body)
@@ -45,7 +47,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, route *Route, pa
 	}
 	for {
 		out := p.transform(ctx, call, body)
-		up := p.newUpstreamRequest(ctx, r, route, path, out, rest, call.ReadsResponse) // a finisher must read the answer
+		up := p.newUpstreamRequest(ctx, call, r, route, path, out, rest)
 		if !p.exchange(w, call, up, out) {
 			return
 		}
@@ -106,6 +108,7 @@ func (p *Proxy) transform(ctx context.Context, call *Call, body []byte) []byte {
 		}
 		if !bytes.Equal(out, body) {
 			body = out
+			call.own(out) // the transform's output is the call's (RequestTransform)
 			call.changedBy = append(call.changedBy, t)
 			call.View = p.viewOf(call, body, i)
 		}
@@ -255,8 +258,9 @@ func describeBodyErr(err error) string {
 
 // newUpstreamRequest builds the request to send upstream: same method,
 // path (joined to the route's base), query and end-to-end headers (less
-// Accept-Encoding when the proxy reads the answer itself).
-func (p *Proxy) newUpstreamRequest(ctx context.Context, r *http.Request, route *Route, path string, body []byte, rest io.Reader, readsAnswer bool) *http.Request {
+// Accept-Encoding when the proxy reads the answer itself: a finisher
+// must read it).
+func (p *Proxy) newUpstreamRequest(ctx context.Context, call *Call, r *http.Request, route *Route, path string, body []byte, rest io.Reader) *http.Request {
 	target := new(url.URL)
 	*target = *route.Upstream
 	target.Path, target.RawPath = joinURLPath(route.Upstream, &url.URL{Path: path, RawPath: rawPathFor(r, path)})
@@ -268,9 +272,9 @@ func (p *Proxy) newUpstreamRequest(ctx context.Context, r *http.Request, route *
 	out := (&http.Request{
 		Method: r.Method, URL: target, Host: target.Host,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: upstreamHeader(r.Header, route.APIKey, readsAnswer),
+		Header: upstreamHeader(r.Header, route.APIKey, call.ReadsResponse),
 	}).WithContext(ctx)
-	setBody(out, r, body, rest)
+	setBody(out, r, call, body, rest)
 	return out
 }
 
@@ -320,10 +324,16 @@ func headerEdited(in http.Header, apiKey string, readsAnswer bool) bool {
 	return false
 }
 
-func setBody(out, in *http.Request, body []byte, rest io.Reader) {
+// setBody sets the upstream request's body: rest streamed through, or
+// body, which the transport may send again (GetBody). A body among the
+// call's large ones is held until the transport closes it (heldBody).
+func setBody(out, in *http.Request, call *Call, body []byte, rest io.Reader) {
 	switch {
 	case rest != nil:
 		out.Body, out.ContentLength = io.NopCloser(rest), in.ContentLength
+	case call.bodies != nil && cap(body) >= bigbuf.MinSize:
+		out.Body, out.ContentLength = newHeldBody(call, body), int64(len(body))
+		out.GetBody = func() (io.ReadCloser, error) { return newHeldBody(call, body), nil }
 	case len(body) > 0 || in.ContentLength == 0 && in.Method != http.MethodGet && in.Method != http.MethodHead:
 		out.Body = io.NopCloser(bytes.NewReader(body))
 		out.ContentLength = int64(len(body))

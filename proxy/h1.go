@@ -89,12 +89,15 @@ func newH1Transport(next http.RoundTripper, dial func(ctx context.Context, netwo
 	}
 }
 
-// RoundTrip implements http.RoundTripper.
+// RoundTrip implements http.RoundTripper. As http.Transport, it closes
+// the request's body, on errors too (the proxy's held bodies go back when
+// their reader is closed).
 func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Scheme != "http" || !canResend(req) || !idleCheckWorks {
 		return t.next.RoundTrip(req)
 	}
 	if req.URL.Host == "" {
+		closeBody(req)
 		return nil, errors.New("http: no Host in request URL")
 	}
 	key := hostPort(req.URL.Host)
@@ -102,10 +105,12 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
 		c, err := t.get(ctx, key)
 		if err != nil {
+			closeBody(req)
 			return nil, err
 		}
 		if ctx.Err() != nil { // the client left: nothing goes out (and the key is not spent)
 			t.put(c)
+			closeBody(req)
 			return nil, ctx.Err()
 		}
 		resp, wrote, err := c.roundTrip(req) // c.got: what the old connection answered
@@ -144,6 +149,14 @@ func (t *h1Transport) CloseIdleConnections() {
 		}
 	}
 	closeIdle(t.next)
+}
+
+// closeBody closes the body of a request that will not be written
+// (Request.Write closes the body of one that is).
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
 }
 
 // canResend reports whether the request's body can be written again on a
@@ -329,7 +342,11 @@ func (w countingConn) Write(p []byte) (int, error) {
 // through a 32 KiB buffer, a write call each. Other readers are copied.
 func (w countingConn) ReadFrom(r io.Reader) (int64, error) {
 	if lr, ok := r.(*io.LimitedReader); ok {
-		if br, ok := lr.R.(*bytes.Reader); ok && int64(br.Len()) <= lr.N {
+		br, ok := lr.R.(*bytes.Reader)
+		if h, held := lr.R.(*heldBody); held {
+			br, ok = h.Reader, true
+		}
+		if ok && int64(br.Len()) <= lr.N {
 			n, err := br.WriteTo(w)
 			lr.N -= n
 			return n, err

@@ -34,7 +34,9 @@ type Call struct {
 	// over the size limit.
 	View *conv.Request
 	// ClientBody is the body as received from the client (nil when it was
-	// streamed through unread).
+	// streamed through unread). It, View, and the bodies the transforms
+	// return are valid until the call ends: a hook that keeps a byte or a
+	// string of them longer copies it, or takes a Hold.
 	ClientBody []byte
 	// Conversation is the conversation key (conv.ConversationKey), "" for
 	// non-chat requests.
@@ -73,6 +75,7 @@ type Call struct {
 	p          *Proxy
 	clientView *conv.Request
 	nextView   *conv.Request // the view a transform gave of its output (SetView)
+	bodies     *bodies       // the large bodies given back when the call ends (Hold)
 	changedBy  []RequestTransform
 	route      *Route
 }
@@ -184,6 +187,12 @@ func (c *Call) Since() time.Duration { return time.Since(c.Start) }
 // send (body itself when it has nothing to do). An error or a panic skips
 // the transform: the request goes on with the body it had before it, and
 // the failure is counted and logged.
+//
+// A body it returns is the call's from then on: a buffer of
+// internal/bigbuf (what conv.ApplyEdits and conv.Request.Apply make) goes
+// back to bigbuf's free list when the call ends, so the transform keeps
+// no reference to it, nor to any view of it, past the call (a copy, or a
+// Call.Hold).
 type RequestTransform interface {
 	TransformRequest(ctx context.Context, call *Call, body []byte) ([]byte, error)
 }

@@ -24,12 +24,13 @@ func (p *Proxy) do(ctx context.Context, parent *Call, purpose string, body []byt
 		ID: newCallID(), Route: parent.Route, Method: http.MethodPost, Path: parent.Path,
 		RawQuery: parent.RawQuery, Header: parent.Header, Start: time.Now(),
 		Internal: true, Parent: parent.ID, Purpose: purpose, Conversation: parent.Conversation, route: parent.route, p: p,
+		ReadsResponse: true, // the proxy reads this answer itself: uncompressed
 	}
 	if v, err := conv.ParseRequest(body); err == nil {
 		call.Chat, call.View, call.Model, call.Stream = true, v, conv.OwnModel(v.Model), v.Stream // a copy, as forward's
 	}
 	in := &http.Request{Method: http.MethodPost, URL: &url.URL{Path: parent.Path, RawQuery: parent.RawQuery}, Header: parent.Header, ContentLength: int64(len(body))}
-	out := p.newUpstreamRequest(ctx, in, parent.route, parent.Path, body, nil, true) // the proxy reads this answer itself: uncompressed
+	out := p.newUpstreamRequest(ctx, call, in, parent.route, parent.Path, body, nil)
 	sinks := p.observe(call, out, body)
 	resp, err := p.transportFor(parent.route).RoundTrip(out)
 	if err != nil {

@@ -1,28 +1,34 @@
 // Package bigbuf hands out large byte buffers (a request body, an edited
-// body) and reuses one only once the garbage collector has proved that
-// nothing refers to it any more.
+// body) and takes them back, for the next body, as soon as nothing uses
+// them any more.
 //
 // A fresh buffer of a megabyte costs far more than its copy: its pages
 // are cleared, faulted in after the runtime gave them back to the system,
-// and the garbage it becomes brings the next collection closer. A
-// sync.Pool would avoid that only with an owner who knows when the last
-// reader is done, and a body has many readers that keep parts of it: the
-// parsed view's strings alias it, the capture queue holds it until the
-// writer encodes it, the reparser keeps it to parse the next request of
-// the conversation faster. Here the collector decides instead: a buffer
-// carries a finalizer, the finalizer runs when no pointer into the buffer
-// is left (a string that aliases a byte of it keeps all of it), and puts
-// it back on a free list instead of letting it go. No reader has to
-// return anything, so none can return it too early.
+// and the garbage it becomes brings the next collection closer.
+//
+// A buffer is counted: Make gives it one reference, held by its maker;
+// whoever keeps it beyond the maker's use (a cache of parsed requests,
+// the capture queue) calls Retain, and every holder calls Release when it
+// is done. The last Release puts it back on the free list at once, for the
+// next Make. A holder must not keep any part of it past its Release: not a
+// sub-slice, not a string that aliases its bytes. In a test binary a
+// buffer released is overwritten with a pattern, so that a reader who
+// broke that rule reads garbage and its test fails.
+//
+// A buffer whose references are never all released is not lost: it
+// carries a finalizer, which runs when no pointer into the buffer is left
+// (a string that aliases a byte of it keeps all of it) and puts it back
+// then, as the collector has proved nothing can read it.
 //
 // Buffers come in classes from MinSize to MaxSize, four to each doubling
 // (so a buffer is at most a quarter larger than asked: SizeOf is what a
 // bound on memory should count); a request outside them gets a plain
-// make. The free list holds at most MaxFree bytes; a buffer that finds it
-// full is left to the collector, and so is one that waited on the list
-// unused through two or three collections (an idle program is collected
-// at least every two minutes, unless GOGC=off: the memory of a burst of
-// large bodies goes back within minutes).
+// make, and Retain and Release do nothing to it. The free list holds at
+// most MaxFree bytes; a buffer that finds it full is left to the
+// collector, and so is one that waited on the list unused through two or
+// three collections (an idle program is collected at least every two
+// minutes, unless GOGC=off: the memory of a burst of large bodies goes
+// back within minutes).
 package bigbuf
 
 import (
@@ -31,6 +37,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"unsafe"
 )
 
@@ -59,6 +66,17 @@ var free struct {
 	lists [classes][]entry
 	bytes int
 	cycle int // collections seen (gcTick)
+
+	// refs counts the references of each buffer handed out and not
+	// yet back, by its first byte's address (a uintptr: the count must
+	// not keep the buffer alive, or its finalizer would never run).
+	refs map[uintptr]ref
+}
+
+// ref is a buffer's count of references and its class.
+type ref struct {
+	n     int32
+	class int8
 }
 
 // entry is a buffer on the free list and the collection count when it
@@ -72,6 +90,7 @@ type entry struct {
 var releasers [classes]func(*byte)
 
 func init() {
+	free.refs = make(map[uintptr]ref)
 	for c := range releasers {
 		releasers[c] = func(p *byte) { put(c, p) }
 	}
@@ -167,7 +186,10 @@ func Make(n int) []byte {
 	} else {
 		reused.Add(1)
 	}
-	runtime.SetFinalizer(p, releasers[c]) // set again: a finalizer runs once
+	runtime.SetFinalizer(p, releasers[c]) // set again: a finalizer runs once (or was cleared by Release)
+	free.mu.Lock()
+	free.refs[uintptr(unsafe.Pointer(p))] = ref{n: 1, class: int8(c)}
+	free.mu.Unlock()
 	// Capacity n, as make gives: an append past the end copies instead of
 	// writing into the class's spare bytes, where two appends to one body
 	// would meet (and the spare bytes hold an earlier body's).
@@ -179,6 +201,12 @@ func Make(n int) []byte {
 func put(c int, p *byte) {
 	free.mu.Lock()
 	defer free.mu.Unlock()
+	delete(free.refs, uintptr(unsafe.Pointer(p))) // references not all released: the collector proved them gone
+	putLocked(c, p)
+}
+
+// putLocked is put with free.mu held.
+func putLocked(c int, p *byte) {
 	if free.bytes+classSize(c) > maxFree {
 		return // no finalizer left on it: the next collection frees it
 	}
@@ -186,13 +214,102 @@ func put(c int, p *byte) {
 	free.bytes += classSize(c)
 }
 
+// Retain adds a reference to b, a buffer Make returned (b starts at its
+// first byte; a sub-slice that starts further, or a buffer Make did not
+// hand out from the classes, is not counted and Retain does nothing).
+// The holder calls Release once for each Retain.
+func Retain(b []byte) {
+	if cap(b) < MinSize {
+		return
+	}
+	k := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	free.mu.Lock()
+	if r, ok := free.refs[k]; ok {
+		r.n++
+		free.refs[k] = r
+	}
+	free.mu.Unlock()
+}
+
+// Release drops a reference to b (as Retain names it). The last one
+// puts the buffer back on the free list at once: the caller, and every
+// other holder that released it, must not read or write any part of it
+// afterwards. Releasing a buffer more often than it was made and
+// retained is a bug that Release cannot always see (the buffer may
+// already be another body's); when it can, it panics.
+func Release(b []byte) {
+	if cap(b) < MinSize {
+		return
+	}
+	p := unsafe.SliceData(b)
+	k := uintptr(unsafe.Pointer(p))
+	free.mu.Lock()
+	r, ok := free.refs[k]
+	switch {
+	case !ok:
+		free.mu.Unlock()
+		if onFreeList(k) {
+			panic("bigbuf: Release of a buffer already released")
+		}
+		return // not from the classes, or freed by the collector: nothing to give back
+	case r.n > 1:
+		r.n--
+		free.refs[k] = r
+		free.mu.Unlock()
+		return
+	}
+	delete(free.refs, k)
+	free.mu.Unlock()
+	runtime.SetFinalizer(p, nil) // given back: the finalizer must not give it back again
+	c := int(r.class)
+	if poison {
+		fill(unsafe.Slice(p, classSize(c)))
+	}
+	free.mu.Lock()
+	putLocked(c, p)
+	released.Add(1)
+	free.mu.Unlock()
+}
+
+// onFreeList reports whether the buffer at address k is on the free list.
+func onFreeList(k uintptr) bool {
+	free.mu.Lock()
+	defer free.mu.Unlock()
+	for _, l := range free.lists {
+		for _, e := range l {
+			if uintptr(unsafe.Pointer(e.p)) == k {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// poison is set in test binaries: a released buffer is overwritten, so
+// that a holder reading it after its Release reads garbage.
+var poison = testing.Testing()
+
+// Poison is the byte a released buffer is filled with in a test binary.
+const Poison = 0xA5
+
+func fill(b []byte) {
+	b[0] = Poison
+	for n := 1; n < len(b); n *= 2 {
+		copy(b[n:], b[:n])
+	}
+}
+
 // made and reused count the buffers of the classes Make allocated and
 // took from the free list.
-var made, reused atomic.Int64
+var made, reused, released atomic.Int64
 
 // Counts returns how many buffers Make has allocated and how many it took
 // from the free list.
 func Counts() (allocated, fromFreeList int64) { return made.Load(), reused.Load() }
+
+// Released returns how many buffers came back by their last Release (the
+// others came back by the collector).
+func Released() int64 { return released.Load() }
 
 // Free returns the bytes the free list holds.
 func Free() int {

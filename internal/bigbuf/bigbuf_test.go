@@ -46,20 +46,6 @@ func held(n int) int {
 	return len(free.lists[c])
 }
 
-// onList reports whether the buffer at addr is on the free list.
-func onList(addr uintptr) bool {
-	free.mu.Lock()
-	defer free.mu.Unlock()
-	for _, l := range free.lists {
-		for _, e := range l {
-			if uintptr(unsafe.Pointer(e.p)) == addr {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // bound empties the free list and sets its bound for the test.
 func bound(t *testing.T, n int) {
 	free.mu.Lock()
@@ -131,7 +117,7 @@ func TestReusedOnlyWhenUnreferenced(t *testing.T) {
 		runtime.GC()
 		time.Sleep(time.Millisecond)
 	}
-	if onList(at) {
+	if onFreeList(at) {
 		t.Fatal("a buffer is on the free list while a string points into it")
 	}
 	other := Make(300 << 10)
@@ -148,11 +134,11 @@ func TestReusedOnlyWhenUnreferenced(t *testing.T) {
 	second := base(other)
 	kept, other = "", nil
 	// Now nothing points into either: both come back, and are handed out.
-	collectUntil(t, "both buffers on the free list", func() bool { return onList(at) && onList(second) })
+	collectUntil(t, "both buffers on the free list", func() bool { return onFreeList(at) && onFreeList(second) })
 	for range held(300 << 10) {
 		_ = Make(300 << 10)
 	}
-	if onList(at) || onList(second) {
+	if onFreeList(at) || onFreeList(second) {
 		t.Fatal("a buffer on the free list was not handed out")
 	}
 }
@@ -216,5 +202,111 @@ func TestTrimClearsTail(t *testing.T) {
 		if e.p != nil {
 			t.Fatalf("slot %d past the end still points at a buffer", len(l)+i)
 		}
+	}
+}
+
+func TestReleaseGivesBackAtOnce(t *testing.T) {
+	keepStale(t)
+	bound(t, MaxFree)
+	const n = 1 << 20
+	b := Make(n)
+	addr := base(b)
+	if onFreeList(addr) {
+		t.Fatal("a buffer handed out is on the free list")
+	}
+	before := Released()
+	Release(b)
+	if !onFreeList(addr) {
+		t.Fatal("the last Release did not put the buffer back")
+	}
+	if got := Released() - before; got != 1 {
+		t.Fatalf("Released counted %d, want 1", got)
+	}
+	if again := Make(n); base(again) != addr {
+		t.Fatal("the next Make of the class did not take the buffer released")
+	}
+}
+
+func TestRetainHoldsUntilLastRelease(t *testing.T) {
+	keepStale(t)
+	bound(t, MaxFree)
+	b := Make(300 << 10)
+	addr := base(b)
+	Retain(b)
+	Retain(b)
+	for i := range 2 {
+		Release(b)
+		if onFreeList(addr) {
+			t.Fatalf("back on the free list after %d of 3 releases", i+1)
+		}
+	}
+	Release(b)
+	if !onFreeList(addr) {
+		t.Fatal("not back after the last of 3 releases")
+	}
+}
+
+func TestReleasePoisons(t *testing.T) {
+	bound(t, MaxFree)
+	b := Make(MinSize)
+	for i := range b {
+		b[i] = 'x'
+	}
+	s := unsafe.String(&b[0], len(b)) // a reader that keeps an alias past the release
+	Release(b)
+	for i := range len(s) {
+		if s[i] != Poison {
+			t.Fatalf("byte %d of a released buffer is %q, not the poison", i, s[i])
+		}
+	}
+}
+
+func TestReleaseTwicePanics(t *testing.T) {
+	keepStale(t)
+	bound(t, MaxFree)
+	b := Make(MinSize)
+	Release(b)
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a second Release of a buffer on the free list did not panic")
+		}
+	}()
+	Release(b)
+}
+
+func TestReleaseIgnoresOthers(t *testing.T) {
+	keepStale(t)
+	bound(t, MaxFree)
+	b := Make(MinSize * 2)
+	addr := base(b)
+	Release(b[1:])                 // a sub-slice names no buffer
+	Release(make([]byte, MinSize)) // nor does a plain make
+	Release(make([]byte, 10))
+	if onFreeList(addr) {
+		t.Fatal("a sub-slice's Release gave the buffer back")
+	}
+	Release(b)
+	if !onFreeList(addr) {
+		t.Fatal("the buffer's own Release did not")
+	}
+}
+
+// A reference never released does not lose the buffer: the collector
+// gives it back once nothing points into it, and its count goes with it.
+func TestUnreleasedGoesBackByCollector(t *testing.T) {
+	keepStale(t)
+	bound(t, MaxFree)
+	addr := func() uintptr {
+		b := Make(1 << 20)
+		Retain(b) // a holder that never releases
+		Release(b)
+		return base(b)
+	}()
+	collectUntil(t, "the collector giving back a buffer never released", func() bool { return onFreeList(addr) })
+	free.mu.Lock()
+	_, counted := free.refs[addr]
+	free.mu.Unlock()
+	if counted {
+		t.Fatal("the buffer the collector gave back still has a count")
 	}
 }

@@ -165,10 +165,15 @@ func (s *session) beside(st step) {
 		finish(errorResult(err), nil, "invalid", err)
 		return
 	}
+	// The branches read the call's view after the call ended: its bodies
+	// are held until they are done (proxy.Call.Hold).
+	release := call.Hold()
 	if !s.d.background(call.Conversation, func(ctx context.Context) {
+		defer release()
 		outs := s.d.runBranches(ctx, call, view, a)
 		finish(resultJSON(outs), outs, "mixed", nil)
 	}) {
+		release()
 		finish(errorResult(errBusy), nil, "busy", errBusy)
 	}
 }

@@ -1,0 +1,98 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
+)
+
+// shapeFirst is a transform that edits the first message's content, as
+// shaping does, into a large body of its own (conv.ApplyEdits).
+var shapeFirst = RequestTransformFunc(func(_ context.Context, call *Call, body []byte) ([]byte, error) {
+	m := call.View.Messages[0]
+	at := bytes.Index(body[m.Start:m.End], []byte(`"content":"`)) + m.Start + len(`"content":"`)
+	return conv.ApplyEdits(body, []conv.Edit{{Start: at, End: at + 8, Repl: []byte("shaped!!")}}), nil
+})
+
+// TestLargeBodiesReused: a conversation's large requests, each read into
+// a bigbuf buffer and edited into another, take no fresh buffer once the
+// first requests have made theirs: each call gives its bodies back when it
+// ends (the client's once the conversation's next request replaced it in
+// the parse cache), and the upstream gets every request as edited.
+func TestLargeBodiesReused(t *testing.T) {
+	var last []byte
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		last, _ = io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`)
+	}))
+	defer up.Close()
+	_, srv := newTestProxy(t, up.URL, func(o *Options) { o.Transforms = []RequestTransform{shapeFirst} })
+
+	msgs := []string{fmt.Sprintf(`{"role":"user","content":"%s"}`, strings.Repeat("x", 300<<10))}
+	var madeAfterWarmup, releasedAfterWarmup int64
+	const warmup, n = 4, 24
+	for i := range n {
+		if i == warmup {
+			madeAfterWarmup, _ = bigbuf.Counts()
+			releasedAfterWarmup = bigbuf.Released()
+		}
+		msgs = append(msgs, fmt.Sprintf(`{"role":"assistant","content":"answer %d"}`, i), fmt.Sprintf(`{"role":"user","content":"question %d"}`, i))
+		body := []byte(`{"model":"m","messages":[` + strings.Join(msgs, ",") + `]}`)
+		resp, _ := do(t, http.DefaultClient, http.MethodPost, srv.URL+"/v1/chat/completions", body, nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: status %d", i, resp.StatusCode)
+		}
+		if want := bytes.Replace(body, []byte(`"content":"xxxxxxxx`), []byte(`"content":"shaped!!`), 1); !bytes.Equal(last, want) {
+			t.Fatalf("request %d: the upstream did not get the edited body", i)
+		}
+	}
+	made, _ := bigbuf.Counts()
+	if fresh := made - madeAfterWarmup; fresh != 0 {
+		t.Errorf("%d fresh buffers for the last %d requests, want none: the calls' bodies did not come back", fresh, n-warmup)
+	}
+	if back := bigbuf.Released() - releasedAfterWarmup; back < 2*(n-warmup) {
+		t.Errorf("%d bodies given back by the last %d calls, want 2 each", back, n-warmup)
+	}
+}
+
+// TestHeldBodyUntilClosed: an upstream body read from the call's bodies
+// keeps them after the call ended, until the transport closes it (which
+// http.Transport may do after RoundTrip returned); a Hold does the same
+// until its release.
+func TestHeldBodyUntilClosed(t *testing.T) {
+	call := &Call{}
+	buf := bigbuf.Make(1 << 20)
+	call.own(buf)
+	call.own(buf) // owned once, whatever its owner says
+	body := newHeldBody(call, buf)
+	release := call.Hold()
+	before := bigbuf.Released()
+	call.releaseBodies()
+	if bigbuf.Released() != before {
+		t.Fatal("the bodies went back at the call's end while a reader and a hold kept them")
+	}
+	_ = body.Close()
+	_ = body.Close() // a second close releases nothing more
+	if bigbuf.Released() != before {
+		t.Fatal("the bodies went back while a hold kept them")
+	}
+	release()
+	if got := bigbuf.Released() - before; got != 1 {
+		t.Fatalf("%d bodies went back at the last release, want 1", got)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a Hold after the call's bodies went back did not panic")
+		}
+	}()
+	call.Hold()
+}
