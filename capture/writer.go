@@ -17,6 +17,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/proxy"
 
 	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
 	"github.com/shaperproxy/shaperproxy/internal/redact"
@@ -288,13 +289,13 @@ func (w *Writer) EnqueueCopy(r Record, data []byte) bool { return w.enqueueQ(cop
 // r.Data (the very slice): the proxy's view of the body tells the writer
 // where the messages are, so that it does not read the body again to
 // store them as blobs. The view must not change afterwards (views do not).
-// release ends the hold on the call's bodies (proxy.Call.Hold), once the
-// record is encoded or dropped.
-func requestQ(r Record, view *conv.Request, release func()) queued {
+// hold, on the call's bodies, is released once the record is encoded or
+// dropped.
+func requestQ(r Record, view *conv.Request, hold proxy.Hold) queued {
 	if view == nil || !sameBytes(view.Body, r.Data) {
-		return queued{Record: r, release: release}
+		return queued{Record: r, hold: hold}
 	}
-	return queued{Record: r, view: view, viewBytes: int64(view.ViewBytes()), release: release}
+	return queued{Record: r, view: view, viewBytes: int64(view.ViewBytes()), hold: hold}
 }
 
 // queued is a record waiting for the writer goroutine; buf, when set, is
@@ -310,9 +311,10 @@ type queued struct {
 	view *conv.Request
 	rest []queued
 	room *heldRecords // where rest lies, put back once rest is taken
-	// release, when set, ends the hold on the bodies Data and view
-	// belong to: called once the record is encoded or dropped.
-	release func()
+	// hold is the hold on the call's bodies Data and view belong to
+	// (zero for other records): released once the record is encoded or
+	// dropped.
+	hold proxy.Hold
 	// viewBytes is what view holds besides the body it shares with Data
 	// (message structs, decoded strings): a body of many small messages
 	// holds several times its bytes there.
@@ -366,9 +368,7 @@ const roomBytes = int64(unsafe.Sizeof(heldRecords{}))
 // the hold on a call's bodies), once it is encoded or dropped.
 func (q *queued) done() {
 	putBuf(q.buf)
-	if q.release != nil {
-		q.release()
-	}
+	q.hold.Release()
 }
 
 // records is how many records q hands over.

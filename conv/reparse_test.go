@@ -639,3 +639,38 @@ func TestReparserHoldsBodies(t *testing.T) {
 		t.Fatal("the body released was not the next one handed out of its class")
 	}
 }
+
+// TestReparserReleasedConcurrently: goroutines parse the growing requests
+// of conversations that share a beginning, each releasing its body as soon
+// as its parse is read (its request ended), so that the next Make may
+// hand it to another goroutine: every view still reads its own messages —
+// the Reparser retains what it keeps and what it reads.
+func TestReparserReleasedConcurrently(t *testing.T) {
+	rp := NewReparser(4 << 20)
+	sys := `{"role":"system","content":"` + strings.Repeat("S", 70<<10) + `"}`
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			msgs := []string{sys}
+			for i := range 60 {
+				msgs = append(msgs, fmt.Sprintf(`{"role":"user","content":"g%d q%d %s"}`, g%3, i, strings.Repeat("u", 300)))
+				s := `{"model":"m","messages":[` + strings.Join(msgs, ",") + `]}`
+				b := bigbuf.Make(len(s))
+				copy(b, s)
+				v, err := rp.Parse(b)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for j, m := range v.Messages {
+					if j == 0 && m.Content != strings.Repeat("S", 70<<10) || j > 0 && !strings.HasPrefix(m.Content, fmt.Sprintf("g%d q%d ", g%3, j-1)) {
+						t.Errorf("conversation %d, request %d: message %d reads %.20q", g, i, j, m.Content)
+						return
+					}
+				}
+				bigbuf.Release(b)
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -2,7 +2,10 @@ package proxy
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
@@ -19,8 +22,11 @@ import (
 // keeps the strings of the body it was applied to, so the bodies go back
 // together, never one alone.
 type bodies struct {
-	refs atomic.Int32 // the call's own, and one per Hold not yet released
-	bufs [][]byte     // appended by the handler's goroutine only, before its release
+	// n is the Holds not released, less one once the call ended: the
+	// bodies go back when it reaches -1 (the call ended, no Hold left).
+	// Its zero value is a call running with no Hold.
+	n    atomic.Int32
+	bufs [][]byte // appended by the handler's goroutine only, before the call ends
 }
 
 // own makes b one of the call's bodies, given back with them: the call
@@ -28,17 +34,15 @@ type bodies struct {
 // transform's output). A body that is not a bigbuf buffer, or is already
 // the call's, is left alone.
 func (c *Call) own(b []byte) {
-	if cap(b) < bigbuf.MinSize {
-		return
-	}
-	if c.bodies == nil {
-		c.bodies = new(bodies)
-		c.bodies.refs.Store(1)
-	}
-	if slices.ContainsFunc(c.bodies.bufs, func(x []byte) bool { return sameBuffer(x, b) }) {
+	if cap(b) < bigbuf.MinSize || c.owns(b) {
 		return
 	}
 	c.bodies.bufs = append(c.bodies.bufs, b)
+}
+
+// owns reports whether b is one of the call's bodies.
+func (c *Call) owns(b []byte) bool {
+	return cap(b) >= bigbuf.MinSize && slices.ContainsFunc(c.bodies.bufs, func(x []byte) bool { return sameBuffer(x, b) })
 }
 
 // sameBuffer reports whether a and b start at the same byte.
@@ -47,40 +51,41 @@ func sameBuffer(a, b []byte) bool {
 }
 
 // Hold keeps the call's request bodies — ClientBody, the bodies the
-// transforms made, and so the strings of every view of them — from being
-// reused when the call ends, until release is called (exactly once). An
-// observer or hook that reads them after the call (the capture writer, a
-// branch that runs beside the call) takes a Hold while the call runs;
-// everything else must not keep a byte or a string of them past the call's
-// end without copying it. Hold after the call ended panics.
-func (c *Call) Hold() (release func()) {
-	b := c.bodies
-	if b == nil {
-		return noHold
+// transforms return (those returned after the Hold too), and so the
+// strings of every view of them — from being reused when the call ends,
+// until it is released. An observer or hook that reads them after the
+// call (the capture writer, a branch that runs beside the call) takes a
+// Hold while the call runs — not after it ended — and releases it exactly
+// once; everything else must not keep a byte or a string of them past the
+// call's end without copying it.
+func (c *Call) Hold() Hold {
+	if c.bodies.n.Add(1) <= 0 {
+		panic("proxy: Call.Hold after the call's bodies went back")
 	}
-	if b.refs.Add(1) <= 1 {
-		panic("proxy: Call.Hold after the call ended")
-	}
-	return b.release
+	return Hold{&c.bodies}
 }
 
-// noHold is Hold's release when the call has no body to give back.
-func noHold() {}
+// Hold is a hold on a call's bodies (Call.Hold). The zero Hold holds
+// nothing.
+type Hold struct{ b *bodies }
 
-// releaseBodies drops the call's own reference to its bodies, when it
-// ends (forward's last step).
-func (c *Call) releaseBodies() {
-	if c.bodies != nil {
-		c.bodies.release()
+// Release ends the hold.
+func (h Hold) Release() {
+	if h.b != nil {
+		h.b.release()
 	}
 }
+
+// releaseBodies ends the call's own use of its bodies (forward's last
+// step): they go back now, or with the last Hold.
+func (c *Call) releaseBodies() { c.bodies.release() }
 
 // release drops one reference; the last gives every body back.
 func (b *bodies) release() {
-	switch n := b.refs.Add(-1); {
-	case n > 0:
+	switch n := b.n.Add(-1); {
+	case n > -1:
 		return
-	case n < 0:
+	case n < -1:
 		panic("proxy: a call's bodies released more often than held")
 	}
 	for i, buf := range b.bufs {
@@ -92,23 +97,52 @@ func (b *bodies) release() {
 // heldBody is an upstream request's body read from one of the call's
 // bodies: it holds them until the transport closes it, which may be after
 // RoundTrip returned (http.Transport writes from a goroutine of its own,
-// and so does the h1Transport for a large body).
+// and so does the h1Transport for a large body), and from another
+// goroutine than the one reading (HTTP/2 closes a body whose answer came
+// early while its writer may be in a Read): a Read and the Close are
+// serialised, and a Read after the Close reads nothing.
 type heldBody struct {
-	*bytes.Reader
-	release atomic.Pointer[func()]
+	mu   sync.Mutex
+	r    *bytes.Reader // nil once closed
+	hold Hold
 }
 
 func newHeldBody(call *Call, body []byte) *heldBody {
-	h := &heldBody{Reader: bytes.NewReader(body)}
-	release := call.Hold()
-	h.release.Store(&release)
-	return h
+	return &heldBody{r: bytes.NewReader(body), hold: call.Hold()}
+}
+
+func (h *heldBody) Read(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.r == nil {
+		return 0, errBodyClosed
+	}
+	return h.r.Read(p)
 }
 
 // Close releases the hold (once, whoever closes it first).
 func (h *heldBody) Close() error {
-	if f := h.release.Swap(nil); f != nil {
-		(*f)()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.r != nil {
+		h.r = nil
+		h.hold.Release()
 	}
 	return nil
 }
+
+// writeTo writes what is left of the body to w in one Write, the lock
+// held (countingConn.ReadFrom: the h1Transport's request write, which
+// closes the body only after it).
+func (h *heldBody) writeTo(w io.Writer, limit int64) (n int64, ok bool, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.r == nil || int64(h.r.Len()) > limit {
+		return 0, false, nil
+	}
+	n, err = h.r.WriteTo(w)
+	return n, true, err
+}
+
+// errBodyClosed is a Read of a heldBody after its Close.
+var errBodyClosed = errors.New("proxy: request body read after close")

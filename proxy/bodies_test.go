@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
@@ -74,7 +75,7 @@ func TestHeldBodyUntilClosed(t *testing.T) {
 	call.own(buf)
 	call.own(buf) // owned once, whatever its owner says
 	body := newHeldBody(call, buf)
-	release := call.Hold()
+	hold := call.Hold()
 	before := bigbuf.Released()
 	call.releaseBodies()
 	if bigbuf.Released() != before {
@@ -85,7 +86,7 @@ func TestHeldBodyUntilClosed(t *testing.T) {
 	if bigbuf.Released() != before {
 		t.Fatal("the bodies went back while a hold kept them")
 	}
-	release()
+	hold.Release()
 	if got := bigbuf.Released() - before; got != 1 {
 		t.Fatalf("%d bodies went back at the last release, want 1", got)
 	}
@@ -95,4 +96,64 @@ func TestHeldBodyUntilClosed(t *testing.T) {
 		}
 	}()
 	call.Hold()
+}
+
+// TestHoldBeforeLargeBody: a transform that keeps its output past the
+// call takes a Hold, as RequestTransform says; the Hold covers the large
+// body the call takes over afterwards, though the client's body was small
+// (the call owned no large body when the Hold was taken).
+func TestHoldBeforeLargeBody(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`)
+	}))
+	defer up.Close()
+	type kept struct {
+		body, want []byte
+		hold       Hold
+	}
+	keptc := make(chan kept, 1)
+	grow := RequestTransformFunc(func(_ context.Context, call *Call, body []byte) ([]byte, error) {
+		m := call.View.Messages[0]
+		out := conv.ApplyEdits(body, []conv.Edit{{Start: m.ContentEnd - 1, End: m.ContentEnd - 1, Repl: bytes.Repeat([]byte("z"), 200<<10)}})
+		keptc <- kept{out, bytes.Clone(out), call.Hold()}
+		return out, nil
+	})
+	p, srv := newTestProxy(t, up.URL, func(o *Options) { o.Transforms = []RequestTransform{grow} })
+	released := bigbuf.Released()
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("s", 1000) + `"}]}`)
+	if resp, _ := do(t, http.DefaultClient, http.MethodPost, srv.URL+"/v1/chat/completions", body, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	for p.InFlight() > 0 {
+		time.Sleep(time.Millisecond)
+	}
+	k := <-keptc
+	if !bytes.Equal(k.body, k.want) {
+		t.Fatalf("the held output changed after the call ended: %.16q…", k.body)
+	}
+	k.hold.Release()
+	if got := bigbuf.Released() - released; got != 1 {
+		t.Fatalf("%d bodies went back at the hold's release, want the output", got)
+	}
+}
+
+// TestHeldBodyReadAfterClose: the upstream body's Close, which may come
+// from another goroutine than its reader's, ends its reads: nothing is read
+// from bodies that may have gone back.
+func TestHeldBodyReadAfterClose(t *testing.T) {
+	call := &Call{}
+	buf := bigbuf.Make(bigbuf.MinSize)
+	call.own(buf)
+	h := newHeldBody(call, buf)
+	p := make([]byte, 10)
+	if n, err := h.Read(p); n != 10 || err != nil {
+		t.Fatalf("read %d, %v before the close", n, err)
+	}
+	_ = h.Close()
+	if n, err := h.Read(p); n != 0 || err == nil {
+		t.Fatalf("read %d, %v after the close, want an error", n, err)
+	}
+	call.releaseBodies()
 }

@@ -101,6 +101,9 @@ func (p *Proxy) transform(ctx context.Context, call *Call, body []byte) []byte {
 	for i, t := range p.opts.Transforms {
 		call.nextView = nil
 		out, err := safeTransform(ctx, t, call, body)
+		if !sameBuffer(out, body) {
+			call.own(out) // a body a transform returns is the call's (RequestTransform), taken or not
+		}
 		if err != nil {
 			p.metrics.transformErrors.Inc()
 			p.log.Warn("transform failed; request goes on without it", "call", call.ID, "transform", i, "err", err)
@@ -108,7 +111,6 @@ func (p *Proxy) transform(ctx context.Context, call *Call, body []byte) []byte {
 		}
 		if !bytes.Equal(out, body) {
 			body = out
-			call.own(out) // the transform's output is the call's (RequestTransform)
 			call.changedBy = append(call.changedBy, t)
 			call.View = p.viewOf(call, body, i)
 		}
@@ -169,6 +171,7 @@ func (p *Proxy) readBody(rc *http.ResponseController, r *http.Request) (body []b
 		}
 		br.release()
 		if err != nil {
+			bigbuf.Release(buf) // no reader saw it
 			return nil, nil, err
 		}
 		return buf, nil, nil
@@ -331,7 +334,7 @@ func setBody(out, in *http.Request, call *Call, body []byte, rest io.Reader) {
 	switch {
 	case rest != nil:
 		out.Body, out.ContentLength = io.NopCloser(rest), in.ContentLength
-	case call.bodies != nil && cap(body) >= bigbuf.MinSize:
+	case call.owns(body):
 		out.Body, out.ContentLength = newHeldBody(call, body), int64(len(body))
 		out.GetBody = func() (io.ReadCloser, error) { return newHeldBody(call, body), nil }
 	case len(body) > 0 || in.ContentLength == 0 && in.Method != http.MethodGet && in.Method != http.MethodHead:

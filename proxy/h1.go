@@ -342,14 +342,16 @@ func (w countingConn) Write(p []byte) (int, error) {
 // through a 32 KiB buffer, a write call each. Other readers are copied.
 func (w countingConn) ReadFrom(r io.Reader) (int64, error) {
 	if lr, ok := r.(*io.LimitedReader); ok {
-		br, ok := lr.R.(*bytes.Reader)
-		if h, held := lr.R.(*heldBody); held {
-			br, ok = h.Reader, true
-		}
-		if ok && int64(br.Len()) <= lr.N {
+		if br, ok := lr.R.(*bytes.Reader); ok && int64(br.Len()) <= lr.N {
 			n, err := br.WriteTo(w)
 			lr.N -= n
 			return n, err
+		}
+		if h, ok := lr.R.(*heldBody); ok {
+			if n, ok, err := h.writeTo(w, lr.N); ok {
+				lr.N -= n
+				return n, err
+			}
 		}
 	}
 	bp := copyBufs.Get().(*[]byte)

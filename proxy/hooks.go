@@ -75,7 +75,7 @@ type Call struct {
 	p          *Proxy
 	clientView *conv.Request
 	nextView   *conv.Request // the view a transform gave of its output (SetView)
-	bodies     *bodies       // the large bodies given back when the call ends (Hold)
+	bodies     bodies        // the large bodies given back when the call ends (Hold)
 	changedBy  []RequestTransform
 	route      *Route
 }

@@ -167,13 +167,13 @@ func (s *session) beside(st step) {
 	}
 	// The branches read the call's view after the call ended: its bodies
 	// are held until they are done (proxy.Call.Hold).
-	release := call.Hold()
+	hold := call.Hold()
 	if !s.d.background(call.Conversation, func(ctx context.Context) {
-		defer release()
+		defer hold.Release()
 		outs := s.d.runBranches(ctx, call, view, a)
 		finish(resultJSON(outs), outs, "mixed", nil)
 	}) {
-		release()
+		hold.Release()
 		finish(errorResult(errBusy), nil, "busy", errBusy)
 	}
 }
