@@ -19,10 +19,13 @@ func spansOf(view *conv.Request) []span {
 		case f.Key == "messages":
 			for i := range view.Messages {
 				m := &view.Messages[i]
-				spans = append(spans, span{m.Start, m.End, m.RawKey()}) // keyed when parsed, not hashed again
+				// Keyed when parsed, not hashed again; elements of a valid
+				// array one byte apart have a comma between them.
+				comma := i > 0 && m.Start == view.Messages[i-1].End+1
+				spans = append(spans, span{m.Start, m.End, m.RawKey(), comma})
 			}
 		case f.End-f.Start >= minWholeValue:
-			spans = append(spans, span{f.Start, f.End, f.RawKey()}) // keyed when read, or carried from the previous request
+			spans = append(spans, span{start: f.Start, end: f.End, key: f.RawKey()}) // keyed when read, or carried from the previous request
 		}
 	}
 	if !spansValid(view.Body, spans) {

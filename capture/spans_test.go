@@ -40,6 +40,10 @@ func TestSpansOf(t *testing.T) {
 		ranges := make([]span, len(got))
 		for k, sp := range got {
 			ranges[k] = span{start: sp.start, end: sp.end}
+			// A span marked as one comma after the previous one is that.
+			if sp.comma && (k == 0 || sp.start-got[k-1].end != 1 || view.Body[sp.start-1] != ',') {
+				t.Errorf("body %d: span %d is marked one comma after the previous one, which it is not", i, k)
+			}
 			// A span carries the key the view gave its message or member:
 			// the key of those very bytes, not hashed again by the writer.
 			if sp.key != conv.RawKeyOf(view.Body[sp.start:sp.end]) {
@@ -88,5 +92,48 @@ func TestSplitBodyBounded(t *testing.T) {
 	}
 	if len(reqs) != 1 || !bytes.Equal(reqs[0].Record.Data, big) {
 		t.Fatalf("%d requests read back, or not the body", len(reqs))
+	}
+}
+
+// TestSkeletonCommaGaps: the gaps the view says are one comma are written
+// as one without reading the body (its bytes there are poisoned below, and
+// the skeleton still holds the comma), and every other gap as the body has
+// it; the skeleton rebuilds the body byte for byte.
+func TestSkeletonCommaGaps(t *testing.T) {
+	body := []byte(`{"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"}, {"role":"user","content":"c"},` + "\n\t" + `{"role":"user","content":"d"},{"role":"user","content":"e"}]}`)
+	view, err := conv.ParseRequest(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spans := spansOf(view)
+	var commas []int
+	for k, sp := range spans {
+		if sp.comma {
+			commas = append(commas, k)
+		}
+	}
+	if !reflect.DeepEqual(commas, []int{1, 4}) {
+		t.Fatalf("spans %v marked one comma apart, want 1 and 4", commas)
+	}
+	ords := make([]uint32, len(spans))
+	blobs := map[uint32][]byte{}
+	for k, sp := range spans {
+		ords[k] = uint32(k)
+		blobs[uint32(k)] = body[sp.start:sp.end]
+	}
+	blob := func(ord uint32) ([]byte, error) { return blobs[ord], nil }
+	got, err := rebuild(appendSkeleton(nil, body, spans, ords), blob)
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("rebuilt %q, %v; want the body", got, err)
+	}
+	poisoned := bytes.Clone(body)
+	for _, k := range commas {
+		poisoned[spans[k].start-1] = 'X'
+	}
+	for k, sp := range spans {
+		blobs[uint32(k)] = poisoned[sp.start:sp.end]
+	}
+	if got, err := rebuild(appendSkeleton(nil, poisoned, spans, ords), blob); err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("the skeleton read a gap the view said was a comma: rebuilt %q, %v", got, err)
 	}
 }
