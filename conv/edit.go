@@ -2,6 +2,8 @@ package conv
 
 import (
 	"bytes"
+	"sync"
+	"testing"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
@@ -52,7 +54,7 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 		return nil, false
 	}
 	sh := shifter{edits: edits}
-	n := &Request{Body: body, Model: r.Model, Stream: r.Stream, msgDup: r.msgDup}
+	n := &Request{Body: body, Model: r.Model, Stream: r.Stream, msgDup: r.msgDup, derived: true}
 	n.fields = make([]Field, len(r.fields))
 	for i, f := range r.fields {
 		// The member ranges come in body order, as the shifter needs.
@@ -60,7 +62,7 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 	}
 	sh = shifter{edits: edits}
 	s := bodyString(body)
-	n.Messages = make([]Message, len(r.Messages))
+	n.Messages = messageArray(len(r.Messages)) // every element written below
 	for i := range r.Messages {
 		m := r.Messages[i]
 		start, end := sh.at(m.Start), sh.at(m.End)
@@ -224,3 +226,43 @@ func (m *Message) moveInner(d, at, grow int) {
 		*x += d
 	}
 }
+
+// messageArrays are the message arrays of views given back (Recycle), for
+// the next views Apply derives: a long history's is a hundred kilobytes or
+// more, cleared on allocation and garbage a request later.
+var messageArrays sync.Pool // of *[]Message
+
+// messageArray returns an array of n messages whose elements the caller
+// writes all of (a recycled one holds an earlier view's).
+func messageArray(n int) []Message {
+	if p, ok := messageArrays.Get().(*[]Message); ok && cap(*p) >= n {
+		return (*p)[:n]
+	}
+	return make([]Message, n)
+}
+
+// Recycle gives the message array of a view Apply made back, for the next
+// view Apply makes, when nothing will read r again: the owner of a call's
+// views does so when the call's bodies, which the views alias, go back.
+// Other views are left alone. r's Messages are nil afterwards; in a test
+// binary the array given back is overwritten first, so that a reader who
+// kept it reads garbage.
+func (r *Request) Recycle() {
+	if !r.derived || cap(r.Messages) == 0 {
+		return
+	}
+	ms := r.Messages[:cap(r.Messages)]
+	r.Messages = nil
+	if poisonViews {
+		for i := range ms {
+			ms[i] = Message{Role: poisonRole, Start: -1, End: -1, ReasoningStart: -1, ReasoningEnd: -1, ContentStart: -1, ContentEnd: -1}
+		}
+	}
+	messageArrays.Put(&ms)
+}
+
+// poisonViews is set in test binaries (Recycle).
+var poisonViews = testing.Testing()
+
+// poisonRole is the role of a recycled message in a test binary.
+const poisonRole = "\xa5recycled"

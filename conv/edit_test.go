@@ -330,3 +330,56 @@ func TestApplyAppendToContent(t *testing.T) {
 		}
 	}
 }
+
+// TestRecycleView: a view Apply made gives its message array back when
+// recycled — a reader who kept it reads the poison in a test binary — and
+// the next view Apply makes takes it (sync.Pool may drop one: a few tries)
+// and is still ParseRequest's view, every element written; a view Apply
+// did not make is left alone.
+func TestRecycleView(t *testing.T) {
+	r, err := ParseRequest(fixtures.AgentHistory(40, 400, 200))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var edits []Edit
+	for _, m := range r.Messages {
+		if m.ReasoningStart >= 0 {
+			edits = append(edits, Edit{Start: m.ReasoningStart, End: m.ReasoningEnd, Repl: quote("short")})
+		}
+	}
+	if len(edits) == 0 {
+		t.Fatal("no reasoning to edit")
+	}
+	r.Recycle() // parsed, not derived: left alone
+	if len(r.Messages) != 40 {
+		t.Fatalf("Recycle of a parsed view took its messages (%d left)", len(r.Messages))
+	}
+	d, err := r.Apply(slices.Clone(edits))
+	if err != nil || !d.derived {
+		t.Fatalf("Apply: %v (derived %v)", err, d.derived)
+	}
+	kept := d.Messages
+	d.Recycle()
+	if d.Messages != nil || kept[0].Role != poisonRole {
+		t.Fatalf("after Recycle the view holds %d messages, a kept array reads role %q", len(d.Messages), kept[0].Role)
+	}
+	for try := 0; ; try++ {
+		d, err := r.Apply(slices.Clone(edits))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := ParseRequest(d.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameView(t, d, want)
+		if &d.Messages[:1][0] == &kept[:1][0] {
+			break // the recycled array, all of it written again
+		}
+		if try == 20 {
+			t.Fatal("20 views derived after a Recycle, none took the array given back")
+		}
+		kept = d.Messages
+		d.Recycle()
+	}
+}

@@ -52,6 +52,9 @@ type Request struct {
 	msgDup bool
 	// held is heldBytes, once a Reparser has asked.
 	held int
+	// derived says the view was made by Apply from another, its message
+	// array its own: Recycle may give it back.
+	derived bool
 }
 
 // Field is one member of a request's top-level object: its key and the

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
 )
 
@@ -27,6 +28,10 @@ type bodies struct {
 	// Its zero value is a call running with no Hold.
 	n    atomic.Int32
 	bufs [][]byte // appended by the handler's goroutine only, before the call ends
+	// view is the call's last view when a transform made it (not the
+	// client's, which the parse cache keeps): its message array goes
+	// back with the bodies it aliases (conv.Request.Recycle).
+	view *conv.Request
 }
 
 // own makes b one of the call's bodies, given back with them: the call
@@ -77,8 +82,14 @@ func (h Hold) Release() {
 }
 
 // releaseBodies ends the call's own use of its bodies (forward's last
-// step): they go back now, or with the last Hold.
-func (c *Call) releaseBodies() { c.bodies.release() }
+// step): they go back now, or with the last Hold, and the view the
+// transforms left with them.
+func (c *Call) releaseBodies() {
+	if c.View != c.clientView {
+		c.bodies.view = c.View
+	}
+	c.bodies.release()
+}
 
 // release drops one reference; the last gives every body back.
 func (b *bodies) release() {
@@ -87,6 +98,10 @@ func (b *bodies) release() {
 		return
 	case n < -1:
 		panic("proxy: a call's bodies released more often than held")
+	}
+	if b.view != nil {
+		b.view.Recycle()
+		b.view = nil
 	}
 	for i, buf := range b.bufs {
 		bigbuf.Release(buf)

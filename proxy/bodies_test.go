@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -156,4 +157,68 @@ func TestHeldBodyReadAfterClose(t *testing.T) {
 		t.Fatalf("read %d, %v after the close, want an error", n, err)
 	}
 	call.releaseBodies()
+}
+
+// viewKeeper is an observer that keeps each call's view under a Hold, as
+// the capture does for its queued records.
+type viewKeeper struct {
+	mu    sync.Mutex
+	views []*conv.Request
+	holds []Hold
+}
+
+func (k *viewKeeper) Request(call *Call, _ *Upstream) ResponseSink {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.views, k.holds = append(k.views, call.View), append(k.holds, call.Hold())
+	return nil
+}
+
+// TestViewRecycledWithBodies: the view a transform left (made by Apply)
+// gives its message array back with the call's bodies, after the last
+// Hold — not at the call's end while an observer still reads it — and
+// the client's view, which the parse cache keeps, is not given back.
+func TestViewRecycledWithBodies(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`)
+	}))
+	defer up.Close()
+	var client *conv.Request
+	apply := RequestTransformFunc(func(_ context.Context, call *Call, body []byte) ([]byte, error) {
+		client = call.View
+		m := call.View.Messages[0]
+		at := bytes.Index(body[m.Start:m.End], []byte(`"content":"`)) + m.Start + len(`"content":"`)
+		v, err := call.View.Apply([]conv.Edit{{Start: at, End: at + 8, Repl: []byte("shaped!!")}})
+		if err != nil {
+			return nil, err
+		}
+		call.SetView(v)
+		return v.Body, nil
+	})
+	keeper := &viewKeeper{}
+	p, srv := newTestProxy(t, up.URL, func(o *Options) {
+		o.Transforms, o.Observers = []RequestTransform{apply}, []Observer{keeper}
+	})
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 100<<10) + `"},{"role":"user","content":"more"}]}`)
+	if resp, _ := do(t, http.DefaultClient, http.MethodPost, srv.URL+"/v1/chat/completions", body, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	for p.InFlight() > 0 {
+		time.Sleep(time.Millisecond)
+	}
+	keeper.mu.Lock()
+	defer keeper.mu.Unlock()
+	v := keeper.views[0]
+	if v == client || len(v.Messages) != 2 || v.Messages[1].Content != "more" || !strings.HasPrefix(v.Messages[0].Content, "shaped!!") {
+		t.Fatalf("the held view after the call: %d messages", len(v.Messages))
+	}
+	keeper.holds[0].Release()
+	if v.Messages != nil {
+		t.Fatal("the transforms' view kept its messages after the last hold")
+	}
+	if len(client.Messages) != 2 {
+		t.Fatal("the client's view lost its messages")
+	}
 }
