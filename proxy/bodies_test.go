@@ -17,12 +17,30 @@ import (
 )
 
 // shapeFirst is a transform that edits the first message's content, as
-// shaping does, into a large body of its own (conv.ApplyEdits).
+// shaping does, into a large body of its own, and hands the proxy its view
+// (conv.Request.Apply, whose view keeps the strings of the client's body).
 var shapeFirst = RequestTransformFunc(func(_ context.Context, call *Call, body []byte) ([]byte, error) {
 	m := call.View.Messages[0]
 	at := bytes.Index(body[m.Start:m.End], []byte(`"content":"`)) + m.Start + len(`"content":"`)
-	return conv.ApplyEdits(body, []conv.Edit{{Start: at, End: at + 8, Repl: []byte("shaped!!")}}), nil
+	v, err := call.View.Apply([]conv.Edit{{Start: at, End: at + 8, Repl: []byte("shaped!!")}})
+	if err != nil {
+		return nil, err
+	}
+	call.SetView(v)
+	return v.Body, nil
 })
+
+// answerOK starts an upstream that reads each request and answers a
+// short chat completion.
+func answerOK(t *testing.T) *httptest.Server {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`)
+	}))
+	t.Cleanup(up.Close)
+	return up
+}
 
 // TestLargeBodiesReused: a conversation's large requests, each read into
 // a bigbuf buffer and edited into another, take no fresh buffer once the
@@ -104,12 +122,7 @@ func TestHeldBodyUntilClosed(t *testing.T) {
 // body the call takes over afterwards, though the client's body was small
 // (the call owned no large body when the Hold was taken).
 func TestHoldBeforeLargeBody(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`)
-	}))
-	defer up.Close()
+	up := answerOK(t)
 	type kept struct {
 		body, want []byte
 		hold       Hold
@@ -179,23 +192,11 @@ func (k *viewKeeper) Request(call *Call, _ *Upstream) ResponseSink {
 // Hold — not at the call's end while an observer still reads it — and
 // the client's view, which the parse cache keeps, is not given back.
 func TestViewRecycledWithBodies(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`)
-	}))
-	defer up.Close()
+	up := answerOK(t)
 	var client *conv.Request
-	apply := RequestTransformFunc(func(_ context.Context, call *Call, body []byte) ([]byte, error) {
+	apply := RequestTransformFunc(func(ctx context.Context, call *Call, body []byte) ([]byte, error) {
 		client = call.View
-		m := call.View.Messages[0]
-		at := bytes.Index(body[m.Start:m.End], []byte(`"content":"`)) + m.Start + len(`"content":"`)
-		v, err := call.View.Apply([]conv.Edit{{Start: at, End: at + 8, Repl: []byte("shaped!!")}})
-		if err != nil {
-			return nil, err
-		}
-		call.SetView(v)
-		return v.Body, nil
+		return shapeFirst(ctx, call, body)
 	})
 	keeper := &viewKeeper{}
 	p, srv := newTestProxy(t, up.URL, func(o *Options) {
