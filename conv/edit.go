@@ -232,11 +232,22 @@ func (m *Message) moveInner(d, at, grow int) {
 // more, cleared on allocation and garbage a request later.
 var messageArrays sync.Pool // of *[]Message
 
+// minRecycled is the fewest messages whose array is recycled: about
+// where an array becomes one of the runtime's large allocations (32 KB),
+// cleared on allocation. Smaller arrays are neither given back nor taken
+// from the pool, so short requests pay nothing for it and the pool holds
+// the arrays that are worth it.
+const minRecycled = 128
+
 // messageArray returns an array of n messages whose elements the caller
-// writes all of (a recycled one holds an earlier view's).
+// writes all of (a recycled one holds an earlier view's). A recycled
+// array more than twice as large as needed is left to the collector: a
+// view keeps its array, and the bounds that count views count its room.
 func messageArray(n int) []Message {
-	if p, ok := messageArrays.Get().(*[]Message); ok && cap(*p) >= n {
-		return (*p)[:n]
+	if n >= minRecycled {
+		if p, ok := messageArrays.Get().(*[]Message); ok && cap(*p) >= n && cap(*p) <= 2*n {
+			return (*p)[:n]
+		}
 	}
 	return make([]Message, n)
 }
@@ -244,11 +255,12 @@ func messageArray(n int) []Message {
 // Recycle gives the message array of a view Apply made back, for the next
 // view Apply makes, when nothing will read r again: the owner of a call's
 // views does so when the call's bodies, which the views alias, go back.
-// Other views are left alone. r's Messages are nil afterwards; in a test
+// Other views, and arrays under minRecycled messages, are left alone.
+// r's Messages are nil afterwards; in a test
 // binary the array given back is overwritten first, so that a reader who
 // kept it reads garbage.
 func (r *Request) Recycle() {
-	if !r.derived || cap(r.Messages) == 0 {
+	if !r.derived || cap(r.Messages) < minRecycled {
 		return
 	}
 	ms := r.Messages[:cap(r.Messages)]

@@ -335,9 +335,22 @@ func TestApplyAppendToContent(t *testing.T) {
 // recycled — a reader who kept it reads the poison in a test binary — and
 // the next view Apply makes takes it (sync.Pool may drop one: a few tries)
 // and is still ParseRequest's view, every element written; a view Apply
-// did not make is left alone.
+// did not make, and a short one, are left alone.
 func TestRecycleView(t *testing.T) {
-	r, err := ParseRequest(fixtures.AgentHistory(40, 400, 200))
+	short, err := ParseRequest(fixtures.AgentHistory(minRecycled-1, 100, 50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := short.Messages[2]
+	sd, err := short.Apply([]Edit{{Start: m.ReasoningStart, End: m.ReasoningEnd, Repl: quote("short")}})
+	if err != nil || !sd.derived {
+		t.Fatalf("Apply: %v", err)
+	}
+	sd.Recycle()
+	if len(sd.Messages) != minRecycled-1 {
+		t.Fatalf("a view of %d messages gave its array back", minRecycled-1)
+	}
+	r, err := ParseRequest(fixtures.AgentHistory(minRecycled+40, 400, 200))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +364,7 @@ func TestRecycleView(t *testing.T) {
 		t.Fatal("no reasoning to edit")
 	}
 	r.Recycle() // parsed, not derived: left alone
-	if len(r.Messages) != 40 {
+	if len(r.Messages) != minRecycled+40 {
 		t.Fatalf("Recycle of a parsed view took its messages (%d left)", len(r.Messages))
 	}
 	d, err := r.Apply(slices.Clone(edits))

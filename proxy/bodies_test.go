@@ -202,7 +202,13 @@ func TestViewRecycledWithBodies(t *testing.T) {
 	p, srv := newTestProxy(t, up.URL, func(o *Options) {
 		o.Transforms, o.Observers = []RequestTransform{apply}, []Observer{keeper}
 	})
-	body := []byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 100<<10) + `"},{"role":"user","content":"more"}]}`)
+	// Enough messages for their array to be recycled (a short one is
+	// not: conv's minRecycled).
+	msgs := []string{`{"role":"user","content":"` + strings.Repeat("x", 100<<10) + `"}`}
+	for i := range 200 {
+		msgs = append(msgs, fmt.Sprintf(`{"role":"user","content":"more %d"}`, i))
+	}
+	body := []byte(`{"model":"m","messages":[` + strings.Join(msgs, ",") + `]}`)
 	if resp, _ := do(t, http.DefaultClient, http.MethodPost, srv.URL+"/v1/chat/completions", body, nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
@@ -212,14 +218,14 @@ func TestViewRecycledWithBodies(t *testing.T) {
 	keeper.mu.Lock()
 	defer keeper.mu.Unlock()
 	v := keeper.views[0]
-	if v == client || len(v.Messages) != 2 || v.Messages[1].Content != "more" || !strings.HasPrefix(v.Messages[0].Content, "shaped!!") {
+	if v == client || len(v.Messages) != 201 || v.Messages[200].Content != "more 199" || !strings.HasPrefix(v.Messages[0].Content, "shaped!!") {
 		t.Fatalf("the held view after the call: %d messages", len(v.Messages))
 	}
 	keeper.holds[0].Release()
 	if v.Messages != nil {
 		t.Fatal("the transforms' view kept its messages after the last hold")
 	}
-	if len(client.Messages) != 2 {
+	if len(client.Messages) != 201 {
 		t.Fatal("the client's view lost its messages")
 	}
 }
