@@ -69,12 +69,16 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 		switch plan.msg[i] {
 		case 1:
 			e := edits[plan.reasoning[i]]
-			if !validString(e.Repl) {
+			if !e.known && !validString(e.Repl) {
 				return nil, false
 			}
 			// The message's one edit replaces its reasoning token.
 			m.moveInner(start-m.Start, m.ReasoningStart, len(e.Repl)-(m.ReasoningEnd-m.ReasoningStart))
-			m.Reasoning = gjson.Parse(s[m.ReasoningStart:m.ReasoningEnd]).Str
+			if e.known {
+				m.Reasoning = e.text // the token's text (String): no decoding
+			} else {
+				m.Reasoning = gjson.Parse(s[m.ReasoningStart:m.ReasoningEnd]).Str
+			}
 			m.Start, m.End = start, end
 			m.key = rawKeyString(s[start:end])
 		case 3:
@@ -252,6 +256,14 @@ func messageArray(n int) []Message {
 	return make([]Message, n)
 }
 
+// messageRoom returns an empty array with room for n messages, recycled
+// when one fits (messageArray): the Reparser's views append to it. The
+// room past what the caller appends may hold an earlier view's messages:
+// the caller clears it.
+func messageRoom(n int) []Message {
+	return messageArray(n)[:0]
+}
+
 // Recycle gives the message array of a view Apply made back, for the next
 // view Apply makes, when nothing will read r again: the owner of a call's
 // views does so when the call's bodies, which the views alias, go back.
@@ -260,7 +272,14 @@ func messageArray(n int) []Message {
 // binary the array given back is overwritten first, so that a reader who
 // kept it reads garbage.
 func (r *Request) Recycle() {
-	if !r.derived || cap(r.Messages) < minRecycled {
+	if r.derived {
+		r.recycle()
+	}
+}
+
+// recycle gives r's message array back (Recycle), whoever made it.
+func (r *Request) recycle() {
+	if cap(r.Messages) < minRecycled {
 		return
 	}
 	ms := r.Messages[:cap(r.Messages)]

@@ -113,6 +113,44 @@ func TestApplyDerived(t *testing.T) {
 	}
 }
 
+// TestApplyStringEdits: edits made from a String (the shaper's, which
+// carry their text) give the view a fresh parse gives, for texts with
+// escapes, non-ASCII and invalid UTF-8 (whose token decodes to U+FFFD, not
+// to the text: Apply must decode it).
+func TestApplyStringEdits(t *testing.T) {
+	texts := []string{"plain", "line\nquote \" tab\t é 字 😀", "bad \xff byte", "", "\u2028"}
+	for n, body := range applyBodies(t) {
+		r, err := ParseRequest(body)
+		if err != nil {
+			t.Fatalf("body %d: %v", n, err)
+		}
+		for k, text := range texts {
+			var edits []Edit
+			for _, m := range r.Messages {
+				if m.ReasoningStart >= 0 {
+					edits = append(edits, QuoteString(text).Replace(m.ReasoningStart, m.ReasoningEnd))
+				}
+			}
+			if len(edits) == 0 {
+				continue
+			}
+			checkApply(t, r, edits)
+			v, err := r.Apply(edits)
+			if err != nil {
+				t.Fatalf("body %d text %d: %v", n, k, err)
+			}
+			for _, m := range v.Messages {
+				if m.ReasoningStart >= 0 && m.Reasoning != strings.ToValidUTF8(text, "\ufffd") {
+					t.Fatalf("body %d text %d: reasoning %q", n, k, m.Reasoning)
+				}
+			}
+		}
+	}
+	if s := QuoteString("a\xffb"); s.known || !bytes.Equal(s.Token(), []byte(`"a\ufffdb"`)) {
+		t.Fatalf("invalid UTF-8: %+v", s)
+	}
+}
+
 // TestApplyFallback covers edits Apply cannot derive (a message added, a
 // top-level key changed, a message replaced whole) and edits that break
 // the body: the result is still what ParseRequest says.
@@ -196,12 +234,12 @@ func TestApplyEdits(t *testing.T) {
 	}
 	cases := [][]Edit{
 		nil,
-		{{0, 0, []byte("<")}},
-		{{10, 10, []byte(">")}},
-		{{0, 10, nil}},
-		{{0, 10, []byte("all")}},
-		{{7, 9, []byte("x")}, {1, 3, []byte("yyy")}, {3, 4, nil}},
-		{{2, 5, []byte("long replacement")}, {5, 5, []byte("+")}},
+		{{Start: 0, End: 0, Repl: []byte("<")}},
+		{{Start: 10, End: 10, Repl: []byte(">")}},
+		{{Start: 0, End: 10, Repl: nil}},
+		{{Start: 0, End: 10, Repl: []byte("all")}},
+		{{Start: 7, End: 9, Repl: []byte("x")}, {Start: 1, End: 3, Repl: []byte("yyy")}, {Start: 3, End: 4, Repl: nil}},
+		{{Start: 2, End: 5, Repl: []byte("long replacement")}, {Start: 5, End: 5, Repl: []byte("+")}},
 	}
 	if got := ApplyEdits([]byte{}, nil); got == nil || len(got) != 0 {
 		t.Errorf("empty body, no edits: %#v, want an empty non-nil body", got)

@@ -78,6 +78,12 @@ func (p *Reparser) Parse(body []byte) (*Request, error) {
 	}()
 	prev := closest(cands, body)
 	r, err := parseReusing(body, prev)
+	if err == nil && cap(r.Messages) >= minRecycled {
+		// The view lives as long as the body it aliases: its array goes
+		// back with the body's last release (the call's, the capture's,
+		// this cache's), for the next view.
+		bigbuf.OnRelease(body, r.recycle)
+	}
 	if err != nil || r.heldBytes() > p.maxBytes/4 {
 		return r, err
 	}
@@ -367,7 +373,7 @@ func (r *Request) walkMessages(body []byte, v int, prev *Request, same *span) (i
 		sp = scratchMessages.Get().(*[]Message)
 		r.Messages = (*sp)[:0]
 	} else {
-		r.Messages = make([]Message, 0, len(prev.Messages)+4)
+		r.Messages = messageRoom(len(prev.Messages) + 4)
 	}
 	end, ok := r.walkElements(body, v, prev, same)
 	switch {
@@ -376,6 +382,7 @@ func (r *Request) walkMessages(body []byte, v int, prev *Request, same *span) (i
 		r.Messages = append(make([]Message, 0, len(r.Messages)), r.Messages...)
 	default:
 		r.Messages = fitted(r.Messages)
+		clear(r.Messages[len(r.Messages):cap(r.Messages)]) // a recycled array's room holds an earlier view's messages
 	}
 	if sp != nil {
 		putScratch(sp)

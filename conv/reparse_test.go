@@ -640,6 +640,60 @@ func TestReparserHoldsBodies(t *testing.T) {
 	}
 }
 
+// TestReparserRecyclesViews: a long view's message array goes back with
+// its body's last release — not while the Reparser keeps the view, nor
+// while the call holds the body — and not before (in a test binary the
+// array given back is overwritten, so a reader after it would see).
+func TestReparserRecyclesViews(t *testing.T) {
+	msgs := make([]string, minRecycled)
+	for i := range msgs {
+		msgs[i] = fmt.Sprintf(`{"role":"user","content":"q%d %s"}`, i, strings.Repeat("x", 600))
+	}
+	mk := func(ms []string) []byte {
+		s := `{"model":"m","messages":[` + strings.Join(ms, ",") + `]}`
+		b := bigbuf.Make(len(s))
+		copy(b, s)
+		return b
+	}
+	rp := NewReparser(32 << 20)
+	first := mk(msgs)
+	v, err := rp.Parse(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arr := v.Messages
+	bigbuf.Release(first) // the call ended; the Reparser keeps the view
+	if v.Messages == nil || arr[0].Role != RoleUser || arr[0].Content != "q0 "+strings.Repeat("x", 600) {
+		t.Fatal("the view was given back while the Reparser kept it")
+	}
+	second := mk(append(msgs, `{"role":"assistant","content":"ok"}`))
+	w, err := rp.Parse(second) // takes the first's place: its body's last release
+	if err != nil || len(w.Messages) != minRecycled+1 {
+		t.Fatalf("second request: %v", err)
+	}
+	if v.Messages != nil || arr[0].Role != poisonRole {
+		t.Fatal("the first view's array did not go back with its body")
+	}
+	if w.Messages[0].Content != "q0 "+strings.Repeat("x", 600) || w.Messages[minRecycled].Content != "ok" {
+		t.Fatal("the second view reads wrong")
+	}
+	// A view the Reparser does not keep (over a quarter of its bound)
+	// goes back with the call's release.
+	small := NewReparser(1 << 10)
+	third := mk(msgs)
+	x, err := small.Parse(third)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Messages == nil {
+		t.Fatal("given back before the call released its body")
+	}
+	bigbuf.Release(third)
+	if x.Messages != nil {
+		t.Fatal("a view not kept did not go back with its body")
+	}
+}
+
 // TestReparserReleasedConcurrently: goroutines parse the growing requests
 // of conversations that share a beginning, each releasing its body as soon
 // as its parse is read (its request ended), so that the next Make may
@@ -652,7 +706,7 @@ func TestReparserReleasedConcurrently(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			msgs := []string{sys}
-			for i := range 60 {
+			for i := range minRecycled + 12 { // past minRecycled: the views' arrays are recycled too
 				msgs = append(msgs, fmt.Sprintf(`{"role":"user","content":"g%d q%d %s"}`, g%3, i, strings.Repeat("u", 300)))
 				s := `{"model":"m","messages":[` + strings.Join(msgs, ",") + `]}`
 				b := bigbuf.Make(len(s))

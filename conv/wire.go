@@ -3,8 +3,10 @@ package conv
 import (
 	"bytes"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
+	"github.com/shaperproxy/shaperproxy/internal/jsonstr"
 	"github.com/tidwall/gjson"
 )
 
@@ -73,6 +75,39 @@ func Finishes(data []byte) bool {
 type Edit struct {
 	Start, End int
 	Repl       []byte
+
+	// text is what Repl decodes to, when the edit came from a String
+	// (known): Apply then neither validates nor decodes Repl.
+	text  string
+	known bool
+}
+
+// String is a JSON string token and the text it decodes to, made
+// together by QuoteString, so that the pair is right by construction.
+// An edit that puts it in place (Replace) hands Apply the text: a long
+// history's shaped blocks are neither validated nor decoded again on
+// every request. The zero String is the empty token (no bytes).
+type String struct {
+	tok   []byte
+	text  string
+	known bool
+}
+
+// QuoteString returns s as a JSON string token (jsonstr's encoding) with
+// s as its text. Invalid UTF-8 in s is encoded as U+FFFD, so its token
+// does not decode to s: such a String carries no text, and Apply decodes
+// its token as it does any edit's.
+func QuoteString(s string) String {
+	return String{tok: jsonstr.Quote(s), text: s, known: utf8.ValidString(s)}
+}
+
+// Token returns the JSON string token (quotes included); callers must not
+// modify it.
+func (s String) Token() []byte { return s.tok }
+
+// Replace returns the edit that replaces body[start:end] with the token.
+func (s String) Replace(start, end int) Edit {
+	return Edit{Start: start, End: end, Repl: s.tok, text: s.text, known: s.known}
 }
 
 // ApplyEdits returns a new body (never nil) with non-overlapping edits

@@ -73,10 +73,12 @@ var free struct {
 	refs map[uintptr]ref
 }
 
-// ref is a buffer's count of references and its class.
+// ref is a buffer's count of references and its class, and what its
+// last Release runs (OnRelease).
 type ref struct {
 	n     int32
 	class int8
+	done  func()
 }
 
 // entry is a buffer on the free list and the collection count when it
@@ -261,6 +263,9 @@ func Release(b []byte) {
 	delete(free.refs, k)
 	free.mu.Unlock()
 	runtime.SetFinalizer(p, nil) // given back: the finalizer must not give it back again
+	if r.done != nil {
+		r.done()
+	}
 	c := int(r.class)
 	if poison {
 		fill(unsafe.Slice(p, classSize(c)))
@@ -269,6 +274,27 @@ func Release(b []byte) {
 	putLocked(c, p)
 	released.Add(1)
 	free.mu.Unlock()
+}
+
+// OnRelease has f run by b's last Release, before the buffer goes back
+// (as Retain names it), so that what lives exactly as long as b's bytes
+// (a view that aliases them) goes back with it. It reports whether b is
+// counted; when not, f never runs. One f a buffer: a later one replaces
+// it. A buffer the collector gives back runs no f: nothing reaches
+// what f would give back either.
+func OnRelease(b []byte, f func()) bool {
+	if cap(b) < MinSize {
+		return false
+	}
+	k := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	free.mu.Lock()
+	defer free.mu.Unlock()
+	r, ok := free.refs[k]
+	if ok {
+		r.done = f
+		free.refs[k] = r
+	}
+	return ok
 }
 
 // onFreeList reports whether the buffer at address k is on the free list.

@@ -310,3 +310,37 @@ func TestUnreleasedGoesBackByCollector(t *testing.T) {
 		t.Fatal("the buffer the collector gave back still has a count")
 	}
 }
+
+// TestOnReleaseAtLastRelease: the function OnRelease registers runs once,
+// at the buffer's last Release, before the buffer can be handed out
+// again; a buffer Make did not count takes none.
+func TestOnReleaseAtLastRelease(t *testing.T) {
+	b := Make(MinSize * 3)
+	runs := 0
+	if !OnRelease(b, func() {
+		runs++
+		if b[0] == Poison && b[len(b)-1] == Poison {
+			t.Error("ran after the buffer was poisoned: it may already be another body's")
+		}
+	}) {
+		t.Fatal("a counted buffer refused")
+	}
+	b[0], b[len(b)-1] = 1, 1
+	Retain(b)
+	Release(b)
+	if runs != 0 {
+		t.Fatal("ran before the last release")
+	}
+	Release(b)
+	if runs != 1 {
+		t.Fatalf("ran %d times at the last release, want 1", runs)
+	}
+	c := Make(MinSize * 3) // the same buffer, from the free list: its function is gone
+	Release(c)
+	if runs != 1 {
+		t.Fatal("a buffer handed out again ran the earlier holder's function")
+	}
+	if OnRelease(make([]byte, MinSize*2), func() { t.Error("ran for an uncounted buffer") }) {
+		t.Fatal("an uncounted buffer accepted a function")
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/shaperproxy/shaperproxy/conv"
-	"github.com/shaperproxy/shaperproxy/internal/jsonstr"
 	"github.com/shaperproxy/shaperproxy/shaping"
 )
 
@@ -52,7 +51,8 @@ type memoKey struct {
 type memoEntry struct {
 	key     memoKey
 	out     string
-	quoted  []byte // jsonstr.Quote(out), made on the first ask (nil: not yet)
+	quoted  conv.String // conv.QuoteString(out), made on the first ask (quotedOK)
+	quoteOK bool
 	changed bool
 }
 
@@ -69,16 +69,17 @@ func (m *memo) Shape(src source, text string, o shaping.Options) (string, bool) 
 }
 
 // ShapeQuoted is Shape that also returns, when changed, out as a JSON
-// string token (jsonstr.Quote(out)), remembered with out: the history an
-// agent re-sends is quoted once, not once per request. The quoted slice is
-// shared: callers must not modify it.
-func (m *memo) ShapeQuoted(src source, text string, o shaping.Options) (out string, quoted []byte, changed bool) {
+// string (conv.QuoteString(out)), remembered with out: the history an
+// agent re-sends is quoted once, not once per request, and its edits
+// carry their text (conv.String.Replace). The token is shared: callers
+// must not modify it.
+func (m *memo) ShapeQuoted(src source, text string, o shaping.Options) (out string, quoted conv.String, changed bool) {
 	return m.shape(src, text, o, true)
 }
 
-func (m *memo) shape(src source, text string, o shaping.Options, quote bool) (string, []byte, bool) {
+func (m *memo) shape(src source, text string, o shaping.Options, quote bool) (string, conv.String, bool) {
 	if o.Op == shaping.OpKeep {
-		return text, nil, false // what shaping.Shape gives, without looking text up
+		return text, conv.String{}, false // what shaping.Shape gives, without looking text up
 	}
 	if m == nil {
 		out, changed := shaping.Shape(text, o)
@@ -90,13 +91,13 @@ func (m *memo) shape(src source, text string, o shaping.Options, quote bool) (st
 		m.order.MoveToFront(el)
 		e := el.Value.(*memoEntry)
 		m.hits++
-		if quote && e.changed && e.quoted == nil {
-			e.quoted = jsonstr.Quote(e.out)
+		if quote && e.changed && !e.quoteOK {
+			e.quoted, e.quoteOK = conv.QuoteString(e.out), true
 		}
 		q := e.quoted
 		m.mu.Unlock()
 		if !quote || !e.changed {
-			q = nil
+			q = conv.String{}
 		}
 		if !e.changed {
 			return text, q, false
@@ -114,17 +115,17 @@ func (m *memo) shape(src source, text string, o shaping.Options, quote bool) (st
 		e.out = strings.Clone(out)
 	}
 	if quote && changed {
-		e.quoted = jsonstr.Quote(e.out)
+		e.quoted, e.quoteOK = conv.QuoteString(e.out), true
 	}
 	m.put(e)
 	return out, e.quoted, changed
 }
 
-func quoteIf(ok bool, s string) []byte {
+func quoteIf(ok bool, s string) conv.String {
 	if !ok {
-		return nil
+		return conv.String{}
 	}
-	return jsonstr.Quote(s)
+	return conv.QuoteString(s)
 }
 
 func (m *memo) put(e *memoEntry) {

@@ -26,7 +26,7 @@ func TestMemoShapeQuoted(t *testing.T) {
 					want, wchanged := shaping.Shape(text, o)
 					src := source{conv.RawKeyOf([]byte(text)), partReasoning}
 					var out string
-					var q []byte
+					var q conv.String
 					var changed bool
 					if round == 1 && m != nil {
 						out, changed = m.Shape(src, text, o) // an entry made without the quote
@@ -40,10 +40,10 @@ func TestMemoShapeQuoted(t *testing.T) {
 						t.Fatalf("round %d op %v: got (%q, %v), want (%q, %v)", round, o.Op, out, changed, want, wchanged)
 					}
 					switch {
-					case changed && !bytes.Equal(q, jsonstr.Quote(want)):
-						t.Fatalf("round %d op %v: quoted %q, want %q", round, o.Op, q, jsonstr.Quote(want))
-					case !changed && q != nil:
-						t.Fatalf("round %d op %v: unchanged text quoted %q", round, o.Op, q)
+					case changed && !bytes.Equal(q.Token(), jsonstr.Quote(want)):
+						t.Fatalf("round %d op %v: quoted %q, want %q", round, o.Op, q.Token(), jsonstr.Quote(want))
+					case !changed && q.Token() != nil:
+						t.Fatalf("round %d op %v: unchanged text quoted %q", round, o.Op, q.Token())
 					}
 				}
 			}

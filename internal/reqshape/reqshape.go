@@ -423,7 +423,7 @@ func reasoningCand(body []byte, m *conv.Message, rule shapeRule, memo *memo, all
 		return c, true
 	}
 	c.Shaped, c.out, c.can = out, out, true
-	c.edit = conv.Edit{Start: m.ReasoningStart, End: m.ReasoningEnd, Repl: quoted}
+	c.edit = quoted.Replace(m.ReasoningStart, m.ReasoningEnd)
 	return c, true
 }
 

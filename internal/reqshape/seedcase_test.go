@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/shaperproxy/shaperproxy/fixtures"
+	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
 )
 
 // seedCase is the seed's real case in size: 631 messages, ~856k chars.
@@ -67,5 +68,26 @@ func BenchmarkParseOnly(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
 		view(b, body)
+	}
+}
+
+// BenchmarkSeedShapeWarm is a conversation's repeated request as the
+// proxy's shaper sees it: the view made once, the memos warm, the
+// cache-aware policy on DeepSeek V4 with the previous request's prints —
+// the shaper's own cost a request, parse aside.
+func BenchmarkSeedShapeWarm(b *testing.B) {
+	v := view(b, seedCase())
+	memo := newMemo(4096)
+	in := inputs{prof: prof("deepseek-v4"), track: true}
+	in.prev = shape(v, cacheAwareRule(), memo, in).Prints
+	b.SetBytes(int64(len(v.Body)))
+	b.ResetTimer()
+	for b.Loop() {
+		res := shape(v, cacheAwareRule(), memo, in)
+		if res.View == nil || res.Shaped == 0 {
+			b.Fatal("the seed's request was not shaped")
+		}
+		res.View.Recycle() // as the proxy gives a call's views and bodies back
+		bigbuf.Release(res.Body)
 	}
 }
