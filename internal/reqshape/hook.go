@@ -126,6 +126,7 @@ func (s *Shaper) TransformRequest(_ context.Context, call *proxy.Call, body []by
 	if res.View != nil && res.View != view {
 		call.SetView(res.View)
 	}
+	putBlocks(res.Blocks) // counted and stored: nothing reads them after
 	return res.Body, nil
 }
 

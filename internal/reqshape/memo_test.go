@@ -102,7 +102,7 @@ func TestPrintMemo(t *testing.T) {
 	for _, size := range []int{1 << 16, 10} {
 		pm := newPrintMemo(size)
 		for pass := range 2 {
-			got := fingerprint(v, cands, rd, pm.of(v))
+			got := fingerprint(v, cands, rd, pm.of(v, nil))
 			if got.head != want.head || !slices.Equal(got.msgs, want.msgs) {
 				t.Fatalf("memo of %d, pass %d: prints differ", size, pass)
 			}
@@ -121,7 +121,7 @@ func TestPrintMemo(t *testing.T) {
 	fresh := func(r *conv.Request, pm *printMemo) prints {
 		var parts []partPrints
 		if pm != nil {
-			parts = pm.of(r)
+			parts = pm.of(r, nil)
 		}
 		return fingerprint(r, candidates(r, cacheAwareRule(), nil), p.Of(r), parts)
 	}
@@ -151,9 +151,9 @@ func TestPrintMemoGenerations(t *testing.T) {
 	pm := newPrintMemo(8)
 	keep := view(t, []byte(`{"model":"m","messages":[{"role":"system","content":"kept"}]}`))
 	k := keep.Messages[0].RawKey()
-	pm.of(keep)
+	pm.of(keep, nil)
 	for i := range 40 {
-		pm.of(view(t, fmt.Appendf(nil, `{"model":"m","messages":[{"role":"user","content":"other %d"}]}`, i)))
+		pm.of(view(t, fmt.Appendf(nil, `{"model":"m","messages":[{"role":"user","content":"other %d"}]}`, i)), nil)
 		pm.mu.Lock()
 		_, inCur := pm.cur[k]
 		_, inOld := pm.old[k]
@@ -165,7 +165,7 @@ func TestPrintMemoGenerations(t *testing.T) {
 		if n > 8 {
 			t.Fatalf("holds %d, bound 8", n)
 		}
-		pm.of(keep)
+		pm.of(keep, nil)
 	}
 }
 
@@ -183,7 +183,7 @@ func BenchmarkFingerprintSeed(b *testing.B) {
 	b.Run("memo", func(b *testing.B) {
 		pm := newPrintMemo(1 << 16)
 		for b.Loop() {
-			fingerprint(v, cands, rd, pm.of(v))
+			fingerprint(v, cands, rd, pm.of(v, nil))
 		}
 	})
 }

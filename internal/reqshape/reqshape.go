@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"sync"
 
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/jsonstr"
@@ -177,6 +178,7 @@ func applyMemo(req *conv.Request, rule shapeRule, memo *memo) result {
 // shape decides every block of req and edits the body.
 func shape(req *conv.Request, rule shapeRule, memo *memo, in inputs) result {
 	cands := candidates(req, rule, memo)
+	defer putCands(cands) // nothing below keeps them: the blocks are copies
 	res := result{Body: req.Body, View: req, Break: -1}
 	var rd profile.Rendering
 	if in.prof == nil || rule.Policy == PolicyKeepRecent {
@@ -188,7 +190,8 @@ func shape(req *conv.Request, rule shapeRule, memo *memo, in inputs) result {
 	if in.track && in.prof != nil && rule.Policy == PolicyCacheAware {
 		var parts []partPrints
 		if memo != nil {
-			parts = memo.prints.of(req)
+			parts = memo.prints.of(req, room[partPrints](&partArrays, len(req.Messages)))
+			defer giveBack(&partArrays, parts)
 		}
 		res.Prints = fingerprint(req, cands, rd, parts)
 		// At a break that happens anyway, the blocks after it are shaped
@@ -203,7 +206,9 @@ func shape(req *conv.Request, rule shapeRule, memo *memo, in inputs) result {
 	}
 	var edits []conv.Edit
 	if len(cands) > 0 {
-		res.Blocks = make([]block, 0, len(cands))
+		res.Blocks = room[block](&blockArrays, len(cands)) // the hook gives them back (putBlocks)
+		edits = editRoom(len(cands))
+		defer putEdits(edits)
 	}
 	for _, c := range cands {
 		if c.Changed {
@@ -330,7 +335,7 @@ func candidates(req *conv.Request, rule shapeRule, memo *memo) []cand {
 	}
 	var out []cand
 	if n > 0 {
-		out = make([]cand, 0, n)
+		out = candRoom(n)
 	}
 	for i := range req.Messages {
 		m := &req.Messages[i]
@@ -348,6 +353,50 @@ func candidates(req *conv.Request, rule shapeRule, memo *memo) []cand {
 		}
 	}
 	return out
+}
+
+// candArrays and editArrays are the candidates and edits of requests
+// shaped, for the next ones: a long history has hundreds of each, and
+// they are garbage once its body is edited.
+var candArrays, editArrays sync.Pool // of *[]cand, *[]conv.Edit
+
+// blockArrays and partArrays are a request's blocks (its result's) and
+// its messages' print parts, likewise.
+var blockArrays, partArrays sync.Pool // of *[]block, *[]partPrints
+
+// putBlocks gives back the blocks of a result once nothing reads them.
+func putBlocks(bs []block) { giveBack(&blockArrays, bs) }
+
+// candRoom returns an empty slice with room for n candidates.
+func candRoom(n int) []cand { return room[cand](&candArrays, n) }
+
+// editRoom returns an empty slice with room for n edits.
+func editRoom(n int) []conv.Edit { return room[conv.Edit](&editArrays, n) }
+
+// putCands gives cs back (cleared: its strings alias a body).
+func putCands(cs []cand) { giveBack(&candArrays, cs) }
+
+// putEdits gives es back (cleared: its tokens are the memo's, and may go).
+func putEdits(es []conv.Edit) { giveBack(&editArrays, es) }
+
+// room returns an empty slice with room for n from pool, or a new one
+// when the pooled one is too small (or more than four times too large:
+// a short request would hold a long one's room).
+func room[T any](pool *sync.Pool, n int) []T {
+	if p, ok := pool.Get().(*[]T); ok && cap(*p) >= n && cap(*p) <= 4*n+16 {
+		return (*p)[:0]
+	}
+	return make([]T, 0, n)
+}
+
+// giveBack clears s and puts it in pool; nil is not kept.
+func giveBack[T any](pool *sync.Pool, s []T) {
+	if cap(s) == 0 {
+		return
+	}
+	s = s[:cap(s)]
+	clear(s)
+	pool.Put(&s)
 }
 
 // keepFrom returns the index of the first assistant message whose

@@ -2,8 +2,11 @@ package reqshape
 
 import (
 	"bytes"
+	"reflect"
+	"runtime"
 	"testing"
 
+	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/fixtures"
 	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
 )
@@ -89,5 +92,36 @@ func BenchmarkSeedShapeWarm(b *testing.B) {
 		}
 		res.View.Recycle() // as the proxy gives a call's views and bodies back
 		bigbuf.Release(res.Body)
+		putBlocks(res.Blocks)
+	}
+}
+
+// TestPooledArraysIndependent: a request shaped right after a long one
+// (whose candidates, edits, blocks and print parts went back to the
+// pools) gives what it gives with the pools emptied by collections, and
+// so does the long one after a short one.
+func TestPooledArraysIndependent(t *testing.T) {
+	long := view(t, seedCase())
+	short := view(t, []byte(`{"model":"m","messages":[{"role":"user","content":"q"},{"role":"assistant","reasoning_content":"Okay, so the user wants a number. I think the answer is 42 because the spec says so and nothing else fits. Let me double-check the spec once more to be sure about it. Yes, 42.","content":"42"},{"role":"user","content":"why?"}]}`))
+	memo := newMemo(4096)
+	in := inputs{prof: prof("deepseek-v4"), track: true}
+	run := func(v *conv.Request) (string, []block, prints) {
+		res := shape(v, cacheAwareRule(), memo, in)
+		blocks := append([]block(nil), res.Blocks...)
+		putBlocks(res.Blocks)
+		return string(res.Body), blocks, res.Prints
+	}
+	for _, order := range [][2]*conv.Request{{long, short}, {short, long}} {
+		run(order[0])
+		body, blocks, prints := run(order[1])
+		runtime.GC()
+		runtime.GC() // the pools are empty after two
+		wbody, wblocks, wprints := run(order[1])
+		if body != wbody || !reflect.DeepEqual(blocks, wblocks) || !reflect.DeepEqual(prints, wprints) {
+			t.Fatalf("a request shaped after another (%d messages) differs from one shaped with empty pools", len(order[0].Messages))
+		}
+		if len(blocks) == 0 {
+			t.Fatal("no blocks")
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"hash/maphash"
+	"slices"
 	"sync"
 
 	"github.com/shaperproxy/shaperproxy/conv"
@@ -158,10 +159,11 @@ func newPrintMemo(max int) *printMemo {
 	return &printMemo{cur: make(map[conv.RawKey]partPrints), max: max}
 }
 
-// of returns the partPrints of every message of req: those remembered
-// under one lock, the others hashed outside it.
-func (pm *printMemo) of(req *conv.Request) []partPrints {
-	out := make([]partPrints, len(req.Messages))
+// of returns the partPrints of every message of req, appended to out
+// (nil: a new slice): those remembered under one lock, the others hashed
+// outside it.
+func (pm *printMemo) of(req *conv.Request, out []partPrints) []partPrints {
+	out = slices.Grow(out[:0], len(req.Messages))[:len(req.Messages)]
 	var missing []int // made only when a message is not remembered
 	pm.mu.Lock()
 	for i := range req.Messages {
