@@ -421,6 +421,7 @@ func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (i
 	if i < len(body) && body[i] == ']' {
 		return i + 1, true
 	}
+	var movedCalls []ToolCall // the moved messages' tool calls, in one array
 	for idx := 0; i < len(body); idx++ {
 		var m Message
 		end := -1
@@ -429,7 +430,10 @@ func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (i
 			raw := prev.Body[pm.Start:pm.End]
 			if e := i + len(raw); bytes.HasPrefix(body[i:], raw) && e < len(body) {
 				if n := skipSpace(body, e); n < len(body) && (body[n] == ',' || body[n] == ']') {
-					m, end = moved(pm, prev, s, i), e
+					if movedCalls == nil && len(pm.ToolCalls) > 0 {
+						movedCalls = make([]ToolCall, 0, prev.toolCalls())
+					}
+					m, end = moved(pm, prev, s, i, &movedCalls), e
 					if idx == 0 {
 						same.start = i
 					}
@@ -469,7 +473,11 @@ func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (i
 // its byte ranges moved, and its strings that were prev's body's bytes
 // taken from the new body instead (the same bytes), so that the new view
 // holds no reference to the old body.
-func moved(pm *Message, prev *Request, s string, at int) Message {
+//
+// Its tool calls are copied to the end of *calls (room for the whole
+// view's, made once): one allocation for a history's calls, not one for
+// each message that has some.
+func moved(pm *Message, prev *Request, s string, at int, calls *[]ToolCall) Message {
 	m := *pm
 	d := at - pm.Start
 	m.shift(d)
@@ -477,7 +485,9 @@ func moved(pm *Message, prev *Request, s string, at int) Message {
 	re := func(x string) string { return rebase(x, old, s, d) }
 	m.Role, m.Name, m.Reasoning, m.Content, m.ToolCallID = re(m.Role), re(m.Name), re(m.Reasoning), re(m.Content), re(m.ToolCallID)
 	if len(m.ToolCalls) > 0 {
-		m.ToolCalls = append([]ToolCall(nil), m.ToolCalls...)
+		k := len(*calls)
+		*calls = append(*calls, m.ToolCalls...)
+		m.ToolCalls = (*calls)[k:len(*calls):len(*calls)] // capped: an append to them copies
 		for k := range m.ToolCalls {
 			tc := &m.ToolCalls[k]
 			tc.ID, tc.Type, tc.Name, tc.Arguments = re(tc.ID), re(tc.Type), re(tc.Name), re(tc.Arguments)
@@ -485,6 +495,9 @@ func moved(pm *Message, prev *Request, s string, at int) Message {
 	}
 	return m
 }
+
+// toolCalls counts r's messages' tool calls.
+func (r *Request) toolCalls() int { return toolCalls(r.Messages) }
 
 // rebase returns x, a string of the view of old, as the same bytes of
 // new, d bytes further; a string that is not old's memory (decoded, or

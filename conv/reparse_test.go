@@ -728,3 +728,59 @@ func TestReparserReleasedConcurrently(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// BenchmarkReparserRepeat is a conversation's request sent again (a
+// retry, or the bench's repeated seed): every message is taken from the
+// kept view, and the array of the view it replaces comes back for it.
+// (In a test binary a released body is overwritten, which the figure
+// includes.)
+func BenchmarkReparserRepeat(b *testing.B) {
+	seed := fixtures.SeedHistory()
+	rp := NewReparser(32 << 20)
+	fresh := func() []byte {
+		body := bigbuf.Make(len(seed))
+		copy(body, seed)
+		return body
+	}
+	first := fresh()
+	if _, err := rp.Parse(first); err != nil {
+		b.Fatal(err)
+	}
+	bigbuf.Release(first)
+	b.SetBytes(int64(len(seed)))
+	for b.Loop() {
+		b.StopTimer()
+		body := fresh()
+		b.StartTimer()
+		if _, err := rp.Parse(body); err != nil {
+			b.Fatal(err)
+		}
+		bigbuf.Release(body)
+	}
+}
+
+// TestReparseToolCallsApart: the tool calls of the messages a reparse
+// takes from the kept view share one array, each capped: an append to
+// one message's calls does not write over the next message's.
+func TestReparseToolCallsApart(t *testing.T) {
+	call := func(id string) string {
+		return `{"role":"assistant","content":"","tool_calls":[{"id":"` + id + `","type":"function","function":{"name":"f","arguments":"{}"}}]}`
+	}
+	msgs := `{"role":"user","content":"go"},` + call("a") + `,{"role":"tool","tool_call_id":"a","content":"x"},` + call("b")
+	prev, err := ParseRequest([]byte(`{"model":"m","messages":[` + msgs + `]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := parseReusing([]byte(`{"model":"m","messages":[`+msgs+`,{"role":"tool","tool_call_id":"b","content":"y"}]}`), prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := &r.Messages[1], &r.Messages[3]
+	if len(a.ToolCalls) != 1 || len(b.ToolCalls) != 1 || b.ToolCalls[0].ID != "b" {
+		t.Fatalf("calls %+v %+v", a.ToolCalls, b.ToolCalls)
+	}
+	a.ToolCalls = append(a.ToolCalls, ToolCall{ID: "over"})
+	if b.ToolCalls[0].ID != "b" || prev.Messages[3].ToolCalls[0].ID != "b" {
+		t.Fatal("an append to one message's calls wrote over another's")
+	}
+}
