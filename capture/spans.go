@@ -1,17 +1,22 @@
 package capture
 
-import "github.com/shaperproxy/shaperproxy/conv"
+import (
+	"slices"
+
+	"github.com/shaperproxy/shaperproxy/conv"
+)
 
 // spansOf returns splitBody(view.Body) from the view the proxy made of
 // the body (its messages' and top-level values' byte ranges), without
 // reading the body again; nil when the view cannot tell (a repeated key,
 // an "input" array, which splitBody also splits), and splitBody must.
-func spansOf(view *conv.Request) []span {
+// The spans are appended to dst[:0] (the writer's scratch).
+func spansOf(view *conv.Request, dst []span) []span {
 	if view == nil || view.DuplicateKeys {
 		return nil
 	}
 	fields := view.Fields()
-	spans := make([]span, 0, len(view.Messages)+len(fields))
+	spans := slices.Grow(dst[:0], len(view.Messages)+len(fields))
 	for _, f := range fields {
 		switch {
 		case f.Key == "input":

@@ -164,6 +164,7 @@ type Writer struct {
 	fr          frameBuf
 	out         []byte
 	scratch     []byte
+	spans       []span // spansOf's scratch, up to maxScratchSpans
 	pendingLost int64
 	flushErr    error // first error since the last Flush
 	retryAt     time.Time
@@ -660,15 +661,21 @@ func (w *Writer) addDrops() {
 	w.fr.drops, w.fr.dropQueue, w.fr.dropLost = true, q, lost
 }
 
+// maxScratchSpans bounds the spans the writer keeps for the next request
+// (a history of 16k messages; a longer one's are made for it alone).
+const maxScratchSpans = 1 << 14
+
 // encode appends r, and for a request the blobs it introduces, to the
 // frame.
 func (w *Writer) encode(r *Record, view *conv.Request) {
 	w.fr.user++
 	w.fr.rawBytes += int64(len(r.Data))
 	if r.Kind == KindRequest || r.Kind == KindClientRequest {
-		spans := spansOf(view)
+		spans := spansOf(view, w.spans)
 		if spans == nil {
 			spans = splitBody(r.Data)
+		} else if cap(spans) <= maxScratchSpans {
+			w.spans = spans // the next request's scratch (spans hold no pointers)
 		}
 		if spans != nil {
 			w.encodeRequest(r, spans)
