@@ -64,7 +64,8 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 	s := bodyString(body)
 	n.Messages = messageArray(len(r.Messages)) // every element written below
 	for i := range r.Messages {
-		m := r.Messages[i]
+		m := &n.Messages[i] // written in place: copied once
+		*m = r.Messages[i]
 		start, end := sh.at(m.Start), sh.at(m.End)
 		switch plan.msg[i] {
 		case 1:
@@ -98,11 +99,10 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 			}
 			v := gjson.Parse(s[start:end])
 			v.Index = start
-			m = parseMessage(i, v, &n.msgDup)
+			*m = parseMessage(i, v, &n.msgDup)
 		default:
 			m.shift(start - m.Start)
 		}
-		n.Messages[i] = m
 	}
 	for i, f := range n.fields {
 		if !plan.field[i] {

@@ -423,7 +423,10 @@ func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (i
 	}
 	var movedCalls []ToolCall // the moved messages' tool calls, in one array
 	for idx := 0; i < len(body); idx++ {
-		var m Message
+		// The message is written in place, at the end of the array: a
+		// long history's are moved, not copied three times each.
+		r.Messages = append(r.Messages, Message{})
+		m := &r.Messages[len(r.Messages)-1]
 		end := -1
 		if reuse && idx < len(prev.Messages) {
 			pm := &prev.Messages[idx]
@@ -433,7 +436,8 @@ func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (i
 					if movedCalls == nil && len(pm.ToolCalls) > 0 {
 						movedCalls = make([]ToolCall, 0, prev.toolCalls())
 					}
-					m, end = moved(pm, prev, s, i, &movedCalls), e
+					moved(m, pm, prev, s, i, &movedCalls)
+					end = e
 					if idx == 0 {
 						same.start = i
 					}
@@ -450,10 +454,9 @@ func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (i
 			end = trimSpaceEnd(body, i, e)
 			el := gjson.Parse(s[i:end])
 			el.Index = i
-			m = parseMessage(idx, el, new(bool))
+			*m = parseMessage(idx, el, new(bool))
 		}
 		r.msgDup = r.msgDup || m.dup
-		r.Messages = append(r.Messages, m)
 		if calls += len(m.ToolCalls); len(r.Messages) > MaxMessages || calls > MaxToolCalls {
 			return 0, false // ParseRequest says why
 		}
@@ -469,7 +472,7 @@ func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (i
 	return 0, false
 }
 
-// moved returns prev's message pm placed at offset at of the new body s:
+// moved writes to m prev's message pm placed at offset at of the new body s:
 // its byte ranges moved, and its strings that were prev's body's bytes
 // taken from the new body instead (the same bytes), so that the new view
 // holds no reference to the old body.
@@ -477,8 +480,8 @@ func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (i
 // Its tool calls are copied to the end of *calls (room for the whole
 // view's, made once): one allocation for a history's calls, not one for
 // each message that has some.
-func moved(pm *Message, prev *Request, s string, at int, calls *[]ToolCall) Message {
-	m := *pm
+func moved(m, pm *Message, prev *Request, s string, at int, calls *[]ToolCall) {
+	*m = *pm
 	d := at - pm.Start
 	m.shift(d)
 	old := bodyString(prev.Body)
@@ -493,7 +496,6 @@ func moved(pm *Message, prev *Request, s string, at int, calls *[]ToolCall) Mess
 			tc.ID, tc.Type, tc.Name, tc.Arguments = re(tc.ID), re(tc.Type), re(tc.Name), re(tc.Arguments)
 		}
 	}
-	return m
 }
 
 // toolCalls counts r's messages' tool calls.
