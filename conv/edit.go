@@ -245,12 +245,18 @@ const minRecycled = 128
 
 // messageArray returns an array of n messages whose elements the caller
 // writes all of (a recycled one holds an earlier view's). A recycled
-// array more than twice as large as needed is left to the collector: a
-// view keeps its array, and the bounds that count views count its room.
+// array more than twice as large as needed is not taken (a view keeps
+// its array, and the bounds that count views count its room): it goes
+// back for a longer history.
 func messageArray(n int) []Message {
 	if n >= minRecycled {
-		if p, ok := messageArrays.Get().(*[]Message); ok && cap(*p) >= n && cap(*p) <= 2*n {
-			return (*p)[:n]
+		if p, ok := messageArrays.Get().(*[]Message); ok {
+			if cap(*p) >= n && cap(*p) <= 2*n {
+				return (*p)[:n]
+			}
+			if cap(*p) > n {
+				messageArrays.Put(p) // for a longer history
+			}
 		}
 	}
 	return make([]Message, n)

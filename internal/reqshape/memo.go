@@ -45,7 +45,33 @@ const (
 
 type memoKey struct {
 	src  source // fixes the text: no need to hash or compare it
-	opts shaping.Options
+	opts optsKey
+}
+
+// optsKey is shaping.Options as a key of fixed size: hashed without
+// reading a string, once per block of every request.
+type optsKey struct {
+	op       uint8
+	marker   bool
+	maxChars int
+}
+
+// keyOfOpts returns o's optsKey; false for an operation it does not know
+// (the memo then shapes without remembering).
+func keyOfOpts(o shaping.Options) (optsKey, bool) {
+	k := optsKey{marker: o.Marker, maxChars: o.MaxChars}
+	switch o.Op {
+	case "":
+	case shaping.OpExtract:
+		k.op = 1
+	case shaping.OpKeep:
+		k.op = 2
+	case shaping.OpDrop:
+		k.op = 3
+	default:
+		return k, false
+	}
+	return k, true
 }
 
 type memoEntry struct {
@@ -81,11 +107,12 @@ func (m *memo) shape(src source, text string, o shaping.Options, quote bool) (st
 	if o.Op == shaping.OpKeep {
 		return text, conv.String{}, false // what shaping.Shape gives, without looking text up
 	}
-	if m == nil {
+	ok, known := keyOfOpts(o)
+	if m == nil || !known {
 		out, changed := shaping.Shape(text, o)
 		return out, quoteIf(quote && changed, out), changed
 	}
-	k := memoKey{src: src, opts: o}
+	k := memoKey{src: src, opts: ok}
 	m.mu.Lock()
 	if el, ok := m.items[k]; ok {
 		m.order.MoveToFront(el)

@@ -18,7 +18,7 @@ import (
 func TestMemoShapeQuoted(t *testing.T) {
 	long := strings.Repeat("a \"quoted\" line\nwith\ttabs é ", 200)
 	texts := []string{long, "short", "", long + "x"}
-	opts := []shaping.Options{{}, {Op: shaping.OpExtract, MaxChars: 50}, {Op: shaping.OpKeep}, {Op: shaping.OpDrop}, {Op: shaping.OpExtract, Marker: true, MaxChars: 200}}
+	opts := []shaping.Options{{}, {Op: shaping.OpExtract, MaxChars: 50}, {Op: shaping.OpKeep}, {Op: shaping.OpDrop}, {Op: shaping.OpExtract, Marker: true, MaxChars: 200}, {Op: shaping.OpExtract, MaxChars: 200}, {Op: "unknown"}}
 	for _, m := range []*memo{nil, newMemo(16)} {
 		for round := 0; round < 3; round++ {
 			for _, text := range texts {

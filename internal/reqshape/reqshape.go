@@ -345,11 +345,19 @@ func candidates(req *conv.Request, rule shapeRule, memo *memo) []cand {
 		// The last message, when the assistant's, is a prefill the model
 		// continues (DeepSeek's "prefix": true): what it wrote, not history.
 		allowed := i > floor && !m.Signed && i < len(req.Messages)-1
-		if c, ok := reasoningCand(req.Body, m, rule, memo, allowed, noTools); ok {
-			out = append(out, c)
+		// Each block is written in place at the end of out (a candidate
+		// is a few hundred bytes; a long history has hundreds).
+		// (within the room counted above: only a message that can give
+		// one takes a place).
+		if hasReasoning(m) {
+			if out = append(out, cand{}); !reasoningCand(&out[len(out)-1], req.Body, m, rule, memo, allowed, noTools) {
+				out = out[:len(out)-1]
+			}
 		}
-		if c, ok := thinkCand(req.Body, m, rule, memo, allowed); ok {
-			out = append(out, c)
+		if hasThink(m, rule) {
+			if out = append(out, cand{}); !thinkCand(&out[len(out)-1], req.Body, m, rule, memo, allowed) {
+				out = out[:len(out)-1]
+			}
 		}
 	}
 	return out
@@ -380,11 +388,17 @@ func putCands(cs []cand) { giveBack(&candArrays, cs) }
 func putEdits(es []conv.Edit) { giveBack(&editArrays, es) }
 
 // room returns an empty slice with room for n from pool, or a new one
-// when the pooled one is too small (or more than four times too large:
-// a short request would hold a long one's room).
+// when the pooled one is too small, or more than four times too large (a
+// short request would hold a long one's room): that one goes back for a
+// longer request.
 func room[T any](pool *sync.Pool, n int) []T {
-	if p, ok := pool.Get().(*[]T); ok && cap(*p) >= n && cap(*p) <= 4*n+16 {
-		return (*p)[:0]
+	if p, ok := pool.Get().(*[]T); ok {
+		if cap(*p) >= n && cap(*p) <= 4*n+16 {
+			return (*p)[:0]
+		}
+		if cap(*p) > n {
+			pool.Put(p)
+		}
 	}
 	return make([]T, 0, n)
 }
@@ -448,32 +462,32 @@ func btoi(b bool) int {
 }
 
 // reasoningCand handles the reasoning field of one assistant message.
-func reasoningCand(body []byte, m *conv.Message, rule shapeRule, memo *memo, allowed, noTools bool) (cand, bool) {
+func reasoningCand(c *cand, body []byte, m *conv.Message, rule shapeRule, memo *memo, allowed, noTools bool) bool {
 	if !hasReasoning(m) {
-		return cand{}, false
+		return false
 	}
-	c := cand{block: block{Message: m.Index, Field: m.ReasoningField, Original: m.Reasoning, Shaped: m.Reasoning},
+	*c = cand{block: block{Message: m.Index, Field: m.ReasoningField, Original: m.Reasoning, Shaped: m.Reasoning},
 		after: Tokens(m.Content) + callTokens(m)}
 	if !allowed {
-		return c, true
+		return true
 	}
 	opts := rule.Shaping
 	if opts.Op == shaping.OpDrop {
 		if noTools && len(m.ToolCalls) == 0 {
 			if e, ok := dropField(body, m); ok {
 				c.Shaped, c.can, c.edit = "", true, e
-				return c, true
+				return true
 			}
 		}
 		opts.Op = shaping.OpExtract // the protocol needs the field: keep it, shaped
 	}
 	out, quoted, changed := memo.ShapeQuoted(source{m.RawKey(), partReasoning}, m.Reasoning, opts)
 	if !changed || out == "" {
-		return c, true
+		return true
 	}
 	c.Shaped, c.out, c.can = out, out, true
 	c.edit = quoted.Replace(m.ReasoningStart, m.ReasoningEnd)
-	return c, true
+	return true
 }
 
 // dropField removes `"field": value` and one adjacent comma from the
@@ -530,30 +544,30 @@ func callTokens(m *conv.Message) int {
 
 // thinkCand handles an inline <think>…</think> block at the start of the
 // string content, when the rule opts in.
-func thinkCand(body []byte, m *conv.Message, rule shapeRule, memo *memo, allowed bool) (cand, bool) {
+func thinkCand(c *cand, body []byte, m *conv.Message, rule shapeRule, memo *memo, allowed bool) bool {
 	if !hasThink(m, rule) {
-		return cand{}, false
+		return false
 	}
 	cv := gjson.GetBytes(body[m.Start:m.End], "content")
 	if cv.Type != gjson.String || cv.Index == 0 {
-		return cand{}, false
+		return false
 	}
 	cStart := m.Start + cv.Index
 	cEnd := cStart + len(cv.Raw)
 	const open, close = "<think>", "</think>"
 	trimmed := strings.TrimLeft(m.Content, " \t\r\n")
 	if !strings.HasPrefix(trimmed, open) {
-		return cand{}, false
+		return false
 	}
 	lead := m.Content[:len(m.Content)-len(trimmed)]
 	inner, rest, ok := strings.Cut(trimmed[len(open):], close)
 	if !ok || strings.TrimSpace(inner) == "" {
-		return cand{}, false
+		return false
 	}
-	c := cand{block: block{Message: m.Index, Field: "content", Original: inner, Shaped: inner}, rest: rest,
+	*c = cand{block: block{Message: m.Index, Field: "content", Original: inner, Shaped: inner}, rest: rest,
 		after: Tokens(rest) + callTokens(m)}
 	if !allowed {
-		return c, true
+		return true
 	}
 	opts := rule.Shaping
 	if opts.Op == shaping.OpDrop {
@@ -561,10 +575,10 @@ func thinkCand(body []byte, m *conv.Message, rule shapeRule, memo *memo, allowed
 	}
 	out, changed := memo.Shape(source{m.RawKey(), partThink}, inner, opts)
 	if !changed || out == "" {
-		return c, true
+		return true
 	}
 	c.Shaped, c.out, c.can = out, out, true
 	c.content = lead + open + out + close + rest
 	c.edit = conv.Edit{Start: cStart, End: cEnd, Repl: jsonstr.Quote(c.content)}
-	return c, true
+	return true
 }
