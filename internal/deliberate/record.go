@@ -72,12 +72,12 @@ func (s store) restore(req *conv.Request, conversation string) (body []byte, n i
 	if _, ok, err := s.l.Get(ledgerBucket, conversation, anyKey); err != nil || !ok {
 		return req.Body, 0, err
 	}
-	return review.ReplaceAssistants(req, func(m conv.Message) ([]byte, bool, error) {
+	return review.ReplaceAssistants(req, func(m *conv.Message) ([]byte, bool, error) {
 		raw, ok, err := s.l.Get(ledgerBucket, conversation, messageKey(m.Content, m.ToolCalls))
 		if err != nil || !ok {
 			return nil, false, nil
 		}
-		repl, err := restoreOne(req.Body[m.Start:m.End], m, raw)
+		repl, err := restoreOne(req.Body[m.Start:m.End], *m, raw)
 		return repl, err == nil, err
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/shaperproxy/shaperproxy/conv"
@@ -210,4 +211,42 @@ func TestNoBlocksNoAllocation(t *testing.T) {
 	if n := testing.AllocsPerRun(20, func() { candidates(v, rule, nil) }); n != 0 {
 		t.Fatalf("%v allocations for a history without reasoning", n)
 	}
+}
+
+// TestPrintMemoLastConcurrent: requests of two conversations whose
+// messages differ at the same places, looked up from many goroutines
+// (each one's messages both found by their place in the last request and
+// not), always get each message's own parts, never a place's other
+// message's, nor parts not yet made.
+func TestPrintMemoLastConcurrent(t *testing.T) {
+	mk := func(tag string, n int) *conv.Request {
+		var b strings.Builder
+		b.WriteString(`{"model":"m","messages":[`)
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"role":"user","content":"%s %d"}`, tag, i%7)
+		}
+		b.WriteString(`]}`)
+		return view(t, []byte(b.String()))
+	}
+	reqs := []*conv.Request{mk("a", 40), mk("b", 40), mk("a", 60)}
+	pm := newPrintMemo(16) // small: the maps forget, the last request's places do not
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 300 {
+				r := reqs[(g+i)%len(reqs)]
+				got := pm.of(r, nil)
+				for j := range r.Messages {
+					if got[j] != partPrintsOf(&r.Messages[j]) {
+						t.Errorf("message %d of %q: wrong parts", j, r.Messages[j].Content)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -153,7 +153,22 @@ type printMemo struct {
 	mu       sync.Mutex
 	cur, old map[conv.RawKey]partPrints
 	max      int
+	// last are the messages of the last request looked up, by index: a
+	// conversation's next request repeats them at the same places, and
+	// comparing a key costs less than a lookup. A message found there is
+	// not looked up (its generation not renewed); last holds at most
+	// maxLast messages besides the maps.
+	last []keyedParts
 }
+
+// keyedParts is a message's key and its partPrints.
+type keyedParts struct {
+	k conv.RawKey
+	p partPrints
+}
+
+// maxLast bounds printMemo.last.
+const maxLast = 1 << 14
 
 func newPrintMemo(max int) *printMemo {
 	return &printMemo{cur: make(map[conv.RawKey]partPrints), max: max}
@@ -163,20 +178,37 @@ func newPrintMemo(max int) *printMemo {
 // (nil: a new slice): those remembered under one lock, the others hashed
 // outside it.
 func (pm *printMemo) of(req *conv.Request, out []partPrints) []partPrints {
-	out = slices.Grow(out[:0], len(req.Messages))[:len(req.Messages)]
+	n := len(req.Messages)
+	out = slices.Grow(out[:0], n)[:n]
 	var missing []int // made only when a message is not remembered
 	pm.mu.Lock()
+	last := pm.last
+	if n > maxLast {
+		pm.last = nil
+	} else {
+		pm.last = slices.Grow(pm.last[:0], n)[:n] // this request's, written below
+	}
 	for i := range req.Messages {
 		k := req.Messages[i].RawKey()
-		var ok bool
-		if out[i], ok = pm.cur[k]; ok {
-			continue
+		found := true
+		if i < len(last) && last[i].k == k && k != (conv.RawKey{}) {
+			out[i] = last[i].p // what the last request had here (read before pm.last, which may share the array, is written)
+		} else if p, ok := pm.cur[k]; ok {
+			out[i] = p
+		} else if p, ok := pm.old[k]; ok {
+			out[i] = p
+			pm.put(k, p)
+		} else {
+			found = false
+			missing = append(missing, i)
 		}
-		if out[i], ok = pm.old[k]; ok {
-			pm.put(k, out[i])
-			continue
+		if pm.last != nil {
+			if found {
+				pm.last[i] = keyedParts{k, out[i]}
+			} else {
+				pm.last[i] = keyedParts{} // no key matches it until the parts are known
+			}
 		}
-		missing = append(missing, i)
 	}
 	pm.mu.Unlock()
 	if len(missing) == 0 {
@@ -188,7 +220,11 @@ func (pm *printMemo) of(req *conv.Request, out []partPrints) []partPrints {
 	pm.mu.Lock()
 	defer pm.mu.Unlock()
 	for _, i := range missing {
-		pm.put(req.Messages[i].RawKey(), out[i])
+		k := req.Messages[i].RawKey()
+		pm.put(k, out[i])
+		if i < len(pm.last) {
+			pm.last[i] = keyedParts{k, out[i]} // a right pair, whichever request last wrote here
+		}
 	}
 	return out
 }

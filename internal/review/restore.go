@@ -67,15 +67,15 @@ func Restore(req *conv.Request, lookup func(key [32]byte) (Insertion, bool)) (bo
 // restore is Restore with the messages already searched remembered in
 // seen (nil: none).
 func restore(req *conv.Request, lookup func(key [32]byte) (Insertion, bool), seen *resolved.Cache[conv.RawKey, bool]) (body []byte, restored int, err error) {
-	return ReplaceAssistants(req, func(m conv.Message) ([]byte, bool, error) {
-		if !merged(seen, &m) {
+	return ReplaceAssistants(req, func(m *conv.Message) ([]byte, bool, error) {
+		if !merged(seen, m) {
 			return nil, false, nil
 		}
 		ins, ok := lookup(insertionKey(m.Content))
 		if !ok {
 			return nil, false, nil
 		}
-		repl, err := restoreOne(req, m, ins)
+		repl, err := restoreOne(req, *m, ins)
 		return repl, err == nil, err
 	})
 }
@@ -104,13 +104,14 @@ const maxScanned = 1 << 16
 // replaced, and the errors of the messages repl could not replace (left as
 // they are). A request that repeats a key is left alone. The review's
 // Restore and the deliberate tool's restoration use it.
-func ReplaceAssistants(req *conv.Request, repl func(m conv.Message) ([]byte, bool, error)) (body []byte, replaced int, err error) {
+func ReplaceAssistants(req *conv.Request, repl func(m *conv.Message) ([]byte, bool, error)) (body []byte, replaced int, err error) {
 	if req.DuplicateKeys {
 		return req.Body, 0, errors.New("restore: the request repeats a key")
 	}
 	var edits []conv.Edit
 	var errs []error
-	for _, m := range req.Messages {
+	for i := range req.Messages {
+		m := &req.Messages[i] // not copied: a long history has hundreds, and repl reads them only
 		if m.Role != conv.RoleAssistant {
 			continue
 		}
