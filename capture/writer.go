@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -191,7 +192,11 @@ type segState struct {
 	// A message's key comes with the proxy's view (computed once when the
 	// message was first parsed), so a history is not hashed again per
 	// request.
-	blobs    map[conv.RawKey]uint32
+	blobs map[conv.RawKey]uint32
+	// last are the blobs of the last request encoded, by place: a
+	// conversation's next request repeats them at the same places, and
+	// comparing a key costs less than a lookup in blobs.
+	last     []keyOrd
 	nextBlob uint32
 }
 
@@ -687,15 +692,29 @@ func (w *Writer) encode(r *Record, view *conv.Request) {
 
 func (w *Writer) encodeRequest(r *Record, spans []span) {
 	ords := w.fr.ords[:0]
-	for _, s := range spans {
+	last := w.seg.last
+	keep := len(spans) <= maxScratchSpans
+	if keep {
+		w.seg.last = slices.Grow(w.seg.last[:0], len(spans))[:len(spans)] // this request's, written below (after last's place is read)
+	} else {
+		w.seg.last = nil
+	}
+	for i, s := range spans {
 		elem := r.Data[s.start:s.end]
 		k := s.key
 		if k == (conv.RawKey{}) {
 			k = conv.RawKeyOf(elem)
 		}
-		ord, ok := w.seg.blobs[k]
-		if !ok {
+		var ord uint32
+		if i < len(last) && last[i].k == k {
+			ord = last[i].ord
+		} else if o, ok := w.seg.blobs[k]; ok {
+			ord = o
+		} else {
 			ord = w.addBlob(k, elem)
+		}
+		if keep {
+			w.seg.last[i] = keyOrd{k, ord}
 		}
 		ords = append(ords, ord)
 	}
@@ -703,6 +722,12 @@ func (w *Writer) encodeRequest(r *Record, spans []span) {
 	sk := appendSkeleton(w.scratch[:0], r.Data, spans, ords)
 	w.encodeRecord(r, fSkeleton, sk)
 	w.scratch = sk[:0]
+}
+
+// keyOrd is a blob's key and its ordinal in the segment.
+type keyOrd struct {
+	k   conv.RawKey
+	ord uint32
 }
 
 func (w *Writer) addBlob(k conv.RawKey, data []byte) uint32 {
