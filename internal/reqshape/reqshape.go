@@ -301,7 +301,7 @@ func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering, parts []
 		m := &req.Messages[i]
 		content, reasoning, rendered := m.Content, m.Reasoning, rd.Rendered(i)
 		for ; j < len(cands) && cands[j].Message == i; j++ {
-			c := cands[j]
+			c := &cands[j]
 			switch {
 			case c.Field == "content" && !c.Rendered:
 				content = c.rest
