@@ -211,6 +211,9 @@ func (s *shifter) at(x int) int {
 
 // shift moves every byte range of m by d.
 func (m *Message) shift(d int) {
+	if d == 0 {
+		return // a conversation's history stays where it was
+	}
 	m.Start += d
 	m.End += d
 	m.moveInner(d, 0, 0)
