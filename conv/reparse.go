@@ -8,6 +8,7 @@ import (
 	"sync"
 	"unicode/utf8"
 	"unsafe"
+	"weak"
 
 	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
 	"github.com/tidwall/gjson"
@@ -81,8 +82,16 @@ func (p *Reparser) Parse(body []byte) (*Request, error) {
 	if err == nil && cap(r.Messages) >= minRecycled {
 		// The view lives as long as the body it aliases: its array goes
 		// back with the body's last release (the call's, the capture's,
-		// this cache's), for the next view.
-		bigbuf.OnRelease(body, r.recycle)
+		// this cache's), for the next view. Reached through a weak
+		// pointer: the function bigbuf keeps must not keep the body (the
+		// view's strings alias it) from the collector, which gives back
+		// a body whose holder never released it.
+		wv := weak.Make(r)
+		bigbuf.OnRelease(body, func() {
+			if v := wv.Value(); v != nil {
+				v.recycle()
+			}
+		})
 	}
 	if err != nil || r.heldBytes() > p.maxBytes/4 {
 		return r, err
@@ -207,7 +216,8 @@ func (r *Request) ViewBytes() int {
 }
 
 func (r *Request) viewBytes() int {
-	n := 512 + cap(r.fields)*int(unsafe.Sizeof(Field{})) + cap(r.Messages)*int(unsafe.Sizeof(Message{}))
+	n := 512 + cap(r.fields)*int(unsafe.Sizeof(Field{})) + cap(r.Messages)*int(unsafe.Sizeof(Message{})) +
+		r.spareCalls*int(unsafe.Sizeof(ToolCall{}))
 	for i := range r.Messages {
 		m := &r.Messages[i]
 		n += len(m.Reasoning) + len(m.Content) + len(m.ToolCalls)*int(unsafe.Sizeof(ToolCall{}))
@@ -464,6 +474,7 @@ func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (i
 		case i < len(body) && body[i] == ',':
 			i = skipSpace(body, i+1)
 		case i < len(body) && body[i] == ']':
+			r.spareCalls = cap(movedCalls) - len(movedCalls)
 			return i + 1, true
 		default:
 			return 0, false

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unsafe"
+	"weak"
 
 	"github.com/shaperproxy/shaperproxy/fixtures"
 	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
@@ -782,5 +784,76 @@ func TestReparseToolCallsApart(t *testing.T) {
 	a.ToolCalls = append(a.ToolCalls, ToolCall{ID: "over"})
 	if b.ToolCalls[0].ID != "b" || prev.Messages[3].ToolCalls[0].ID != "b" {
 		t.Fatal("an append to one message's calls wrote over another's")
+	}
+}
+
+// TestReparserBodiesCollectable: a body the Reparser parsed whose holder
+// never releases it (a bug, but one bigbuf forgives: the collector gives
+// such a buffer back) becomes unreachable once nothing uses it — not
+// kept alive by the function that recycles its view's array — both when
+// the Reparser did not keep it and when the Reparser itself was dropped.
+func TestReparserBodiesCollectable(t *testing.T) {
+	msgs := make([]string, minRecycled)
+	for i := range msgs {
+		msgs[i] = fmt.Sprintf(`{"role":"user","content":"q%d %s"}`, i, strings.Repeat("x", 600))
+	}
+	s := `{"model":"m","messages":[` + strings.Join(msgs, ",") + `]}`
+	for _, keep := range []bool{false, true} {
+		wp := func() weak.Pointer[byte] {
+			bound := 1 << 10 // too small to keep the view
+			if keep {
+				bound = 32 << 20
+			}
+			rp := NewReparser(bound)
+			b := bigbuf.Make(len(s))
+			copy(b, s)
+			if _, err := rp.Parse(b); err != nil {
+				t.Fatal(err)
+			}
+			return weak.Make(&b[0]) // the call's reference is never released
+		}()
+		deadline := time.Now().Add(5 * time.Second)
+		for wp.Value() != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("kept by a dropped Reparser %v: the body never became unreachable", keep)
+			}
+			runtime.GC()
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// TestReparseCountsSpareCalls: the array the moved messages' tool calls
+// share is sized for the previous view's calls; when the history stops
+// repeating early, the room left is counted in the view's bytes (the
+// Reparser's bound), not lost to it.
+func TestReparseCountsSpareCalls(t *testing.T) {
+	msg := func(i int, text string) string {
+		return fmt.Sprintf(`{"role":"assistant","content":%q,"tool_calls":[{"id":"c%d","type":"function","function":{"name":"f","arguments":"{}"}}]}`, text, i)
+	}
+	var a, b []string
+	for i := range 10 {
+		a = append(a, msg(i, "same"))
+		text := "same"
+		if i == 2 {
+			text = "changed" // the history stops repeating here
+		}
+		b = append(b, msg(i, text))
+	}
+	prev, err := ParseRequest([]byte(`{"model":"m","messages":[` + strings.Join(a, ",") + `]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := parseReusing([]byte(`{"model":"m","messages":[`+strings.Join(b, ",")+`]}`), prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.spareCalls != 8 {
+		t.Fatalf("spare calls %d, want 8 (room for 10, two moved)", r.spareCalls)
+	}
+	counted := r.viewBytes()
+	r.spareCalls = 0
+	if d := counted - r.viewBytes(); d != 8*int(unsafe.Sizeof(ToolCall{})) {
+		t.Fatalf("the spare room adds %d bytes to the view's, want %d", d, 8*int(unsafe.Sizeof(ToolCall{})))
 	}
 }

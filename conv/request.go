@@ -55,6 +55,11 @@ type Request struct {
 	// derived says the view was made by Apply from another, its message
 	// array its own: Recycle may give it back.
 	derived bool
+	// spareCalls is the room left in the array the Reparser gave the
+	// messages it moved for their tool calls (sized for the previous
+	// view's, used up to where the history stopped repeating): memory the
+	// messages' own counts do not show.
+	spareCalls int
 }
 
 // Field is one member of a request's top-level object: its key and the

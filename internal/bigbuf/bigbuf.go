@@ -280,8 +280,12 @@ func Release(b []byte) {
 // (as Retain names it), so that what lives exactly as long as b's bytes
 // (a view that aliases them) goes back with it. It reports whether b is
 // counted; when not, f never runs. One f a buffer: a later one replaces
-// it. A buffer the collector gives back runs no f: nothing reaches
-// what f would give back either.
+// it. A buffer the collector gives back runs no f.
+//
+// f must not reach b, by a closure's variables or anything it points to
+// (a view whose strings alias b): the free list keeps f, and b would then
+// never be unreachable, so a buffer whose holder forgot its Release would
+// never go back. Reach what f gives back through a weak pointer.
 func OnRelease(b []byte, f func()) bool {
 	if cap(b) < MinSize {
 		return false
