@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
 	"github.com/shaperproxy/shaperproxy/internal/redact"
+	"github.com/shaperproxy/shaperproxy/internal/resolved"
 )
 
 // Options configure a Writer. A zero field selects its default.
@@ -193,10 +193,9 @@ type segState struct {
 	// message was first parsed), so a history is not hashed again per
 	// request.
 	blobs map[conv.RawKey]uint32
-	// last are the blobs of the last request encoded, by place: a
-	// conversation's next request repeats them at the same places, and
-	// comparing a key costs less than a lookup in blobs.
-	last     []keyOrd
+	// last are the blobs of the last request encoded, by place, tried
+	// before blobs.
+	last     resolved.Places[conv.RawKey, uint32]
 	nextBlob uint32
 }
 
@@ -692,42 +691,26 @@ func (w *Writer) encode(r *Record, view *conv.Request) {
 
 func (w *Writer) encodeRequest(r *Record, spans []span) {
 	ords := w.fr.ords[:0]
-	last := w.seg.last
-	keep := len(spans) <= maxScratchSpans
-	if keep {
-		w.seg.last = slices.Grow(w.seg.last[:0], len(spans))[:len(spans)] // this request's, written below (after last's place is read)
-	} else {
-		w.seg.last = nil
-	}
+	w.seg.last.Begin(len(spans))
 	for i, s := range spans {
 		elem := r.Data[s.start:s.end]
 		k := s.key
 		if k == (conv.RawKey{}) {
 			k = conv.RawKeyOf(elem)
 		}
-		var ord uint32
-		if i < len(last) && last[i].k == k {
-			ord = last[i].ord
-		} else if o, ok := w.seg.blobs[k]; ok {
-			ord = o
-		} else {
-			ord = w.addBlob(k, elem)
+		ord, ok := w.seg.last.Get(i, k)
+		if !ok {
+			if ord, ok = w.seg.blobs[k]; !ok {
+				ord = w.addBlob(k, elem)
+			}
 		}
-		if keep {
-			w.seg.last[i] = keyOrd{k, ord}
-		}
+		w.seg.last.Set(i, k, ord)
 		ords = append(ords, ord)
 	}
 	w.fr.ords = ords
 	sk := appendSkeleton(w.scratch[:0], r.Data, spans, ords)
 	w.encodeRecord(r, fSkeleton, sk)
 	w.scratch = sk[:0]
-}
-
-// keyOrd is a blob's key and its ordinal in the segment.
-type keyOrd struct {
-	k   conv.RawKey
-	ord uint32
 }
 
 func (w *Writer) addBlob(k conv.RawKey, data []byte) uint32 {

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/internal/resolved"
 )
 
 // KV stores small values per conversation across restarts, PutLater
@@ -153,22 +154,11 @@ type printMemo struct {
 	mu       sync.Mutex
 	cur, old map[conv.RawKey]partPrints
 	max      int
-	// last are the messages of the last request looked up, by index: a
-	// conversation's next request repeats them at the same places, and
-	// comparing a key costs less than a lookup. A message found there is
-	// not looked up (its generation not renewed); last holds at most
-	// maxLast messages besides the maps.
-	last []keyedParts
+	// last are the parts of the last request's messages, by place, tried
+	// before the maps (a message found there is not looked up: its
+	// generation is not renewed).
+	last resolved.Places[conv.RawKey, partPrints]
 }
-
-// keyedParts is a message's key and its partPrints.
-type keyedParts struct {
-	k conv.RawKey
-	p partPrints
-}
-
-// maxLast bounds printMemo.last.
-const maxLast = 1 << 14
 
 func newPrintMemo(max int) *printMemo {
 	return &printMemo{cur: make(map[conv.RawKey]partPrints), max: max}
@@ -182,33 +172,21 @@ func (pm *printMemo) of(req *conv.Request, out []partPrints) []partPrints {
 	out = slices.Grow(out[:0], n)[:n]
 	var missing []int // made only when a message is not remembered
 	pm.mu.Lock()
-	last := pm.last
-	if n > maxLast {
-		pm.last = nil
-	} else {
-		pm.last = slices.Grow(pm.last[:0], n)[:n] // this request's, written below
-	}
+	pm.last.Begin(n)
 	for i := range req.Messages {
 		k := req.Messages[i].RawKey()
-		found := true
-		if i < len(last) && last[i].k == k && k != (conv.RawKey{}) {
-			out[i] = last[i].p // what the last request had here (read before pm.last, which may share the array, is written)
+		if p, ok := pm.last.Get(i, k); ok {
+			out[i] = p
 		} else if p, ok := pm.cur[k]; ok {
 			out[i] = p
 		} else if p, ok := pm.old[k]; ok {
 			out[i] = p
 			pm.put(k, p)
 		} else {
-			found = false
-			missing = append(missing, i)
+			missing = append(missing, i) // its place is set once its parts are made
+			continue
 		}
-		if pm.last != nil {
-			if found {
-				pm.last[i] = keyedParts{k, out[i]}
-			} else {
-				pm.last[i] = keyedParts{} // no key matches it until the parts are known
-			}
-		}
+		pm.last.Set(i, k, out[i])
 	}
 	pm.mu.Unlock()
 	if len(missing) == 0 {
@@ -222,9 +200,8 @@ func (pm *printMemo) of(req *conv.Request, out []partPrints) []partPrints {
 	for _, i := range missing {
 		k := req.Messages[i].RawKey()
 		pm.put(k, out[i])
-		if i < len(pm.last) {
-			pm.last[i] = keyedParts{k, out[i]} // a right pair, whichever request last wrote here
-		}
+		pm.last.Set(i, k, out[i]) // a right pair, whichever request began the places since
+
 	}
 	return out
 }

@@ -64,3 +64,42 @@ func TestBounded(t *testing.T) {
 		t.Fatalf("%d keys held, %d counted, bound 64", held, c.Len())
 	}
 }
+
+// TestPlaces: a value is found at its place in the previous sequence only
+// under the same key, not from older sequences, not a place never set, and
+// not past the bound.
+func TestPlaces(t *testing.T) {
+	var p Places[string, int]
+	p.Begin(3)
+	p.Set(0, "a", 1)
+	p.Set(2, "c", 3) // place 1 never set
+	p.Set(5, "x", 9) // past the end: ignored
+	p.Begin(4)
+	if v, ok := p.Get(0, "a"); !ok || v != 1 {
+		t.Fatalf("place 0: %d, %v", v, ok)
+	}
+	if _, ok := p.Get(0, "b"); ok {
+		t.Fatal("found under another key")
+	}
+	if _, ok := p.Get(1, ""); ok {
+		t.Fatal("found a place never set")
+	}
+	if _, ok := p.Get(3, "a"); ok {
+		t.Fatal("found past the previous sequence")
+	}
+	p.Set(1, "b", 2)
+	p.Begin(4)
+	if _, ok := p.Get(0, "a"); ok {
+		t.Fatal("found a place of the sequence before the previous one")
+	}
+	if v, ok := p.Get(1, "b"); !ok || v != 2 {
+		t.Fatalf("place 1: %d, %v", v, ok)
+	}
+	p.Set(0, "a", 1)
+	p.Begin(MaxPlaces + 1)
+	p.Set(0, "z", 26)
+	p.Begin(1)
+	if _, ok := p.Get(0, "z"); ok {
+		t.Fatal("a sequence past the bound kept its places")
+	}
+}
