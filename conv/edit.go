@@ -2,10 +2,10 @@ package conv
 
 import (
 	"bytes"
-	"sync"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/shaperproxy/shaperproxy/internal/slicepool"
 	"github.com/tidwall/gjson"
 )
 
@@ -235,9 +235,8 @@ func (m *Message) moveInner(d, at, grow int) {
 }
 
 // messageArrays are the message arrays of views given back (Recycle), for
-// the next views Apply derives: a long history's is a hundred kilobytes or
-// more, cleared on allocation and garbage a request later.
-var messageArrays sync.Pool // of *[]Message
+// the next views: a long history's is a hundred kilobytes or more.
+var messageArrays slicepool.Pool[Message]
 
 // minRecycled is the fewest messages whose array is recycled: about
 // where an array becomes one of the runtime's large allocations (32 KB),
@@ -252,17 +251,10 @@ const minRecycled = 128
 // its array, and the bounds that count views count its room): it goes
 // back for a longer history.
 func messageArray(n int) []Message {
-	if n >= minRecycled {
-		if p, ok := messageArrays.Get().(*[]Message); ok {
-			if cap(*p) >= n && cap(*p) <= 2*n {
-				return (*p)[:n]
-			}
-			if cap(*p) > n {
-				messageArrays.Put(p) // for a longer history
-			}
-		}
+	if n < minRecycled {
+		return make([]Message, n)
 	}
-	return make([]Message, n)
+	return messageArrays.Get(n, 2*n)[:n]
 }
 
 // messageRoom returns an empty array with room for n messages, recycled
@@ -298,7 +290,7 @@ func (r *Request) recycle() {
 			ms[i] = Message{Role: poisonRole, Start: -1, End: -1, ReasoningStart: -1, ReasoningEnd: -1, ContentStart: -1, ContentEnd: -1}
 		}
 	}
-	messageArrays.Put(&ms)
+	messageArrays.Put(ms)
 }
 
 // poisonViews is set in test binaries (Recycle).

@@ -26,11 +26,11 @@ import (
 	"fmt"
 	"path"
 	"strings"
-	"sync"
 
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/jsonstr"
 	"github.com/shaperproxy/shaperproxy/internal/profile"
+	"github.com/shaperproxy/shaperproxy/internal/slicepool"
 	"github.com/shaperproxy/shaperproxy/shaping"
 	"github.com/tidwall/gjson"
 )
@@ -190,7 +190,7 @@ func shape(req *conv.Request, rule shapeRule, memo *memo, in inputs) result {
 	if in.track && in.prof != nil && rule.Policy == PolicyCacheAware {
 		var parts []partPrints
 		if memo != nil {
-			parts = memo.prints.of(req, room[partPrints](&partArrays, len(req.Messages)))
+			parts = memo.prints.of(req, room(&partArrays, len(req.Messages)))
 			defer giveBack(&partArrays, parts)
 		}
 		res.Prints = fingerprint(req, cands, rd, parts)
@@ -363,23 +363,25 @@ func candidates(req *conv.Request, rule shapeRule, memo *memo) []cand {
 	return out
 }
 
-// candArrays and editArrays are the candidates and edits of requests
-// shaped, for the next ones: a long history has hundreds of each, and
-// they are garbage once its body is edited.
-var candArrays, editArrays sync.Pool // of *[]cand, *[]conv.Edit
-
-// blockArrays and partArrays are a request's blocks (its result's) and
-// its messages' print parts, likewise.
-var blockArrays, partArrays sync.Pool // of *[]block, *[]partPrints
+// candArrays, editArrays, blockArrays and partArrays are a request's
+// candidates, edits, blocks (its result's) and its messages' print parts,
+// for the next requests: a long history has hundreds of each, garbage
+// once its body is edited.
+var (
+	candArrays  slicepool.Pool[cand]
+	editArrays  slicepool.Pool[conv.Edit]
+	blockArrays slicepool.Pool[block]
+	partArrays  slicepool.Pool[partPrints]
+)
 
 // putBlocks gives back the blocks of a result once nothing reads them.
 func putBlocks(bs []block) { giveBack(&blockArrays, bs) }
 
 // candRoom returns an empty slice with room for n candidates.
-func candRoom(n int) []cand { return room[cand](&candArrays, n) }
+func candRoom(n int) []cand { return room(&candArrays, n) }
 
 // editRoom returns an empty slice with room for n edits.
-func editRoom(n int) []conv.Edit { return room[conv.Edit](&editArrays, n) }
+func editRoom(n int) []conv.Edit { return room(&editArrays, n) }
 
 // putCands gives cs back (cleared: its strings alias a body).
 func putCands(cs []cand) { giveBack(&candArrays, cs) }
@@ -387,30 +389,15 @@ func putCands(cs []cand) { giveBack(&candArrays, cs) }
 // putEdits gives es back (cleared: its tokens are the memo's, and may go).
 func putEdits(es []conv.Edit) { giveBack(&editArrays, es) }
 
-// room returns an empty slice with room for n from pool, or a new one
-// when the pooled one is too small, or more than four times too large (a
-// short request would hold a long one's room): that one goes back for a
-// longer request.
-func room[T any](pool *sync.Pool, n int) []T {
-	if p, ok := pool.Get().(*[]T); ok {
-		if cap(*p) >= n && cap(*p) <= 4*n+16 {
-			return (*p)[:0]
-		}
-		if cap(*p) > n {
-			pool.Put(p)
-		}
-	}
-	return make([]T, 0, n)
-}
+// room returns an empty slice with room for n from pool, taking one at
+// most four times too large.
+func room[T any](pool *slicepool.Pool[T], n int) []T { return pool.Get(n, 4*n+16) }
 
-// giveBack clears s and puts it in pool; nil is not kept.
-func giveBack[T any](pool *sync.Pool, s []T) {
-	if cap(s) == 0 {
-		return
-	}
-	s = s[:cap(s)]
-	clear(s)
-	pool.Put(&s)
+// giveBack clears s (its elements hold strings of a body, or the memo's)
+// and puts it in pool.
+func giveBack[T any](pool *slicepool.Pool[T], s []T) {
+	clear(s[:cap(s)])
+	pool.Put(s)
 }
 
 // keepFrom returns the index of the first assistant message whose

@@ -1,0 +1,39 @@
+// Package slicepool keeps slices of a request's working arrays (a long
+// history's messages, the shaper's candidates) for the next request: each
+// is a large allocation, cleared when made, and garbage a request later.
+package slicepool
+
+import "sync"
+
+// Pool holds slices of T. The zero Pool is ready to use; it is safe for
+// concurrent use. A slice given back is dropped by the runtime's
+// collections when nothing takes it (sync.Pool).
+type Pool[T any] struct{ p sync.Pool }
+
+// Get returns an empty slice with room for n, one given back when its
+// room is between n and most (a slice much larger than asked would keep
+// its room under a short request), else a new one. A slice larger than
+// most goes back for a longer request. The room past what the caller
+// writes may hold what an earlier user left (Put does not clear).
+func (p *Pool[T]) Get(n, most int) []T {
+	if s, ok := p.p.Get().(*[]T); ok {
+		if cap(*s) >= n && cap(*s) <= most {
+			return (*s)[:0]
+		}
+		if cap(*s) > n {
+			p.p.Put(s)
+		}
+	}
+	return make([]T, 0, n)
+}
+
+// Put gives s back; nothing may read or write it afterwards. It is not
+// cleared: a caller whose elements hold pointers clears it first, unless
+// the next user writes every element it reads.
+func (p *Pool[T]) Put(s []T) {
+	if cap(s) == 0 {
+		return
+	}
+	s = s[:0]
+	p.p.Put(&s)
+}
