@@ -2,6 +2,7 @@ package conv
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 	"unicode/utf8"
 
@@ -29,12 +30,31 @@ import (
 // Any other edit parses the new body whole. The strings of the view share
 // the memory of r's body where they were not edited. Edits must not
 // overlap; Apply sorts them.
+//
+// On a view a Reparser parsed, the body is written over one Apply made
+// for an earlier request this one repeats, when that one is no one
+// else's (editedBodies): the bytes the two agree on are not copied again.
+// So no one may write into a body Apply returned.
 func (r *Request) Apply(edits []Edit) (*Request, error) {
-	body := ApplyEdits(r.Body, edits)
-	if v, ok := r.derive(body, edits); ok {
-		return v, nil
+	slices.SortFunc(edits, byStart)
+	body, ok := []byte(nil), false
+	if r.edited != nil {
+		body, ok = r.edited.writeOver(r, edits)
 	}
-	return ParseRequest(body)
+	if !ok {
+		body = ApplyEdits(r.Body, edits)
+	}
+	v, ok := r.derive(body, edits)
+	if !ok {
+		var err error
+		if v, err = ParseRequest(body); err != nil {
+			return nil, err
+		}
+	}
+	if r.edited != nil {
+		r.edited.keep(r, body, edits)
+	}
+	return v, nil
 }
 
 // editPlan says what each edit of Apply does to the view.
@@ -223,15 +243,21 @@ func (m *Message) shift(d int) {
 // d, and by grow more each position after at: an edit at at inside the
 // message changed its size by grow. Start and End are the caller's.
 func (m *Message) moveInner(d, at, grow int) {
-	for _, x := range [...]*int{&m.ReasoningStart, &m.ReasoningEnd, &m.ContentStart, &m.ContentEnd} {
-		if *x < 0 {
-			continue // no such range
-		}
-		if *x > at {
-			*x += grow
-		}
-		*x += d
+	m.ReasoningStart = moveInside(m.ReasoningStart, d, at, grow)
+	m.ReasoningEnd = moveInside(m.ReasoningEnd, d, at, grow)
+	m.ContentStart = moveInside(m.ContentStart, d, at, grow)
+	m.ContentEnd = moveInside(m.ContentEnd, d, at, grow)
+}
+
+// moveInside is moveInner for one offset x (negative: no such range).
+func moveInside(x, d, at, grow int) int {
+	switch {
+	case x < 0:
+		return x
+	case x > at:
+		return x + grow + d
 	}
+	return x + d
 }
 
 // messageArrays are the message arrays of views given back (Recycle), for

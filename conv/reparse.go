@@ -6,6 +6,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 	"unsafe"
 	"weak"
@@ -43,6 +44,9 @@ type Reparser struct {
 	mu     sync.Mutex
 	recent map[uint64][]*Request
 	bytes  int
+
+	ids    atomic.Uint64
+	edited *editedBodies // the bodies Apply edited from its views
 }
 
 // maxPerBeginning is how many recent requests a Reparser keeps of one
@@ -57,9 +61,10 @@ const maxPerBeginning = 64
 const reparseKeyBytes = 2048
 
 // NewReparser returns a Reparser keeping views of at most maxBytes in all
-// (bodies and what the views hold besides, heldBytes).
+// (bodies and what the views hold besides, heldBytes), and as much again
+// of the bodies Request.Apply edited from them (editedBodies).
 func NewReparser(maxBytes int) *Reparser {
-	return &Reparser{seed: maphash.MakeSeed(), maxBytes: maxBytes, recent: make(map[uint64][]*Request)}
+	return &Reparser{seed: maphash.MakeSeed(), maxBytes: maxBytes, recent: make(map[uint64][]*Request), edited: newEditedBodies(maxBytes)}
 }
 
 // Parse returns ParseRequest(body).
@@ -79,6 +84,9 @@ func (p *Reparser) Parse(body []byte) (*Request, error) {
 	}()
 	prev := closest(cands, body)
 	r, err := parseReusing(body, prev)
+	if err == nil {
+		r.edited, r.id = p.edited, p.ids.Add(1)
+	}
 	if err == nil && cap(r.Messages) >= minRecycled {
 		// The view lives as long as the body it aliases: its array goes
 		// back with the body's last release (the call's, the capture's,
@@ -246,11 +254,16 @@ func parseReusing(body []byte, prev *Request) (*Request, error) {
 	if !ok || !utf8.Valid(body[:same.start]) || !utf8.Valid(body[same.end:]) {
 		return ParseRequest(body)
 	}
+	if same.exact > 0 && bytes.Equal(body[:same.start], prev.Body[:same.start]) {
+		r.base, r.same = prev.id, same.exact
+	}
 	return r, nil
 }
 
-// span is a byte range of a body.
-type span struct{ start, end int }
+// span is a byte range of a body: the messages a body repeats of an
+// earlier one. Their first ones up to exact (0: none) are at the very
+// places they were, the separators between them the same bytes.
+type span struct{ start, end, exact int }
 
 // walkTop reads the top-level object of body, validating each value as
 // ValidJSON would (the messages prev repeats excepted: they were), and
@@ -448,6 +461,9 @@ func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (i
 					}
 					moved(m, pm, prev, s, i, &movedCalls)
 					end = e
+					if i == pm.Start && (idx == 0 || same.exact == prev.Messages[idx-1].End && bytes.Equal(body[same.exact:i], prev.Body[same.exact:i])) {
+						same.exact = e
+					}
 					if idx == 0 {
 						same.start = i
 					}

@@ -60,6 +60,17 @@ type Request struct {
 	// view's, used up to where the history stopped repeating): memory the
 	// messages' own counts do not show.
 	spareCalls int
+
+	// edited is the table of the Reparser that parsed the view (nil:
+	// none), where Apply keeps the bodies it edits and writes the next
+	// request's over them (editedBodies).
+	edited *editedBodies
+	// id numbers the views a Reparser parsed; base is the id of the one
+	// it read this one against (0: none) when the first same bytes of the
+	// two bodies are the same, compared byte for byte: its header and
+	// the messages it repeats at their very places.
+	id, base uint64
+	same     int
 }
 
 // Field is one member of a request's top-level object: its key and the

@@ -114,7 +114,7 @@ func (s String) Replace(start, end int) Edit {
 // applied in one pass; body is not changed. Bytes outside the edits are
 // kept as they are.
 func ApplyEdits(body []byte, edits []Edit) []byte {
-	slices.SortFunc(edits, func(a, b Edit) int { return a.Start - b.Start }) // sort.Slice would allocate
+	slices.SortFunc(edits, byStart) // sort.Slice would allocate
 	n, at := len(body), 0
 	for _, e := range edits {
 		n += len(e.Repl) - (e.End - e.Start)
@@ -147,3 +147,6 @@ func MentionsReasoning(data []byte) bool {
 	}
 	return false
 }
+
+// byStart orders edits by where they start.
+func byStart(a, b Edit) int { return a.Start - b.Start }

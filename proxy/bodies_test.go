@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -43,8 +44,9 @@ func answerOK(t *testing.T) *httptest.Server {
 }
 
 // TestLargeBodiesReused: a conversation's large requests, each read into
-// a bigbuf buffer and edited into another, take no fresh buffer once the
-// first requests have made theirs: each call gives its bodies back when it
+// a bigbuf buffer and edited into another (written over the previous
+// request's edited body: conv.Request.Apply), take no fresh buffer once
+// the first requests have made theirs: each call gives its bodies back when it
 // ends (the client's once the conversation's next request replaced it in
 // the parse cache), and the upstream gets every request as edited.
 func TestLargeBodiesReused(t *testing.T) {
@@ -57,8 +59,13 @@ func TestLargeBodiesReused(t *testing.T) {
 	defer up.Close()
 	_, srv := newTestProxy(t, up.URL, func(o *Options) { o.Transforms = []RequestTransform{shapeFirst} })
 
+	// No collection meanwhile: one lets bigbuf drop a buffer that waited
+	// on its free list through two (its idle trim), which a fresh one
+	// would then replace: not what this test is about.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	msgs := []string{fmt.Sprintf(`{"role":"user","content":"%s"}`, strings.Repeat("x", 300<<10))}
 	var madeAfterWarmup, releasedAfterWarmup int64
+	back := bigbuf.Released()
 	const warmup, n = 4, 24
 	for i := range n {
 		if i == warmup {
@@ -74,6 +81,21 @@ func TestLargeBodiesReused(t *testing.T) {
 		if want := bytes.Replace(body, []byte(`"content":"xxxxxxxx`), []byte(`"content":"shaped!!`), 1); !bytes.Equal(last, want) {
 			t.Fatalf("request %d: the upstream did not get the edited body", i)
 		}
+		// Its bodies come back (the edited one to be written over by
+		// the next request's, the client's previous one from the parse
+		// cache), the last of them when the transport closes the
+		// upstream body, which it may do after the answer came: waited
+		// for, so that the next request finds them.
+		want := back + 2
+		if i == 0 {
+			want = back + 1 // the parse cache keeps the client's
+		}
+		for deadline := time.Now().Add(5 * time.Second); bigbuf.Released() < want; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("request %d: %d of its bodies came back, want %d", i, bigbuf.Released()-back, want-back)
+			}
+		}
+		back = bigbuf.Released()
 	}
 	made, _ := bigbuf.Counts()
 	if fresh := made - madeAfterWarmup; fresh != 0 {

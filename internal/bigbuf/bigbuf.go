@@ -76,9 +76,10 @@ var free struct {
 // ref is a buffer's count of references and its class, and what its
 // last Release runs (OnRelease).
 type ref struct {
-	n     int32
-	class int8
-	done  func()
+	n       int32
+	class   int8
+	done    func()
+	reclaim func([]byte)
 }
 
 // entry is a buffer on the free list and the collection count when it
@@ -267,6 +268,17 @@ func Release(b []byte) {
 		r.done()
 	}
 	c := int(r.class)
+	if r.reclaim != nil {
+		// Handed to its reclaimer instead, counted again with the one
+		// reference it now holds, as Make hands a buffer out.
+		runtime.SetFinalizer(p, releasers[c])
+		free.mu.Lock()
+		free.refs[k] = ref{n: 1, class: r.class}
+		free.mu.Unlock()
+		released.Add(1)
+		r.reclaim(unsafe.Slice(p, classSize(c)))
+		return
+	}
 	if poison {
 		fill(unsafe.Slice(p, classSize(c)))
 	}
@@ -299,6 +311,48 @@ func OnRelease(b []byte, f func()) bool {
 		free.refs[k] = r
 	}
 	return ok
+}
+
+// Reclaim has b's last Release hand the buffer to f instead of the free
+// list, with its bytes as they are: f gets the whole buffer (its class's
+// size), counted with one reference, which f's receiver now holds and
+// releases in time (a body kept to be written over by the next one:
+// Resized). It reports whether b is counted; when not, f never runs. One
+// reclaimer a buffer, taken by the release that runs it; a buffer the
+// collector gives back runs none.
+//
+// Like OnRelease's, f must not reach b before it runs (a weak pointer, or
+// nothing of b at all).
+func Reclaim(b []byte, f func([]byte)) bool {
+	if cap(b) < MinSize {
+		return false
+	}
+	k := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	free.mu.Lock()
+	defer free.mu.Unlock()
+	r, ok := free.refs[k]
+	if ok {
+		r.reclaim = f
+		free.refs[k] = r
+	}
+	return ok
+}
+
+// Resized returns b's buffer at length and capacity n, for b's only
+// holder (Reclaim) to write: ok is false when b is not counted or its
+// class does not hold n. The bytes past b's length are an earlier body's.
+func Resized(b []byte, n int) ([]byte, bool) {
+	if cap(b) < MinSize || n < 0 {
+		return nil, false
+	}
+	p := unsafe.SliceData(b)
+	free.mu.Lock()
+	r, ok := free.refs[uintptr(unsafe.Pointer(p))]
+	free.mu.Unlock()
+	if !ok || n > classSize(int(r.class)) {
+		return nil, false
+	}
+	return unsafe.Slice(p, classSize(int(r.class)))[:n:n], true
 }
 
 // onFreeList reports whether the buffer at address k is on the free list.
@@ -337,8 +391,9 @@ var made, reused, released atomic.Int64
 // from the free list.
 func Counts() (allocated, fromFreeList int64) { return made.Load(), reused.Load() }
 
-// Released returns how many buffers came back by their last Release (the
-// others came back by the collector).
+// Released returns how many buffers came back by their last Release, to
+// the free list or to their reclaimer (the others came back by the
+// collector).
 func Released() int64 { return released.Load() }
 
 // Free returns the bytes the free list holds.

@@ -344,3 +344,54 @@ func TestOnReleaseAtLastRelease(t *testing.T) {
 		t.Fatal("an uncounted buffer accepted a function")
 	}
 }
+
+// TestReclaimAtLastRelease: a buffer with a reclaimer goes to it at its
+// last release, not before, its bytes as they were (not poisoned), counted
+// again with one reference, and grows within its class; its next last
+// release puts it on the free list as any other.
+func TestReclaimAtLastRelease(t *testing.T) {
+	b := Make(MinSize + 10)
+	b[0], b[len(b)-1] = 7, 9
+	var got []byte
+	if !Reclaim(b, func(r []byte) { got = r }) {
+		t.Fatal("a counted buffer refused")
+	}
+	Retain(b)
+	Release(b)
+	if got != nil {
+		t.Fatal("reclaimed before the last release")
+	}
+	back, onList := Released(), Free()
+	Release(b)
+	if Released() != back+1 || Free() != onList {
+		t.Fatal("a reclaimed buffer not counted as given back, or put on the free list")
+	}
+	size := SizeOf(len(b))
+	if got == nil || &got[0] != &b[0] || len(got) != size {
+		t.Fatalf("not reclaimed whole at the last release (got %d bytes)", len(got))
+	}
+	if got[0] != 7 || got[MinSize+9] != 9 {
+		t.Fatal("the reclaimed buffer's bytes changed")
+	}
+	if g, ok := Resized(got, size); !ok || len(g) != size || &g[0] != &b[0] {
+		t.Fatal("not resized within its class")
+	}
+	if _, ok := Resized(got, size+1); ok {
+		t.Fatal("resized past its class")
+	}
+	freed := Released()
+	Release(got)
+	if Released() != freed+1 {
+		t.Fatal("the reclaimed buffer's release did not give it back")
+	}
+	if _, ok := Resized(got, MinSize); ok {
+		t.Fatal("a released buffer resized")
+	}
+	u := make([]byte, MinSize*2)
+	if Reclaim(u, func([]byte) { t.Error("reclaimed an uncounted buffer") }) {
+		t.Fatal("an uncounted buffer accepted a reclaimer")
+	}
+	if _, ok := Resized(u, MinSize); ok {
+		t.Fatal("an uncounted buffer resized")
+	}
+}

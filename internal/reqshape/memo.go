@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/internal/resolved"
 	"github.com/shaperproxy/shaperproxy/shaping"
 )
 
@@ -29,6 +30,25 @@ type memo struct {
 	// bytes too, for the cache-aware policy's fingerprints (in two
 	// generations, not in recency order: see printMemo).
 	prints *printMemo
+	// last are the entries of the last request's blocks by place (at:
+	// two a message), tried before the map: a conversation's next
+	// request has its history's blocks at the same places. An entry
+	// found there is not made the most recent.
+	last resolved.Places[memoKey, *memoEntry]
+}
+
+// placeOf is where a block of message i lies among a request's blocks
+// (memo.begin, memo.shape's at).
+func placeOf(i int, part uint8) int { return 2*i + int(part) - 1 }
+
+// begin starts a request of n messages: its blocks' places (placeOf).
+func (m *memo) begin(n int) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	m.last.Begin(2 * n)
+	m.mu.Unlock()
 }
 
 // source says where a text was read: the message (the key of its bytes,
@@ -90,7 +110,7 @@ func newMemo(max int) *memo {
 // Shape returns shaping.Shape(text, o), from memory when it can; text is
 // what src holds.
 func (m *memo) Shape(src source, text string, o shaping.Options) (string, bool) {
-	out, _, changed := m.shape(src, text, o, false)
+	out, _, changed := m.shape(src, -1, text, o, false)
 	return out, changed
 }
 
@@ -100,10 +120,12 @@ func (m *memo) Shape(src source, text string, o shaping.Options) (string, bool) 
 // carry their text (conv.String.Replace). The token is shared: callers
 // must not modify it.
 func (m *memo) ShapeQuoted(src source, text string, o shaping.Options) (out string, quoted conv.String, changed bool) {
-	return m.shape(src, text, o, true)
+	return m.shape(src, -1, text, o, true)
 }
 
-func (m *memo) shape(src source, text string, o shaping.Options, quote bool) (string, conv.String, bool) {
+// shape is Shape or ShapeQuoted (quote) of the block at place at of the
+// request begun last (placeOf; -1: none).
+func (m *memo) shape(src source, at int, text string, o shaping.Options, quote bool) (string, conv.String, bool) {
 	if o.Op == shaping.OpKeep {
 		return text, conv.String{}, false // what shaping.Shape gives, without looking text up
 	}
@@ -114,9 +136,15 @@ func (m *memo) shape(src source, text string, o shaping.Options, quote bool) (st
 	}
 	k := memoKey{src: src, opts: ok}
 	m.mu.Lock()
-	if el, ok := m.items[k]; ok {
-		m.order.MoveToFront(el)
-		e := el.Value.(*memoEntry)
+	e, found := m.last.Get(at, k)
+	if !found {
+		if el, ok := m.items[k]; ok {
+			m.order.MoveToFront(el)
+			e, found = el.Value.(*memoEntry), true
+		}
+	}
+	if found {
+		m.last.Set(at, k, e)
 		m.hits++
 		if quote && e.changed && !e.quoteOK {
 			e.quoted, e.quoteOK = conv.QuoteString(e.out), true
@@ -137,14 +165,14 @@ func (m *memo) shape(src source, text string, o shaping.Options, quote bool) (st
 	// The memo outlives the request: its strings must not share the
 	// memory of the request's body (a view's strings do), or each entry
 	// would keep a whole history alive. An unchanged text is not kept.
-	e := &memoEntry{key: k, changed: changed}
+	e = &memoEntry{key: k, changed: changed}
 	if changed {
 		e.out = strings.Clone(out)
 	}
 	if quote && changed {
 		e.quoted, e.quoteOK = conv.QuoteString(e.out), true
 	}
-	m.put(e)
+	m.put(e, at)
 	return out, e.quoted, changed
 }
 
@@ -155,9 +183,10 @@ func quoteIf(ok bool, s string) conv.String {
 	return conv.QuoteString(s)
 }
 
-func (m *memo) put(e *memoEntry) {
+func (m *memo) put(e *memoEntry, at int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.last.Set(at, e.key, e) // a right pair, whichever request began the places since
 	if el, ok := m.items[e.key]; ok {
 		el.Value = e
 		m.order.MoveToFront(el)

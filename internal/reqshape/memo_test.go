@@ -250,3 +250,50 @@ func TestPrintMemoLastConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestMemoPlacesConcurrent: requests of three conversations shaped at once
+// through a memo too small to hold their blocks, each block found at its
+// place when the last request had it there: every shaped text is
+// shaping.Shape's, whichever request began the places.
+func TestMemoPlacesConcurrent(t *testing.T) {
+	mk := func(tag string, n int) *conv.Request {
+		var b strings.Builder
+		b.WriteString(`{"model":"m","messages":[`)
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"role":"user","content":"q%d"},{"role":"assistant","reasoning_content":"Okay, %s %d. Let me think about step %d. The answer is %d because the input says so. Wait, check it again: yes, %d.","content":"a"}`, i, tag, i%5, i, i*i, i)
+		}
+		b.WriteString(`,{"role":"user","content":"last"}]}`)
+		return view(t, []byte(b.String()))
+	}
+	reqs := []*conv.Request{mk("a", 20), mk("b", 20), mk("a", 30)}
+	m := newMemo(8)
+	o := shaping.Options{Op: shaping.OpExtract, MaxChars: 40}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				r := reqs[(g+i)%len(reqs)]
+				m.begin(len(r.Messages))
+				for j := range r.Messages {
+					msg := &r.Messages[j]
+					if msg.Reasoning == "" {
+						continue
+					}
+					got, q, changed := m.shape(source{msg.RawKey(), partReasoning}, placeOf(j, partReasoning), msg.Reasoning, o, true)
+					want, wchanged := shaping.Shape(msg.Reasoning, o)
+					if got != want || changed != wchanged || changed && string(q.Token()) != string(conv.QuoteString(want).Token()) {
+						t.Errorf("message %d: %q (changed %v), want %q (%v)", j, got, changed, want, wchanged)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if hits, _ := m.Stats(); hits == 0 {
+		t.Fatal("no block was found again: the test checked nothing")
+	}
+}

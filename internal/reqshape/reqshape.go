@@ -336,6 +336,7 @@ func candidates(req *conv.Request, rule shapeRule, memo *memo) []cand {
 	var out []cand
 	if n > 0 {
 		out = candRoom(n)
+		memo.begin(len(req.Messages))
 	}
 	for i := range req.Messages {
 		m := &req.Messages[i]
@@ -468,7 +469,7 @@ func reasoningCand(c *cand, body []byte, m *conv.Message, rule shapeRule, memo *
 		}
 		opts.Op = shaping.OpExtract // the protocol needs the field: keep it, shaped
 	}
-	out, quoted, changed := memo.ShapeQuoted(source{m.RawKey(), partReasoning}, m.Reasoning, opts)
+	out, quoted, changed := memo.shape(source{m.RawKey(), partReasoning}, placeOf(m.Index, partReasoning), m.Reasoning, opts, true)
 	if !changed || out == "" {
 		return true
 	}
@@ -560,7 +561,7 @@ func thinkCand(c *cand, body []byte, m *conv.Message, rule shapeRule, memo *memo
 	if opts.Op == shaping.OpDrop {
 		opts.Op = shaping.OpExtract
 	}
-	out, changed := memo.Shape(source{m.RawKey(), partThink}, inner, opts)
+	out, _, changed := memo.shape(source{m.RawKey(), partThink}, placeOf(m.Index, partThink), inner, opts, false)
 	if !changed || out == "" {
 		return true
 	}

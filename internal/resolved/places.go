@@ -36,9 +36,9 @@ func (p *Places[K, V]) Begin(n int) {
 }
 
 // Get returns the value the previous sequence had at place i, when it
-// had k there.
+// had k there (a negative i is no place: never found).
 func (p *Places[K, V]) Get(i int, k K) (V, bool) {
-	if i < len(p.prev) && p.prev[i].ok && p.prev[i].k == k {
+	if uint(i) < uint(len(p.prev)) && p.prev[i].ok && p.prev[i].k == k {
 		return p.prev[i].v, true
 	}
 	var zero V
@@ -46,9 +46,10 @@ func (p *Places[K, V]) Get(i int, k K) (V, bool) {
 }
 
 // Set records k and its value v at place i of this sequence (ignored past
-// its end: a later Begin may have started a shorter one).
+// its end, where a later Begin may have started a shorter one, and for a
+// negative i).
 func (p *Places[K, V]) Set(i int, k K, v V) {
-	if i < len(p.cur) {
+	if uint(i) < uint(len(p.cur)) {
 		p.cur[i] = placed[K, V]{k, v, true}
 	}
 }

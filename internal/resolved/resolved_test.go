@@ -95,6 +95,10 @@ func TestPlaces(t *testing.T) {
 	if v, ok := p.Get(1, "b"); !ok || v != 2 {
 		t.Fatalf("place 1: %d, %v", v, ok)
 	}
+	p.Set(-1, "n", 7) // no place: ignored
+	if _, ok := p.Get(-1, "n"); ok {
+		t.Fatal("found at a negative place")
+	}
 	p.Set(0, "a", 1)
 	p.Begin(MaxPlaces + 1)
 	p.Set(0, "z", 26)

@@ -1,0 +1,342 @@
+package conv
+
+import (
+	"bytes"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
+	"github.com/shaperproxy/shaperproxy/internal/slicepool"
+)
+
+// editedBodies keeps the bodies Apply edited from a Reparser's views, so
+// that the next request of a conversation is edited over one of them
+// instead of into a fresh buffer.
+//
+// A conversation's request repeats the previous one's history byte for
+// byte, and a transform that edits the history (the shaper) edits it the
+// same way again: the edited body of the previous request already holds
+// the new one's up to where the history stopped repeating. Writing the
+// new body over it copies only what follows — the new messages — where a
+// fresh buffer takes the whole megabyte again (the largest single cost of
+// shaping a long history).
+//
+// It is exact, not a guess: the Reparser records how many first bytes of
+// a body are its base's (a request it compared byte for byte), so two
+// requests share their first bytes as far as each shares them with a
+// common base (its base, or its base's, …: its chain); the table keeps
+// each edited body's edits, and a kept body is written over only up to
+// where the two requests' bytes and their edits (ranges and the very
+// bytes put in) agree.
+//
+// A body comes to the table when no one else holds it (bigbuf.Reclaim:
+// the call that sent it, the capture that recorded it, all let it go),
+// and leaves it to be written over, or the oldest first when the bodies
+// it holds pass its bound. Safe for concurrent use.
+type editedBodies struct {
+	mu    sync.Mutex
+	max   int // bounds bytes
+	bytes int // of the bodies back (free)
+	byID  map[uint64]*keptBody
+	order []uint64    // the ids of byID, oldest first (some since forgotten)
+	free  []*keptBody // the bodies back, oldest first
+
+	over atomic.Int64 // bodies written over a kept one
+}
+
+// keptBody is what the table knows of the body Apply edited from the
+// view with id: its chain, its length and edits, and the body itself
+// (out, the table's reference) once it is back and until it is taken.
+// One taken, or let go, leaves its link: id and chain.
+type keptBody struct {
+	id    uint64
+	chain []link // the view's bases, nearest first
+	n     int
+	out   []byte
+	edits []keptEdit     // nil in a link
+	links [maxChain]link // chain's array
+}
+
+// link is a base of a view: its id, and how many first bytes of the two
+// bodies are the same.
+type link struct {
+	id  uint64
+	lim int
+}
+
+// keptEdit is an edit of a kept body: the range it replaced in the
+// view's body and the length of what it put there.
+type keptEdit struct{ start, end, n int }
+
+// maxChain is how many bases a view's chain holds: the request it
+// repeats, that one's, and so on (a conversation sends its next request
+// while the last one's body is still being sent or recorded).
+const maxChain = 16
+
+// maxScan is how many of the latest bodies back take looks at.
+const maxScan = 64
+
+// maxKept bounds the views the table knows of (bodies and links).
+const maxKept = 4096
+
+var keptEdits slicepool.Pool[keptEdit]
+
+func newEditedBodies(max int) *editedBodies {
+	return &editedBodies{max: max, byID: make(map[uint64]*keptBody)}
+}
+
+// size is the memory a body back holds.
+func (k *keptBody) size() int { return bigbuf.SizeOf(k.n) + cap(k.edits)*24 }
+
+// editedLen is len(ApplyEdits(body, edits)).
+func editedLen(body []byte, edits []Edit) int {
+	n := len(body)
+	for _, e := range edits {
+		n += len(e.Repl) - (e.End - e.Start)
+	}
+	return n
+}
+
+// writeOver returns r.Body with edits (sorted, not overlapping) applied,
+// written over a kept body that holds it — one that shares r's first
+// bytes when there is one: its bytes are kept up to where the two agree,
+// the rest written. ok is false when none holds it (the caller edits into
+// a buffer of bigbuf's free list).
+func (t *editedBodies) writeOver(r *Request, edits []Edit) (out []byte, ok bool) {
+	n := editedLen(r.Body, edits)
+	if n < bigbuf.MinSize {
+		return nil, false
+	}
+	old, oldEdits, lim := t.take(r, n)
+	if old == nil {
+		return nil, false
+	}
+	out, _ = bigbuf.Resized(old, n) // take checked that it holds n
+	q, w, j := agreed(old, oldEdits, r.Body, lim, edits)
+	keptEdits.Put(oldEdits)
+	at := q
+	for _, e := range edits[j:] {
+		w += copy(out[w:], r.Body[at:e.Start])
+		w += copy(out[w:], e.Repl)
+		at = e.End
+	}
+	copy(out[w:], r.Body[at:])
+	t.over.Add(1)
+	return out, true
+}
+
+// take finds, among the latest bodies back, the one whose view shares
+// the most first bytes with r and whose buffer holds n bytes — one of
+// r's chain, or a view whose chain meets r's (a sibling: requests of one
+// conversation sent at once are read against the same one) — else the
+// oldest that holds n bytes, and takes it with its edits: the table's
+// reference becomes the caller's. It returns how many first bytes of r
+// are that body's view's (0: none).
+func (t *editedBodies) take(r *Request, n int) (out []byte, edits []keptEdit, lim int) {
+	var buf [maxChain]link
+	var drop [][]byte
+	defer func() {
+		for _, b := range drop {
+			bigbuf.Release(b)
+		}
+	}()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	chain := t.chainOf(buf[:0], r)
+	best, superseded := -1, 0
+	for i := len(t.free) - 1; i >= 0 && i >= len(t.free)-maxScan; i-- {
+		k := t.free[i]
+		l := shared(chain, k)
+		if l > lim {
+			if _, fits := bigbuf.Resized(k.out, n); fits {
+				best, lim = i, l
+			}
+		}
+		if l > 0 && slices.ContainsFunc(chain, func(c link) bool { return c.id == k.id }) {
+			superseded++
+		}
+	}
+	for i := 0; best < 0 && i < len(t.free) && i < maxScan; i++ {
+		// None shares r's bytes: the oldest that holds n is a buffer
+		// all the same, all of it written (as one from the free list).
+		if _, fits := bigbuf.Resized(t.free[i].out, n); fits {
+			best = i
+		}
+	}
+	if best < 0 {
+		return nil, nil, 0
+	}
+	k := t.free[best]
+	t.free = slices.Delete(t.free, best, best+1)
+	t.bytes -= k.size()
+	out, edits = k.out, k.edits
+	k.out, k.edits = nil, nil // its link stays, for the chains of the views that repeat it
+	if superseded > 1 || superseded == 1 && !slices.ContainsFunc(chain, func(c link) bool { return c.id == k.id }) {
+		// The other bodies of r's bases: r's conversation goes on from
+		// r, so they go back to the free list, for any large body.
+		t.free = slices.DeleteFunc(t.free, func(o *keptBody) bool {
+			if !slices.ContainsFunc(chain, func(c link) bool { return c.id == o.id }) {
+				return false
+			}
+			t.bytes -= o.size()
+			drop = append(drop, o.out)
+			keptEdits.Put(o.edits)
+			o.out, o.edits = nil, nil
+			return true
+		})
+	}
+	return out, edits, lim
+}
+
+// chainOf appends r's chain to dst (room for maxChain): its base, and
+// that one's chain as the table has it, each as far as r's first bytes
+// are its base's (t.mu held).
+func (t *editedBodies) chainOf(dst []link, r *Request) []link {
+	if r.base == 0 || r.same == 0 {
+		return dst
+	}
+	dst = append(dst, link{r.base, r.same})
+	if b := t.byID[r.base]; b != nil {
+		for _, l := range b.chain {
+			if len(dst) == maxChain {
+				break
+			}
+			dst = append(dst, link{l.id, min(l.lim, r.same)})
+		}
+	}
+	return dst
+}
+
+// shared returns how many first bytes the view whose chain is chain
+// shares with k's view: as many as with k's when k is on its chain, else
+// as with the nearest base the two chains share (0: none).
+func shared(chain []link, k *keptBody) int {
+	for _, l := range chain {
+		if l.id == k.id {
+			return l.lim
+		}
+	}
+	for _, m := range k.chain { // nearest first: the most bytes
+		for _, l := range chain {
+			if l.id == m.id {
+				return min(l.lim, m.lim)
+			}
+		}
+	}
+	return 0
+}
+
+// agreed returns where the new body (body with edits) stops being old,
+// an edited body (with oldEdits), as far as the first lim bytes of body
+// are old's view's: q in body, w in the edited body, and j the first of
+// edits at or after q. Before q every edit of the two is the same range
+// replaced by the same bytes (compared with what old holds).
+func agreed(old []byte, oldEdits []keptEdit, body []byte, lim int, edits []Edit) (q, w, j int) {
+	lim = min(lim, len(body))
+	d, i := 0, 0 // d: how much longer the edited body is so far
+	for {
+		nextNew := j < len(edits) && edits[j].Start < lim
+		nextOld := i < len(oldEdits) && oldEdits[i].start < lim
+		if !nextNew && !nextOld {
+			return lim, lim + d, j
+		}
+		if nextNew && nextOld {
+			e, o := &edits[j], &oldEdits[i]
+			if e.Start == o.start && e.End == o.end && e.End <= lim && len(e.Repl) == o.n &&
+				bytes.Equal(e.Repl, old[e.Start+d:e.Start+d+o.n]) {
+				d += o.n - (o.end - o.start)
+				i, j = i+1, j+1
+				continue
+			}
+		}
+		q = lim
+		if nextNew {
+			q = min(q, edits[j].Start)
+		}
+		if nextOld {
+			q = min(q, oldEdits[i].start)
+		}
+		return q, q + d, j
+	}
+}
+
+// keep records out, r.Body with edits applied (a bigbuf buffer), for the
+// requests that repeat r: it comes to the table when every holder let it
+// go.
+func (t *editedBodies) keep(r *Request, out []byte, edits []Edit) {
+	if r.id == 0 || !counted(out) || bigbuf.SizeOf(len(out)) > t.max/4 {
+		return
+	}
+	k := &keptBody{id: r.id, n: len(out), edits: keptEdits.Get(len(edits), 4*len(edits)+16)[:0]}
+	for _, e := range edits {
+		k.edits = append(k.edits, keptEdit{e.Start, e.End, len(e.Repl)})
+	}
+	t.mu.Lock()
+	k.chain = t.chainOf(k.links[:0], r)
+	if old := t.byID[r.id]; old != nil { // the view edited again: the later body is kept
+		t.forget(old)
+	}
+	t.byID[r.id] = k
+	t.order = append(t.order, r.id)
+	for len(t.byID) > maxKept && len(t.order) > 0 {
+		if old := t.byID[t.order[0]]; old != nil {
+			t.forget(old)
+		}
+		t.order = t.order[1:]
+	}
+	if len(t.order) > 2*len(t.byID)+16 { // ids forgotten since
+		t.order = slices.DeleteFunc(t.order, func(id uint64) bool { return t.byID[id] == nil })
+	}
+	t.mu.Unlock()
+	// Reaches k, not out: k holds no byte of it until it is back.
+	bigbuf.Reclaim(out, func(b []byte) { t.back(k, b) })
+}
+
+// back takes k's body, b, when its last holder let it go, unless k was
+// forgotten meanwhile; then keeps the bodies back within the bound, the
+// oldest going first.
+func (t *editedBodies) back(k *keptBody, b []byte) {
+	var drop [][]byte
+	t.mu.Lock()
+	if t.byID[k.id] != k || k.edits == nil {
+		drop = append(drop, b)
+	} else {
+		k.out = b[:k.n:k.n]
+		t.free = append(t.free, k)
+		t.bytes += k.size()
+		for t.bytes > t.max && len(t.free) > 0 {
+			old := t.free[0]
+			t.free = slices.Delete(t.free, 0, 1)
+			t.bytes -= old.size()
+			drop = append(drop, old.out)
+			keptEdits.Put(old.edits)
+			old.out, old.edits = nil, nil
+		}
+	}
+	t.mu.Unlock()
+	for _, d := range drop {
+		bigbuf.Release(d)
+	}
+}
+
+// forget drops what the table knows of k: its body, when back, goes to
+// the free list; one not back yet goes there when it comes (t.mu held).
+func (t *editedBodies) forget(k *keptBody) {
+	delete(t.byID, k.id)
+	if k.out != nil {
+		if i := slices.Index(t.free, k); i >= 0 {
+			t.free = slices.Delete(t.free, i, i+1)
+		}
+		t.bytes -= k.size()
+		bigbuf.Release(k.out)
+	}
+	keptEdits.Put(k.edits)
+	k.out, k.edits = nil, nil
+}
+
+// counted reports whether b is a buffer bigbuf counts (held by someone).
+func counted(b []byte) bool {
+	_, ok := bigbuf.Resized(b, 0)
+	return ok
+}
