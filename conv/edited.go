@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
 	"github.com/shaperproxy/shaperproxy/internal/slicepool"
@@ -32,8 +33,10 @@ import (
 //
 // A body comes to the table when no one else holds it (bigbuf.Reclaim:
 // the call that sent it, the capture that recorded it, all let it go),
-// and leaves it to be written over, or the oldest first when the bodies
-// it holds pass its bound. Safe for concurrent use.
+// and leaves it to be written over, or for bigbuf's free list: the
+// oldest first when the bodies it holds pass its bound, those of a
+// conversation's earlier requests once a later one took its body, and
+// any that waited keptIdle. Safe for concurrent use.
 type editedBodies struct {
 	mu    sync.Mutex
 	max   int // bounds bytes
@@ -41,6 +44,11 @@ type editedBodies struct {
 	byID  map[uint64]*keptBody
 	order []uint64    // the ids of byID, oldest first (some since forgotten)
 	free  []*keptBody // the bodies back, oldest first
+	taken uint64      // the view whose body was taken last (tests)
+
+	idle  time.Duration // how long a body back waits to be taken (keptIdle)
+	timer *time.Timer   // lets the bodies go that waited idle; armed while some are back
+	armed bool
 
 	over atomic.Int64 // bodies written over a kept one
 }
@@ -53,6 +61,8 @@ type keptBody struct {
 	id    uint64
 	chain []link // the view's bases, nearest first
 	n     int
+	size  int       // the memory it holds once back: its buffer and edits
+	back  time.Time // when it came back
 	out   []byte
 	edits []keptEdit     // nil in a link
 	links [maxChain]link // chain's array
@@ -80,14 +90,58 @@ const maxScan = 64
 // maxKept bounds the views the table knows of (bodies and links).
 const maxKept = 4096
 
+// keptIdle is how long a body back waits for the next request of its
+// conversation before it goes to the free list (which lets what waits
+// there go within minutes): an agent's next request comes seconds after
+// the answer, a person's within minutes.
+const keptIdle = 2 * time.Minute
+
 var keptEdits slicepool.Pool[keptEdit]
 
 func newEditedBodies(max int) *editedBodies {
-	return &editedBodies{max: max, byID: make(map[uint64]*keptBody)}
+	return &editedBodies{max: max, byID: make(map[uint64]*keptBody), idle: keptIdle}
 }
 
-// size is the memory a body back holds.
-func (k *keptBody) size() int { return bigbuf.SizeOf(k.n) + cap(k.edits)*24 }
+// letGo takes the body back of k, which the caller took off t.free, out
+// of the table and returns it, for the caller to release once t.mu is
+// unlocked (t.mu held).
+func (t *editedBodies) letGo(k *keptBody) []byte {
+	out := k.out
+	t.bytes -= k.size
+	keptEdits.Put(k.edits)
+	k.out, k.edits = nil, nil
+	return out
+}
+
+// release releases the bodies let go (t.mu not held).
+func release(bs [][]byte) {
+	for _, b := range bs {
+		bigbuf.Release(b)
+	}
+}
+
+// expire lets the bodies go that waited idle, and arms the timer for the
+// next one (the timer's goroutine).
+func (t *editedBodies) expire() {
+	var drop [][]byte
+	defer func() { release(drop) }() // after the unlock below
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.armed = false
+	cut := time.Now().Add(-t.idle)
+	for len(t.free) > 0 && !t.free[0].back.After(cut) {
+		drop = append(drop, t.letGo(t.free[0]))
+		t.free = slices.Delete(t.free, 0, 1)
+	}
+	if len(t.free) > 0 {
+		t.armed = true
+		t.timer.Reset(time.Until(t.free[0].back.Add(t.idle)))
+	}
+}
+
+// fits reports whether the buffer of the body back k holds n bytes and
+// is not much larger: a short body does not keep a long one's buffer.
+func (k *keptBody) fits(n int) bool { return n <= cap(k.out) && cap(k.out) <= 2*n }
 
 // editedLen is len(ApplyEdits(body, edits)).
 func editedLen(body []byte, edits []Edit) int {
@@ -136,11 +190,7 @@ func (t *editedBodies) writeOver(r *Request, edits []Edit) (out []byte, ok bool)
 func (t *editedBodies) take(r *Request, n int) (out []byte, edits []keptEdit, lim int) {
 	var buf [maxChain]link
 	var drop [][]byte
-	defer func() {
-		for _, b := range drop {
-			bigbuf.Release(b)
-		}
-	}()
+	defer func() { release(drop) }()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	chain := t.chainOf(buf[:0], r)
@@ -148,19 +198,17 @@ func (t *editedBodies) take(r *Request, n int) (out []byte, edits []keptEdit, li
 	for i := len(t.free) - 1; i >= 0 && i >= len(t.free)-maxScan; i-- {
 		k := t.free[i]
 		l := shared(chain, k)
-		if l > lim {
-			if _, fits := bigbuf.Resized(k.out, n); fits {
-				best, lim = i, l
-			}
+		if k.fits(n) && (l > lim || l == lim && best >= 0 && l > 0 && cap(k.out) < cap(t.free[best].out)) {
+			best, lim = i, l
 		}
 		if l > 0 && slices.ContainsFunc(chain, func(c link) bool { return c.id == k.id }) {
 			superseded++
 		}
 	}
 	for i := 0; best < 0 && i < len(t.free) && i < maxScan; i++ {
-		// None shares r's bytes: the oldest that holds n is a buffer
+		// None shares r's bytes: the smallest that holds n is a buffer
 		// all the same, all of it written (as one from the free list).
-		if _, fits := bigbuf.Resized(t.free[i].out, n); fits {
+		if k := t.free[i]; k.fits(n) && (best < 0 || cap(k.out) < cap(t.free[best].out)) {
 			best = i
 		}
 	}
@@ -168,8 +216,9 @@ func (t *editedBodies) take(r *Request, n int) (out []byte, edits []keptEdit, li
 		return nil, nil, 0
 	}
 	k := t.free[best]
+	t.taken = k.id
 	t.free = slices.Delete(t.free, best, best+1)
-	t.bytes -= k.size()
+	t.bytes -= k.size
 	out, edits = k.out, k.edits
 	k.out, k.edits = nil, nil // its link stays, for the chains of the views that repeat it
 	if superseded > 1 || superseded == 1 && !slices.ContainsFunc(chain, func(c link) bool { return c.id == k.id }) {
@@ -179,10 +228,7 @@ func (t *editedBodies) take(r *Request, n int) (out []byte, edits []keptEdit, li
 			if !slices.ContainsFunc(chain, func(c link) bool { return c.id == o.id }) {
 				return false
 			}
-			t.bytes -= o.size()
-			drop = append(drop, o.out)
-			keptEdits.Put(o.edits)
-			o.out, o.edits = nil, nil
+			drop = append(drop, t.letGo(o))
 			return true
 		})
 	}
@@ -302,22 +348,26 @@ func (t *editedBodies) back(k *keptBody, b []byte) {
 	if t.byID[k.id] != k || k.edits == nil {
 		drop = append(drop, b)
 	} else {
-		k.out = b[:k.n:k.n]
+		k.out = b[:k.n] // its capacity the buffer's: what it holds, and may hold
+		k.size = len(b) + cap(k.edits)*24
+		k.back = time.Now()
 		t.free = append(t.free, k)
-		t.bytes += k.size()
+		t.bytes += k.size
 		for t.bytes > t.max && len(t.free) > 0 {
-			old := t.free[0]
+			drop = append(drop, t.letGo(t.free[0]))
 			t.free = slices.Delete(t.free, 0, 1)
-			t.bytes -= old.size()
-			drop = append(drop, old.out)
-			keptEdits.Put(old.edits)
-			old.out, old.edits = nil, nil
+		}
+		if !t.armed && len(t.free) > 0 {
+			t.armed = true
+			if t.timer == nil {
+				t.timer = time.AfterFunc(t.idle, t.expire)
+			} else {
+				t.timer.Reset(t.idle)
+			}
 		}
 	}
 	t.mu.Unlock()
-	for _, d := range drop {
-		bigbuf.Release(d)
-	}
+	release(drop)
 }
 
 // forget drops what the table knows of k: its body, when back, goes to
@@ -328,7 +378,7 @@ func (t *editedBodies) forget(k *keptBody) {
 		if i := slices.Index(t.free, k); i >= 0 {
 			t.free = slices.Delete(t.free, i, i+1)
 		}
-		t.bytes -= k.size()
+		t.bytes -= k.size
 		bigbuf.Release(k.out)
 	}
 	keptEdits.Put(k.edits)

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shaperproxy/shaperproxy/fixtures"
 	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
@@ -113,8 +115,9 @@ func TestApplyWritesOverEarlierBody(t *testing.T) {
 	}
 
 	b := truncated(t, seed, 122)
+	over := p.edited.over.Load()
 	held := editThrough(t, p, b, editsOf(t, b, shapedTag))
-	if sameBuffer(held.out, first.out) {
+	if p.edited.over.Load() != over {
 		t.Fatal("an edited body still held was written over")
 	}
 	if held.view.base != first.view.id || held.view.same == 0 {
@@ -123,23 +126,35 @@ func TestApplyWritesOverEarlierBody(t *testing.T) {
 	first.end()
 	held.end()
 
-	// The request after: its base's body is free now.
+	// The request after: its base's body is back now.
 	c := truncated(t, seed, 125)
 	next := editThrough(t, p, c, editsOf(t, c, shapedTag))
-	if !sameBuffer(next.out, held.out) {
-		t.Fatal("the next request's edited body did not go over the free one of its base")
+	if taken(p) != held.view.id {
+		t.Fatalf("the next request's edited body went over view %d's, want its base's (%d)", taken(p), held.view.id)
 	}
 	next.end()
 
-	// Along the chain: d's base (e) is held, e's base (next) is free.
+	// Along the chain: e's base (next) is back; f's base (e) is held,
+	// and so is next's body, which e took.
 	d := truncated(t, seed, 126)
 	e := editThrough(t, p, d, editsOf(t, d, shapedTag))
+	if taken(p) != next.view.id {
+		t.Fatalf("e went over view %d's body, want next's (%d)", taken(p), next.view.id)
+	}
+	over = p.edited.over.Load()
 	f := editThrough(t, p, truncated(t, seed, 127), editsOf(t, truncated(t, seed, 127), shapedTag))
-	if sameBuffer(f.out, e.out) || !sameBuffer(e.out, next.out) {
-		t.Fatal("e should take next's body, f none of a held one")
+	if p.edited.over.Load() != over && taken(p) != first.view.id {
+		t.Fatalf("f went over view %d's body, held or not its conversation's", taken(p))
 	}
 	e.end()
 	f.end()
+}
+
+// taken is the view whose body p's table took last.
+func taken(p *Reparser) uint64 {
+	p.edited.mu.Lock()
+	defer p.edited.mu.Unlock()
+	return p.edited.taken
 }
 
 // TestApplyOverDifferingEdits: where the new request's edits in the
@@ -194,19 +209,21 @@ func TestApplyOverDifferingEdits(t *testing.T) {
 		b := replaceAfter(a, 4096, `},{`, "},\n{")
 		return b, editsOf(t, b, shapedTag)
 	}
+	cases["white space taken out"] = func() ([]byte, []Edit) { return a, cloneEdits(base) } // after spacedA
 	for name, next := range cases {
 		t.Run(name, func(t *testing.T) {
 			p := NewReparser(32 << 20)
 			first := editThrough(t, p, a, cloneEdits(base))
-			if strings.HasSuffix(name, "same length") {
+			if strings.HasSuffix(name, "same length") || strings.HasSuffix(name, "taken out") {
 				first.end()
 				first = editThrough(t, p, spacedA, editsOf(t, spacedA, shapedTag))
 			}
 			first.end()
 			body, edits := next()
+			over := p.edited.over.Load()
 			c := editThrough(t, p, body, edits)
-			if !sameBuffer(c.out, first.out) && len(c.out) <= cap(first.out) {
-				t.Errorf("the free earlier body was not written over (base %d same %d, first id %d)", c.view.base, c.view.same, first.view.id)
+			if p.edited.over.Load() != over+1 || taken(p) != first.view.id {
+				t.Errorf("the earlier body, back, was not written over (base %d same %d, first id %d)", c.view.base, c.view.same, first.view.id)
 			}
 			c.end()
 		})
@@ -316,9 +333,9 @@ func TestApplyOverSibling(t *testing.T) {
 		t.Fatal("the two were not read against the same request")
 	}
 	second.end()
-	next := against(truncated(t, seed, 132), first.view) // the second's length: its buffer holds it
-	if !sameBuffer(next.out, second.out) {
-		t.Fatal("the free body of a sibling was not written over")
+	next := against(truncated(t, seed, 132), first.view)
+	if taken(p) != second.view.id {
+		t.Fatalf("went over view %d's body, want the sibling's (%d), the only one back", taken(p), second.view.id)
 	}
 	base.end()
 	first.end()
@@ -342,8 +359,8 @@ func TestApplyOverShorter(t *testing.T) {
 	sibling := with(131, root.view)
 	sibling.end()
 	short := with(120, base.view) // its first bytes are base's up to its 120 messages
-	if !sameBuffer(short.out, sibling.out) {
-		t.Fatal("the sibling's free body was not written over")
+	if taken(p) != sibling.view.id {
+		t.Fatalf("went over view %d's body, want the sibling's (%d)", taken(p), sibling.view.id)
 	}
 	for _, c := range []editCall{root, base, short} {
 		c.end()
@@ -374,8 +391,8 @@ func TestEditedBodiesBounded(t *testing.T) {
 	}
 	next := bytes.Replace(truncated(t, seed, 100), []byte("deepseek-reasoner"), []byte("conversation-0039"), 1) // sent again
 	c := editThrough(t, p, next, editsOf(t, next, shapedTag))
-	if !sameBuffer(c.out, last.out) {
-		t.Fatal("the latest conversation's next request was not written over its body")
+	if taken(p) != last.view.id {
+		t.Fatalf("the latest conversation's next request went over view %d's body, want its own (%d)", taken(p), last.view.id)
 	}
 	c.end()
 }
@@ -394,13 +411,17 @@ func TestEditedForgottenGoesBack(t *testing.T) {
 	}
 	onList := bigbuf.Free()
 	bigbuf.Release(first.out)
-	if bigbuf.Free() != onList+bigbuf.SizeOf(len(first.out)) {
-		t.Fatal("the forgotten body did not go back to the free list")
+	p.edited.mu.Lock()
+	kept := len(p.edited.free)
+	p.edited.mu.Unlock()
+	if kept != 0 || bigbuf.Free() < onList+bigbuf.SizeOf(len(first.out)) {
+		t.Fatalf("the forgotten body did not go back to the free list (the table holds %d)", kept)
 	}
+	want := bytes.Clone(again.Body)
 	bigbuf.Release(again.Body)
 	p.edited.mu.Lock()
 	defer p.edited.mu.Unlock()
-	if len(p.edited.free) != 1 || p.edited.free[0].id != first.view.id || &p.edited.free[0].out[0] != &again.Body[0] {
+	if len(p.edited.free) != 1 || p.edited.free[0].id != first.view.id || !bytes.Equal(p.edited.free[0].out, want) {
 		t.Fatalf("the table holds %d bodies, want the later one", len(p.edited.free))
 	}
 	bigbuf.Release(first.body)
@@ -442,5 +463,228 @@ func BenchmarkApplySeedRepeat(b *testing.B) {
 			}
 			b.ReportMetric(float64(p.edited.over.Load())/float64(b.N), "over/op")
 		})
+	}
+}
+
+// TestApplyOverHeaderDiffers: a member before "messages" that differs in
+// one byte, at the same length, past the bytes the Reparser finds the
+// earlier request by: the body written over the earlier one takes the
+// new member's bytes.
+func TestApplyOverHeaderDiffers(t *testing.T) {
+	seed := parseCopy(t, fixtures.SeedHistory())
+	p := NewReparser(32 << 20)
+	meta := `"metadata":{"note":"` + strings.Repeat("x", 3000) + `"},`
+	mk := func(n int, c byte) []byte {
+		h := strings.Replace(meta, `xxxxx"`, "xxxx"+string(c)+`"`, 1)
+		return bytes.Replace(truncated(t, seed, n), []byte(`"stream":false,`), []byte(`"stream":false,`+h), 1)
+	}
+	a := mk(130, 'a')
+	first := editThrough(t, p, a, editsOf(t, a, shapedTag))
+	first.end()
+	b := mk(132, 'b')
+	c := editAgainst(t, p, b, editsOf(t, b, shapedTag), first.view)
+	if taken(p) != first.view.id {
+		t.Fatal("the earlier body was not written over: the test checked nothing")
+	}
+	c.end()
+}
+
+// TestApplyOverStraddle: an edit in both requests that spans the end of
+// the last message the two share at their places (the separator to the
+// next, which differs): it is not taken as shared.
+func TestApplyOverStraddle(t *testing.T) {
+	seed := parseCopy(t, fixtures.SeedHistory())
+	p := NewReparser(32 << 20)
+	a := truncated(t, seed, 130)
+	ra := parseCopy(t, a)
+	const k = 120
+	straddle := func(r *Request) Edit {
+		m, next := r.Messages[k-1], r.Messages[k]
+		return Edit{Start: m.End - 1, End: next.Start + 1, Repl: []byte("}, {")}
+	}
+	first := editThrough(t, p, a, append(editsOf(t, a, shapedTag), straddle(ra)))
+	first.end()
+	b := bytes.Clone(a) // message k changed in place, its length kept
+	m := ra.Messages[k]
+	b[bytes.Index(b[m.Start:m.End], []byte(`"role":"`))+m.Start+8] ^= 0x20
+	c := editAgainst(t, p, b, append(editsOf(t, b, shapedTag), straddle(parseCopy(t, b))), first.view)
+	if taken(p) != first.view.id || c.view.same != ra.Messages[k-1].End {
+		t.Fatalf("not written over the earlier body up to message %d (same %d): the test checked nothing", k-1, c.view.same)
+	}
+	c.end()
+}
+
+// TestApplyOverStress: conversations growing, cut back, read against
+// earlier requests still open, with separators of other white space,
+// bytes changed in place, blocks edited now one way now another,
+// insertions after a replaced string, edits across a separator and of
+// the model: every edited body is exactly ApplyEdits'.
+func TestApplyOverStress(t *testing.T) {
+	seed := parseCopy(t, fixtures.SeedHistory())
+	var over int64
+	for s := range 4 {
+		rng := rand.New(rand.NewPCG(uint64(s), 99))
+		p := NewReparser(16 << 20)
+		n := 150
+		var open []editCall
+		for range 100 {
+			switch rng.IntN(7) {
+			case 0:
+				n = max(120, n-rng.IntN(20))
+			case 1, 2, 3:
+				n = min(250, n+1+rng.IntN(3))
+			}
+			body := truncated(t, seed, n)
+			if rng.IntN(5) == 0 {
+				body = replaceAfter(body, rng.IntN(len(body)), `},{`, `}, {`)
+			}
+			if rng.IntN(6) == 0 { // a byte changed in place
+				i := bytes.Index(body[len(body)/3:], []byte(`"content":"`))
+				if k := len(body)/3 + i + 11; i >= 0 && body[k] != '"' && body[k] != '\\' {
+					body[k] ^= 0x20
+				}
+			}
+			var prev *Request
+			if len(open) > 0 && rng.IntN(3) == 0 {
+				prev = open[rng.IntN(len(open))].view
+			}
+			open = append(open, editAgainst(t, p, body, stressEdits(t, body, rng), prev))
+			for len(open) > 0 && rng.IntN(3) > 0 {
+				k := rng.IntN(len(open))
+				open[k].end()
+				open = append(open[:k], open[k+1:]...)
+			}
+		}
+		for _, o := range open {
+			o.end()
+		}
+		over += p.edited.over.Load()
+	}
+	if over < 100 {
+		t.Fatalf("%d of 400 edited bodies written over earlier ones: the test checked little", over)
+	}
+}
+
+// stressEdits are TestApplyOverStress's edits of body, in no order.
+func stressEdits(t *testing.T, body []byte, rng *rand.Rand) []Edit {
+	r := parseCopy(t, body)
+	var es []Edit
+	variant := rng.IntN(3)
+	for i, m := range r.Messages {
+		if m.ReasoningStart >= 0 && m.ReasoningEnd-m.ReasoningStart > 300 && rng.IntN(10) > 0 {
+			tag := shapedTag(i)
+			switch {
+			case variant == 1 && i%5 == 2:
+				tag = strings.ToUpper(tag)
+			case variant == 2 && i%3 == 0:
+				tag += "!"
+			}
+			es = append(es, Edit{Start: m.ReasoningStart, End: m.ReasoningEnd, Repl: quote(tag)})
+			if rng.IntN(6) == 0 { // an insertion just after the replaced string
+				es = append(es, Edit{Start: m.ReasoningEnd, End: m.ReasoningEnd, Repl: []byte(" ")})
+			}
+		}
+		if p := r.Messages[max(i-1, 0)]; i > 0 && rng.IntN(40) == 0 && body[p.End] == ',' && m.Start == p.End+1 {
+			es = append(es, Edit{Start: p.End - 1, End: m.Start + 1, Repl: []byte("}, {")}) // across the separator
+		}
+	}
+	if rng.IntN(3) == 0 { // the model
+		i := bytes.Index(body, []byte(`"model":"`)) + 8
+		j := bytes.IndexByte(body[i+1:], '"') + i + 2
+		es = append(es, Edit{Start: i, End: j, Repl: quote([]string{"m1", "model-two"}[rng.IntN(2)])})
+	}
+	slices.SortStableFunc(es, byStart)
+	out, end := es[:0], -1
+	for _, e := range es { // no overlaps, one edit a place
+		if e.Start < end || e.Start == end && len(out) > 0 && out[len(out)-1].Start == e.Start {
+			continue
+		}
+		out, end = append(out, e), e.End
+	}
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// TestApplyOverNotMuchLarger: a history cut far back does not take the
+// long history's body, whose buffer is more than twice what it needs (the
+// table counts a body back by its buffer, and would hold the long one's
+// for a short one's).
+func TestApplyOverNotMuchLarger(t *testing.T) {
+	seed := parseCopy(t, fixtures.SeedHistory())
+	p := NewReparser(32 << 20)
+	long := truncated(t, seed, 400)
+	first := editThrough(t, p, long, editsOf(t, long, shapedTag))
+	first.end()
+	// A history cut back less goes over it, the buffer larger than its
+	// body: the table counts the buffer.
+	cut := truncated(t, seed, 330)
+	mid := editThrough(t, p, cut, editsOf(t, cut, shapedTag))
+	if taken(p) != first.view.id || bigbuf.SizeOf(len(mid.out)) >= bigbuf.SizeOf(len(first.out)) {
+		t.Fatalf("a body of %d bytes did not go over the long one's buffer, of another class (%d bytes)", len(mid.out), len(first.out))
+	}
+	mid.end()
+	short := truncated(t, seed, 120)
+	over := p.edited.over.Load()
+	c := editThrough(t, p, short, editsOf(t, short, shapedTag))
+	if len(first.out) <= 2*len(c.out) {
+		t.Fatalf("edited bodies of %d and %d bytes: the test needs one more than twice the other", len(first.out), len(c.out))
+	}
+	if p.edited.over.Load() != over {
+		t.Fatal("a short body went over a buffer more than twice its size")
+	}
+	c.end()
+	p.edited.mu.Lock()
+	defer p.edited.mu.Unlock()
+	held := 0
+	for _, k := range p.edited.free {
+		held += cap(k.out)
+	}
+	if held > p.edited.bytes {
+		t.Fatalf("the table counts %d bytes and holds buffers of %d", p.edited.bytes, held)
+	}
+}
+
+// TestEditedBodyPoisonedAtRelease: an edited body that comes back to the
+// table is, in a test binary, a copy: the buffer the call released is
+// overwritten as any released buffer, so that a reader that kept it past
+// its release still reads garbage.
+func TestEditedBodyPoisonedAtRelease(t *testing.T) {
+	seed := parseCopy(t, fixtures.SeedHistory())
+	p := NewReparser(32 << 20)
+	a := truncated(t, seed, 130)
+	c := editThrough(t, p, a, editsOf(t, a, shapedTag))
+	want := bytes.Clone(c.out)
+	stale := c.out // a reader that forgot its hold
+	c.end()
+	if stale[0] != bigbuf.Poison || stale[len(stale)-1] != bigbuf.Poison {
+		t.Fatalf("a released edited body not overwritten: starts %q", stale[:20])
+	}
+	p.edited.mu.Lock()
+	defer p.edited.mu.Unlock()
+	if len(p.edited.free) != 1 || !bytes.Equal(p.edited.free[0].out, want) {
+		t.Fatal("the table does not hold the body's bytes")
+	}
+}
+
+// TestEditedBodiesIdle: a body back that no request took within the
+// table's idle time goes to bigbuf's free list, traffic or none.
+func TestEditedBodiesIdle(t *testing.T) {
+	seed := parseCopy(t, fixtures.SeedHistory())
+	p := NewReparser(32 << 20)
+	p.edited.idle = 20 * time.Millisecond
+	for _, n := range []int{100, 130} { // two conversations' bodies, back one after the other
+		body := bytes.Replace(truncated(t, seed, n), []byte("deepseek-reasoner"), fmt.Appendf(nil, "conversation-%04d", n), 1)
+		editThrough(t, p, body, editsOf(t, body, shapedTag)).end()
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		p.edited.mu.Lock()
+		kept, held := len(p.edited.free), p.edited.bytes
+		p.edited.mu.Unlock()
+		if kept == 0 && held == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bodies (%d bytes) still kept long after the idle time", kept, held)
+		}
 	}
 }

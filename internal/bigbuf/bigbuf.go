@@ -268,7 +268,7 @@ func Release(b []byte) {
 		r.done()
 	}
 	c := int(r.class)
-	if r.reclaim != nil {
+	if r.reclaim != nil && !poison {
 		// Handed to its reclaimer instead, counted again with the one
 		// reference it now holds, as Make hands a buffer out.
 		runtime.SetFinalizer(p, releasers[c])
@@ -278,6 +278,14 @@ func Release(b []byte) {
 		released.Add(1)
 		r.reclaim(unsafe.Slice(p, classSize(c)))
 		return
+	}
+	if r.reclaim != nil {
+		// In a test binary the reclaimer gets a copy in another buffer,
+		// and this one is overwritten as any released buffer is: a
+		// holder that read it after its release still reads garbage.
+		cp := Make(classSize(c))
+		copy(cp, unsafe.Slice(p, classSize(c)))
+		defer r.reclaim(cp)
 	}
 	if poison {
 		fill(unsafe.Slice(p, classSize(c)))
@@ -319,7 +327,9 @@ func OnRelease(b []byte, f func()) bool {
 // releases in time (a body kept to be written over by the next one:
 // Resized). It reports whether b is counted; when not, f never runs. One
 // reclaimer a buffer, taken by the release that runs it; a buffer the
-// collector gives back runs none.
+// collector gives back runs none. In a test binary f gets a copy of the
+// bytes in another buffer, and b is overwritten and goes back as any
+// (Release).
 //
 // Like OnRelease's, f must not reach b before it runs (a weak pointer, or
 // nothing of b at all).

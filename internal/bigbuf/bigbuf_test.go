@@ -1,6 +1,7 @@
 package bigbuf
 
 import (
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -348,44 +349,52 @@ func TestOnReleaseAtLastRelease(t *testing.T) {
 // TestReclaimAtLastRelease: a buffer with a reclaimer goes to it at its
 // last release, not before, its bytes as they were (not poisoned), counted
 // again with one reference, and grows within its class; its next last
-// release puts it on the free list as any other.
+// release puts it on the free list as any other. In a test binary the
+// reclaimer gets a copy in another buffer and the released one is
+// poisoned, so that a holder reading it after its release still fails.
 func TestReclaimAtLastRelease(t *testing.T) {
-	b := Make(MinSize + 10)
-	b[0], b[len(b)-1] = 7, 9
-	var got []byte
-	if !Reclaim(b, func(r []byte) { got = r }) {
-		t.Fatal("a counted buffer refused")
-	}
-	Retain(b)
-	Release(b)
-	if got != nil {
-		t.Fatal("reclaimed before the last release")
-	}
-	back, onList := Released(), Free()
-	Release(b)
-	if Released() != back+1 || Free() != onList {
-		t.Fatal("a reclaimed buffer not counted as given back, or put on the free list")
-	}
-	size := SizeOf(len(b))
-	if got == nil || &got[0] != &b[0] || len(got) != size {
-		t.Fatalf("not reclaimed whole at the last release (got %d bytes)", len(got))
-	}
-	if got[0] != 7 || got[MinSize+9] != 9 {
-		t.Fatal("the reclaimed buffer's bytes changed")
-	}
-	if g, ok := Resized(got, size); !ok || len(g) != size || &g[0] != &b[0] {
-		t.Fatal("not resized within its class")
-	}
-	if _, ok := Resized(got, size+1); ok {
-		t.Fatal("resized past its class")
-	}
-	freed := Released()
-	Release(got)
-	if Released() != freed+1 {
-		t.Fatal("the reclaimed buffer's release did not give it back")
-	}
-	if _, ok := Resized(got, MinSize); ok {
-		t.Fatal("a released buffer resized")
+	for _, poisoned := range []bool{false, true} {
+		t.Run(fmt.Sprint("poison=", poisoned), func(t *testing.T) {
+			defer func(p bool) { poison = p }(poison)
+			poison = poisoned
+			b := Make(MinSize + 10)
+			b[0], b[len(b)-1] = 7, 9
+			var got []byte
+			if !Reclaim(b, func(r []byte) { got = r }) {
+				t.Fatal("a counted buffer refused")
+			}
+			Retain(b)
+			Release(b)
+			if got != nil {
+				t.Fatal("reclaimed before the last release")
+			}
+			back := Released()
+			Release(b)
+			size := SizeOf(len(b))
+			if got == nil || len(got) != size || (&got[0] == &b[0]) == poisoned || Released() != back+1 {
+				t.Fatalf("not reclaimed whole at the last release (got %d bytes, the same buffer: %v)", len(got), got != nil && &got[0] == &b[0])
+			}
+			if got[0] != 7 || got[MinSize+9] != 9 {
+				t.Fatal("the reclaimed bytes changed")
+			}
+			if poisoned && (b[0] != Poison || b[MinSize+9] != Poison) {
+				t.Fatal("the released buffer was not poisoned")
+			}
+			if g, ok := Resized(got, size); !ok || len(g) != size || &g[0] != &got[0] {
+				t.Fatal("not resized within its class")
+			}
+			if _, ok := Resized(got, size+1); ok {
+				t.Fatal("resized past its class")
+			}
+			freed := Released()
+			Release(got)
+			if Released() != freed+1 {
+				t.Fatal("the reclaimed buffer's release did not give it back")
+			}
+			if _, ok := Resized(got, MinSize); ok {
+				t.Fatal("a released buffer resized")
+			}
+		})
 	}
 	u := make([]byte, MinSize*2)
 	if Reclaim(u, func([]byte) { t.Error("reclaimed an uncounted buffer") }) {

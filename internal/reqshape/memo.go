@@ -33,8 +33,9 @@ type memo struct {
 	// last are the entries of the last request's blocks by place (at:
 	// two a message), tried before the map: a conversation's next
 	// request has its history's blocks at the same places. An entry
-	// found there is not made the most recent.
-	last resolved.Places[memoKey, *memoEntry]
+	// found there is made the most recent all the same, or a history in
+	// use would age out of the map.
+	last resolved.Places[memoKey, *list.Element]
 }
 
 // placeOf is where a block of message i lies among a request's blocks
@@ -136,15 +137,15 @@ func (m *memo) shape(src source, at int, text string, o shaping.Options, quote b
 	}
 	k := memoKey{src: src, opts: ok}
 	m.mu.Lock()
-	e, found := m.last.Get(at, k)
+	el, found := m.last.Get(at, k)
 	if !found {
-		if el, ok := m.items[k]; ok {
-			m.order.MoveToFront(el)
-			e, found = el.Value.(*memoEntry), true
-		}
+		el, found = m.items[k]
 	}
+	var e *memoEntry
 	if found {
-		m.last.Set(at, k, e)
+		m.order.MoveToFront(el) // not in the list (it left the map): nothing moves
+		e = el.Value.(*memoEntry)
+		m.last.Set(at, k, el)
 		m.hits++
 		if quote && e.changed && !e.quoteOK {
 			e.quoted, e.quoteOK = conv.QuoteString(e.out), true
@@ -186,13 +187,15 @@ func quoteIf(ok bool, s string) conv.String {
 func (m *memo) put(e *memoEntry, at int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.last.Set(at, e.key, e) // a right pair, whichever request began the places since
 	if el, ok := m.items[e.key]; ok {
 		el.Value = e
 		m.order.MoveToFront(el)
+		m.last.Set(at, e.key, el) // a right pair, whichever request began the places since
 		return
 	}
-	m.items[e.key] = m.order.PushFront(e)
+	el := m.order.PushFront(e)
+	m.items[e.key] = el
+	m.last.Set(at, e.key, el)
 	for m.order.Len() > m.max {
 		old := m.order.Back()
 		m.order.Remove(old)

@@ -297,3 +297,36 @@ func TestMemoPlacesConcurrent(t *testing.T) {
 		t.Fatal("no block was found again: the test checked nothing")
 	}
 }
+
+// TestMemoPlacesKeepRecent: a conversation's blocks, found at their places
+// on every request, stay the most recent in the map: other traffic does
+// not push them out, so when another request's places come in between
+// they are still found (by the map).
+func TestMemoPlacesKeepRecent(t *testing.T) {
+	o := shaping.Options{Op: shaping.OpExtract, MaxChars: 40}
+	blocks := make([]string, 4)
+	for i := range blocks {
+		blocks[i] = fmt.Sprintf("Okay, block %d. ", i) + strings.Repeat("Let me think about it. ", 20)
+	}
+	m := newMemo(8)
+	req := func() {
+		m.begin(len(blocks))
+		for i, b := range blocks {
+			m.shape(source{conv.RawKeyOf([]byte(b)), partReasoning}, placeOf(i, partReasoning), b, o, true)
+		}
+	}
+	req()
+	for round := range 3 {
+		req()              // found at their places
+		for j := range 4 { // other traffic: 4 entries of its own, no places
+			x := fmt.Sprintf("other %d %d ", round, j) + strings.Repeat("Hmm, consider. ", 20)
+			m.Shape(source{conv.RawKeyOf([]byte(x)), partReasoning}, x, o)
+		}
+	}
+	m.begin(1) // another conversation's request begins in between
+	_, before := m.Stats()
+	req()
+	if _, after := m.Stats(); after != before {
+		t.Errorf("%d of %d blocks in use every request were shaped again", after-before, len(blocks))
+	}
+}
