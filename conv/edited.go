@@ -38,13 +38,14 @@ import (
 // conversation's earlier requests once a later one took its body, and
 // any that waited keptIdle. Safe for concurrent use.
 type editedBodies struct {
-	mu    sync.Mutex
-	max   int // bounds bytes
-	bytes int // of the bodies back (free)
-	byID  map[uint64]*keptBody
-	order []uint64    // the ids of byID, oldest first (some since forgotten)
-	free  []*keptBody // the bodies back, oldest first
-	taken uint64      // the view whose body was taken last (tests)
+	mu      sync.Mutex
+	max     int // bounds bytes
+	bytes   int // of the bodies back (free)
+	byID    map[uint64]*keptBody
+	order   []uint64    // the ids of byID, oldest first (some since forgotten)
+	free    []*keptBody // the bodies back, oldest first
+	taken   uint64      // the view whose body was taken last, and how many
+	tookLim int         // first bytes it shared with the request (tests)
 
 	idle  time.Duration // how long a body back waits to be taken (keptIdle)
 	timer *time.Timer   // lets the bodies go that waited idle; armed while some are back
@@ -86,6 +87,10 @@ const maxChain = 16
 
 // maxScan is how many of the latest bodies back take looks at.
 const maxScan = 64
+
+// spareBases is how many bodies of a request's bases the table keeps
+// once the request took one: a conversation's requests sent at once.
+const spareBases = 4
 
 // maxKept bounds the views the table knows of (bodies and links).
 const maxKept = 4096
@@ -194,15 +199,12 @@ func (t *editedBodies) take(r *Request, n int) (out []byte, edits []keptEdit, li
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	chain := t.chainOf(buf[:0], r)
-	best, superseded := -1, 0
+	best := -1
 	for i := len(t.free) - 1; i >= 0 && i >= len(t.free)-maxScan; i-- {
 		k := t.free[i]
 		l := shared(chain, k)
 		if k.fits(n) && (l > lim || l == lim && best >= 0 && l > 0 && cap(k.out) < cap(t.free[best].out)) {
 			best, lim = i, l
-		}
-		if l > 0 && slices.ContainsFunc(chain, func(c link) bool { return c.id == k.id }) {
-			superseded++
 		}
 	}
 	for i := 0; best < 0 && i < len(t.free) && i < maxScan; i++ {
@@ -216,18 +218,21 @@ func (t *editedBodies) take(r *Request, n int) (out []byte, edits []keptEdit, li
 		return nil, nil, 0
 	}
 	k := t.free[best]
-	t.taken = k.id
+	t.taken, t.tookLim = k.id, lim
 	t.free = slices.Delete(t.free, best, best+1)
 	t.bytes -= k.size
 	out, edits = k.out, k.edits
 	k.out, k.edits = nil, nil // its link stays, for the chains of the views that repeat it
-	if superseded > 1 || superseded == 1 && !slices.ContainsFunc(chain, func(c link) bool { return c.id == k.id }) {
-		// The other bodies of r's bases: r's conversation goes on from
-		// r, so they go back to the free list, for any large body.
-		t.free = slices.DeleteFunc(t.free, func(o *keptBody) bool {
-			if !slices.ContainsFunc(chain, func(c link) bool { return c.id == o.id }) {
+	// The bodies of r's bases but the latest spareBases go back to the
+	// free list, for any large body: r's conversation goes on from r
+	// (those few serve its requests sent at once, which share them).
+	onChain := func(o *keptBody) bool { return slices.ContainsFunc(chain, func(c link) bool { return c.id == o.id }) }
+	if extra := countFunc(t.free, onChain) - spareBases; extra > 0 {
+		t.free = slices.DeleteFunc(t.free, func(o *keptBody) bool { // oldest first
+			if extra == 0 || !onChain(o) {
 				return false
 			}
+			extra--
 			drop = append(drop, t.letGo(o))
 			return true
 		})
@@ -307,6 +312,42 @@ func agreed(old []byte, oldEdits []keptEdit, body []byte, lim int, edits []Edit)
 	}
 }
 
+// link records r's chain, as soon as it is parsed: the requests read
+// against r while it is being edited and sent (a conversation's requests
+// sent at once) find their chain through it. Only for a body a buffer of
+// its own could be edited from.
+func (t *editedBodies) link(r *Request) {
+	if len(r.Body) < bigbuf.MinSize || r.id == 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := &keptBody{id: r.id}
+	k.chain = t.chainOf(k.links[:0], r)
+	t.add(k)
+}
+
+// add records k (t.mu held): in place of what the table knew of its view
+// (its link, or its earlier body: the view edited again), and within
+// maxKept views, the oldest forgotten first.
+func (t *editedBodies) add(k *keptBody) {
+	if old := t.byID[k.id]; old != nil {
+		t.forget(old)
+	} else {
+		t.order = append(t.order, k.id)
+	}
+	t.byID[k.id] = k
+	for len(t.byID) > maxKept && len(t.order) > 0 {
+		if old := t.byID[t.order[0]]; old != nil {
+			t.forget(old)
+		}
+		t.order = t.order[1:]
+	}
+	if len(t.order) > 2*len(t.byID)+16 { // ids forgotten since
+		t.order = slices.DeleteFunc(t.order, func(id uint64) bool { return t.byID[id] == nil })
+	}
+}
+
 // keep records out, r.Body with edits applied (a bigbuf buffer), for the
 // requests that repeat r: it comes to the table when every holder let it
 // go.
@@ -319,21 +360,12 @@ func (t *editedBodies) keep(r *Request, out []byte, edits []Edit) {
 		k.edits = append(k.edits, keptEdit{e.Start, e.End, len(e.Repl)})
 	}
 	t.mu.Lock()
-	k.chain = t.chainOf(k.links[:0], r)
-	if old := t.byID[r.id]; old != nil { // the view edited again: the later body is kept
-		t.forget(old)
+	if l := t.byID[r.id]; l != nil && l.out == nil && l.edits == nil {
+		k.chain = append(k.links[:0], l.chain...) // the link made at the parse
+	} else {
+		k.chain = t.chainOf(k.links[:0], r)
 	}
-	t.byID[r.id] = k
-	t.order = append(t.order, r.id)
-	for len(t.byID) > maxKept && len(t.order) > 0 {
-		if old := t.byID[t.order[0]]; old != nil {
-			t.forget(old)
-		}
-		t.order = t.order[1:]
-	}
-	if len(t.order) > 2*len(t.byID)+16 { // ids forgotten since
-		t.order = slices.DeleteFunc(t.order, func(id uint64) bool { return t.byID[id] == nil })
-	}
+	t.add(k)
 	t.mu.Unlock()
 	// Reaches k, not out: k holds no byte of it until it is back.
 	bigbuf.Reclaim(out, func(b []byte) { t.back(k, b) })
@@ -389,4 +421,15 @@ func (t *editedBodies) forget(k *keptBody) {
 func counted(b []byte) bool {
 	_, ok := bigbuf.Resized(b, 0)
 	return ok
+}
+
+// countFunc counts the elements of s for which f holds.
+func countFunc[T any](s []T, f func(T) bool) int {
+	n := 0
+	for _, x := range s {
+		if f(x) {
+			n++
+		}
+	}
+	return n
 }

@@ -688,3 +688,55 @@ func TestEditedBodiesIdle(t *testing.T) {
 		}
 	}
 }
+
+// TestEditedBasesLetGo: once a request took a body of its conversation,
+// the table keeps the latest few of its other earlier bodies (for the
+// requests of the conversation sent at once) and lets the older go.
+func TestEditedBasesLetGo(t *testing.T) {
+	seed := parseCopy(t, fixtures.SeedHistory())
+	p := NewReparser(32 << 20)
+	var calls []editCall
+	for n := 100; n < 107; n++ { // each read against the last, all held
+		body := truncated(t, seed, n)
+		calls = append(calls, editThrough(t, p, body, editsOf(t, body, shapedTag)))
+	}
+	for _, c := range calls[:6] {
+		c.end()
+	}
+	next := truncated(t, seed, 107)
+	c := editThrough(t, p, next, editsOf(t, next, shapedTag))
+	p.edited.mu.Lock()
+	kept := len(p.edited.free)
+	p.edited.mu.Unlock()
+	if taken(p) != calls[5].view.id || kept != spareBases {
+		t.Fatalf("took view %d's body (want %d) and kept %d of the 5 others, want %d", taken(p), calls[5].view.id, kept, spareBases)
+	}
+	c.end()
+	calls[6].end()
+}
+
+// TestEditedLinkAtParse: a request read against one that is still being
+// edited (a conversation's requests sent at once) finds, through that
+// one's link made at its parse, a body of their common base.
+func TestEditedLinkAtParse(t *testing.T) {
+	seed := parseCopy(t, fixtures.SeedHistory())
+	p := NewReparser(32 << 20)
+	root := editThrough(t, p, truncated(t, seed, 120), editsOf(t, truncated(t, seed, 120), shapedTag))
+	root.end()
+	// Parsed, not edited yet: its body not kept, only its link.
+	mid := bigbuf.Make(len(truncated(t, seed, 120))) // the same request again
+	copy(mid, truncated(t, seed, 120))
+	if _, err := p.Parse(mid); err != nil {
+		t.Fatal(err)
+	}
+	next := truncated(t, seed, 120) // and again
+	c := editThrough(t, p, next, editsOf(t, next, shapedTag))
+	p.edited.mu.Lock()
+	lim := p.edited.tookLim
+	p.edited.mu.Unlock()
+	if taken(p) != root.view.id || lim == 0 {
+		t.Fatalf("went over view %d's body sharing %d bytes, want the common base's (%d), sharing its messages", taken(p), lim, root.view.id)
+	}
+	c.end()
+	bigbuf.Release(mid)
+}

@@ -86,6 +86,7 @@ func (p *Reparser) Parse(body []byte) (*Request, error) {
 	r, err := parseReusing(body, prev)
 	if err == nil {
 		r.edited, r.id = p.edited, p.ids.Add(1)
+		p.edited.link(r)
 	}
 	if err == nil && cap(r.Messages) >= minRecycled {
 		// The view lives as long as the body it aliases: its array goes
