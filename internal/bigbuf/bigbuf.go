@@ -306,7 +306,11 @@ func Release(b []byte) {
 // (a view whose strings alias b): the free list keeps f, and b would then
 // never be unreachable, so a buffer whose holder forgot its Release would
 // never go back. Reach what f gives back through a weak pointer.
-func OnRelease(b []byte, f func()) bool {
+func OnRelease(b []byte, f func()) bool { return setRef(b, func(r *ref) { r.done = f }) }
+
+// setRef has set change b's count (as Retain names it) and reports
+// whether b is counted.
+func setRef(b []byte, set func(*ref)) bool {
 	if cap(b) < MinSize {
 		return false
 	}
@@ -315,7 +319,7 @@ func OnRelease(b []byte, f func()) bool {
 	defer free.mu.Unlock()
 	r, ok := free.refs[k]
 	if ok {
-		r.done = f
+		set(&r)
 		free.refs[k] = r
 	}
 	return ok
@@ -333,20 +337,7 @@ func OnRelease(b []byte, f func()) bool {
 //
 // Like OnRelease's, f must not reach b before it runs (a weak pointer, or
 // nothing of b at all).
-func Reclaim(b []byte, f func([]byte)) bool {
-	if cap(b) < MinSize {
-		return false
-	}
-	k := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	free.mu.Lock()
-	defer free.mu.Unlock()
-	r, ok := free.refs[k]
-	if ok {
-		r.reclaim = f
-		free.refs[k] = r
-	}
-	return ok
-}
+func Reclaim(b []byte, f func([]byte)) bool { return setRef(b, func(r *ref) { r.reclaim = f }) }
 
 // Resized returns b's buffer at length and capacity n, for b's only
 // holder (Reclaim) to write: ok is false when b is not counted or its

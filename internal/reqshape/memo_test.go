@@ -220,16 +220,7 @@ func TestNoBlocksNoAllocation(t *testing.T) {
 // message's, nor parts not yet made.
 func TestPrintMemoLastConcurrent(t *testing.T) {
 	mk := func(tag string, n int) *conv.Request {
-		var b strings.Builder
-		b.WriteString(`{"model":"m","messages":[`)
-		for i := range n {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			fmt.Fprintf(&b, `{"role":"user","content":"%s %d"}`, tag, i%7)
-		}
-		b.WriteString(`]}`)
-		return view(t, []byte(b.String()))
+		return messagesView(t, n, "", func(i int) string { return fmt.Sprintf(`{"role":"user","content":"%s %d"}`, tag, i%7) })
 	}
 	reqs := []*conv.Request{mk("a", 40), mk("b", 40), mk("a", 60)}
 	pm := newPrintMemo(16) // small: the maps forget, the last request's places do not
@@ -257,16 +248,9 @@ func TestPrintMemoLastConcurrent(t *testing.T) {
 // shaping.Shape's, whichever request began the places.
 func TestMemoPlacesConcurrent(t *testing.T) {
 	mk := func(tag string, n int) *conv.Request {
-		var b strings.Builder
-		b.WriteString(`{"model":"m","messages":[`)
-		for i := range n {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			fmt.Fprintf(&b, `{"role":"user","content":"q%d"},{"role":"assistant","reasoning_content":"Okay, %s %d. Let me think about step %d. The answer is %d because the input says so. Wait, check it again: yes, %d.","content":"a"}`, i, tag, i%5, i, i*i, i)
-		}
-		b.WriteString(`,{"role":"user","content":"last"}]}`)
-		return view(t, []byte(b.String()))
+		return messagesView(t, n, `,{"role":"user","content":"last"}`, func(i int) string {
+			return fmt.Sprintf(`{"role":"user","content":"q%d"},{"role":"assistant","reasoning_content":"Okay, %s %d. Let me think about step %d. The answer is %d because the input says so. Wait, check it again: yes, %d.","content":"a"}`, i, tag, i%5, i, i*i, i)
+		})
 	}
 	reqs := []*conv.Request{mk("a", 20), mk("b", 20), mk("a", 30)}
 	m := newMemo(8)
@@ -329,4 +313,20 @@ func TestMemoPlacesKeepRecent(t *testing.T) {
 	if _, after := m.Stats(); after != before {
 		t.Errorf("%d of %d blocks in use every request were shaped again", after-before, len(blocks))
 	}
+}
+
+// messagesView is the view of a request whose messages are msg(0) …
+// msg(n-1), then last (its raw JSON, with a leading comma).
+func messagesView(t *testing.T, n int, last string, msg func(i int) string) *conv.Request {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(`{"model":"m","messages":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(msg(i))
+	}
+	b.WriteString(last + `]}`)
+	return view(t, []byte(b.String()))
 }
