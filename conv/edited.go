@@ -107,14 +107,20 @@ func newEditedBodies(max int) *editedBodies {
 	return &editedBodies{max: max, byID: make(map[uint64]*keptBody), idle: keptIdle}
 }
 
-// letGo takes the body back of k, which the caller took off t.free, out
-// of the table and returns it, for the caller to release once t.mu is
-// unlocked (t.mu held).
-func (t *editedBodies) letGo(k *keptBody) []byte {
-	out := k.out
+// detach takes k's body (when back: the caller took k off t.free) and
+// edits out of the table, leaving k a link (t.mu held).
+func (t *editedBodies) detach(k *keptBody) ([]byte, []keptEdit) {
+	out, edits := k.out, k.edits
 	t.bytes -= k.size
-	keptEdits.Put(k.edits)
-	k.out, k.edits = nil, nil
+	k.out, k.edits, k.size = nil, nil, 0
+	return out, edits
+}
+
+// letGo detaches k's body and returns it, for the caller to release once
+// t.mu is unlocked (t.mu held).
+func (t *editedBodies) letGo(k *keptBody) []byte {
+	out, edits := t.detach(k)
+	keptEdits.Put(edits)
 	return out
 }
 
@@ -220,9 +226,7 @@ func (t *editedBodies) take(r *Request, n int) (out []byte, edits []keptEdit, li
 	k := t.free[best]
 	t.taken, t.tookLim = k.id, lim
 	t.free = slices.Delete(t.free, best, best+1)
-	t.bytes -= k.size
-	out, edits = k.out, k.edits
-	k.out, k.edits = nil, nil // its link stays, for the chains of the views that repeat it
+	out, edits = t.detach(k) // its link stays, for the chains of the views that repeat it
 	// The bodies of r's bases but the latest spareBases go back to the
 	// free list, for any large body: r's conversation goes on from r
 	// (those few serve its requests sent at once, which share them).
@@ -352,23 +356,30 @@ func (t *editedBodies) add(k *keptBody) {
 // requests that repeat r: it comes to the table when every holder let it
 // go.
 func (t *editedBodies) keep(r *Request, out []byte, edits []Edit) {
-	if r.id == 0 || !counted(out) || bigbuf.SizeOf(len(out)) > t.max/4 {
+	if r.id == 0 || cap(out) < bigbuf.MinSize || bigbuf.SizeOf(len(out)) > t.max/4 {
 		return
 	}
-	k := &keptBody{id: r.id, n: len(out), edits: keptEdits.Get(len(edits), 4*len(edits)+16)[:0]}
+	kept := keptEdits.Get(len(edits), 4*len(edits)+16)[:0]
 	for _, e := range edits {
-		k.edits = append(k.edits, keptEdit{e.Start, e.End, len(e.Repl)})
+		kept = append(kept, keptEdit{e.Start, e.End, len(e.Repl)})
 	}
 	t.mu.Lock()
-	if l := t.byID[r.id]; l != nil && l.out == nil && l.edits == nil {
-		k.chain = append(k.links[:0], l.chain...) // the link made at the parse
-	} else {
+	k := t.byID[r.id] // the link made at the parse
+	if k == nil || k.out != nil || k.edits != nil {
+		// None (forgotten, or not linked), or a body of the view
+		// edited again: the later one is kept.
+		k = &keptBody{id: r.id}
 		k.chain = t.chainOf(k.links[:0], r)
+		t.add(k)
 	}
-	t.add(k)
+	k.n, k.edits = len(out), kept
 	t.mu.Unlock()
 	// Reaches k, not out: k holds no byte of it until it is back.
-	bigbuf.Reclaim(out, func(b []byte) { t.back(k, b) })
+	if !bigbuf.Reclaim(out, func(b []byte) { t.back(k, b) }) {
+		t.mu.Lock()
+		t.letGo(k) // not a buffer bigbuf counts: it never comes back
+		t.mu.Unlock()
+	}
 }
 
 // back takes k's body, b, when its last holder let it go, unless k was
@@ -407,20 +418,11 @@ func (t *editedBodies) back(k *keptBody, b []byte) {
 func (t *editedBodies) forget(k *keptBody) {
 	delete(t.byID, k.id)
 	if k.out != nil {
-		if i := slices.Index(t.free, k); i >= 0 {
-			t.free = slices.Delete(t.free, i, i+1)
-		}
-		t.bytes -= k.size
-		bigbuf.Release(k.out)
+		t.free = slices.DeleteFunc(t.free, func(o *keptBody) bool { return o == k })
+		bigbuf.Release(t.letGo(k)) // its reclaimer was spent bringing it back: nothing runs under t.mu
+		return
 	}
-	keptEdits.Put(k.edits)
-	k.out, k.edits = nil, nil
-}
-
-// counted reports whether b is a buffer bigbuf counts (held by someone).
-func counted(b []byte) bool {
-	_, ok := bigbuf.Resized(b, 0)
-	return ok
+	t.letGo(k) // not back yet: back finds it forgotten
 }
 
 // countFunc counts the elements of s for which f holds.

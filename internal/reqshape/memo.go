@@ -109,9 +109,10 @@ func newMemo(max int) *memo {
 }
 
 // Shape returns shaping.Shape(text, o), from memory when it can; text is
-// what src holds.
-func (m *memo) Shape(src source, text string, o shaping.Options) (string, bool) {
-	out, _, changed := m.shape(src, -1, text, o, false)
+// what src holds, at place at of the request begun last (placeOf; -1:
+// none).
+func (m *memo) Shape(src source, at int, text string, o shaping.Options) (string, bool) {
+	out, _, changed := m.shape(src, at, text, o, false)
 	return out, changed
 }
 
@@ -120,12 +121,11 @@ func (m *memo) Shape(src source, text string, o shaping.Options) (string, bool) 
 // agent re-sends is quoted once, not once per request, and its edits
 // carry their text (conv.String.Replace). The token is shared: callers
 // must not modify it.
-func (m *memo) ShapeQuoted(src source, text string, o shaping.Options) (out string, quoted conv.String, changed bool) {
-	return m.shape(src, -1, text, o, true)
+func (m *memo) ShapeQuoted(src source, at int, text string, o shaping.Options) (out string, quoted conv.String, changed bool) {
+	return m.shape(src, at, text, o, true)
 }
 
-// shape is Shape or ShapeQuoted (quote) of the block at place at of the
-// request begun last (placeOf; -1: none).
+// shape is Shape or ShapeQuoted (quote).
 func (m *memo) shape(src source, at int, text string, o shaping.Options, quote bool) (string, conv.String, bool) {
 	if o.Op == shaping.OpKeep {
 		return text, conv.String{}, false // what shaping.Shape gives, without looking text up

@@ -30,12 +30,12 @@ func TestMemoShapeQuoted(t *testing.T) {
 					var q conv.String
 					var changed bool
 					if round == 1 && m != nil {
-						out, changed = m.Shape(src, text, o) // an entry made without the quote
+						out, changed = m.Shape(src, -1, text, o) // an entry made without the quote
 						if changed {
-							_, q, _ = m.ShapeQuoted(src, text, o)
+							_, q, _ = m.ShapeQuoted(src, -1, text, o)
 						}
 					} else {
-						out, q, changed = m.ShapeQuoted(src, text, o)
+						out, q, changed = m.ShapeQuoted(src, -1, text, o)
 					}
 					if out != want || changed != wchanged {
 						t.Fatalf("round %d op %v: got (%q, %v), want (%q, %v)", round, o.Op, out, changed, want, wchanged)
@@ -58,7 +58,7 @@ func TestMemoKeepSkips(t *testing.T) {
 	m := newMemo(16)
 	text := strings.Repeat("reasoning ", 1000)
 	for range 3 {
-		if out, changed := m.Shape(source{conv.RawKeyOf([]byte(text)), partReasoning}, text, shaping.Options{Op: shaping.OpKeep}); out != text || changed {
+		if out, changed := m.Shape(source{conv.RawKeyOf([]byte(text)), partReasoning}, -1, text, shaping.Options{Op: shaping.OpKeep}); out != text || changed {
 			t.Fatalf("keep changed the text")
 		}
 	}
@@ -78,7 +78,7 @@ func TestMemoBySource(t *testing.T) {
 	want, _ := shaping.Shape(text, o)
 	a, b := conv.RawKeyOf([]byte("message a")), conv.RawKeyOf([]byte("message b"))
 	for _, src := range []source{{a, partReasoning}, {a, partReasoning}, {b, partReasoning}, {a, partThink}, {b, partReasoning}} {
-		if out, _ := m.Shape(src, text, o); out != want {
+		if out, _ := m.Shape(src, -1, text, o); out != want {
 			t.Fatalf("%v: got %q, want %q", src, out, want)
 		}
 	}
@@ -266,7 +266,7 @@ func TestMemoPlacesConcurrent(t *testing.T) {
 					if msg.Reasoning == "" {
 						continue
 					}
-					got, q, changed := m.shape(source{msg.RawKey(), partReasoning}, placeOf(j, partReasoning), msg.Reasoning, o, true)
+					got, q, changed := m.ShapeQuoted(source{msg.RawKey(), partReasoning}, placeOf(j, partReasoning), msg.Reasoning, o)
 					want, wchanged := shaping.Shape(msg.Reasoning, o)
 					if got != want || changed != wchanged || changed && string(q.Token()) != string(conv.QuoteString(want).Token()) {
 						t.Errorf("message %d: %q (changed %v), want %q (%v)", j, got, changed, want, wchanged)
@@ -296,7 +296,7 @@ func TestMemoPlacesKeepRecent(t *testing.T) {
 	req := func() {
 		m.begin(len(blocks))
 		for i, b := range blocks {
-			m.shape(source{conv.RawKeyOf([]byte(b)), partReasoning}, placeOf(i, partReasoning), b, o, true)
+			m.ShapeQuoted(source{conv.RawKeyOf([]byte(b)), partReasoning}, placeOf(i, partReasoning), b, o)
 		}
 	}
 	req()
@@ -304,7 +304,7 @@ func TestMemoPlacesKeepRecent(t *testing.T) {
 		req()              // found at their places
 		for j := range 4 { // other traffic: 4 entries of its own, no places
 			x := fmt.Sprintf("other %d %d ", round, j) + strings.Repeat("Hmm, consider. ", 20)
-			m.Shape(source{conv.RawKeyOf([]byte(x)), partReasoning}, x, o)
+			m.Shape(source{conv.RawKeyOf([]byte(x)), partReasoning}, -1, x, o)
 		}
 	}
 	m.begin(1) // another conversation's request begins in between

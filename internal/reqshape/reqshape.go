@@ -469,7 +469,7 @@ func reasoningCand(c *cand, body []byte, m *conv.Message, rule shapeRule, memo *
 		}
 		opts.Op = shaping.OpExtract // the protocol needs the field: keep it, shaped
 	}
-	out, quoted, changed := memo.shape(source{m.RawKey(), partReasoning}, placeOf(m.Index, partReasoning), m.Reasoning, opts, true)
+	out, quoted, changed := memo.ShapeQuoted(source{m.RawKey(), partReasoning}, placeOf(m.Index, partReasoning), m.Reasoning, opts)
 	if !changed || out == "" {
 		return true
 	}
@@ -561,7 +561,7 @@ func thinkCand(c *cand, body []byte, m *conv.Message, rule shapeRule, memo *memo
 	if opts.Op == shaping.OpDrop {
 		opts.Op = shaping.OpExtract
 	}
-	out, _, changed := memo.shape(source{m.RawKey(), partThink}, placeOf(m.Index, partThink), inner, opts, false)
+	out, changed := memo.Shape(source{m.RawKey(), partThink}, placeOf(m.Index, partThink), inner, opts)
 	if !changed || out == "" {
 		return true
 	}
