@@ -133,8 +133,10 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 		}
 		n.fields[i].key = fieldKey(f.Key, s[f.Start:f.End])
 	}
-	if plan.reread && toolCalls(n.Messages) > MaxToolCalls {
-		return nil, false // a message read again has more calls: ParseRequest says why
+	if n.calls = r.calls; plan.reread {
+		if n.calls = toolCalls(n.Messages); n.calls > MaxToolCalls {
+			return nil, false // a message read again has more calls: ParseRequest says why
+		}
 	}
 	n.DuplicateKeys = r.DuplicateKeys && !r.msgDup || n.msgDup
 	return n, true

@@ -33,6 +33,9 @@ func sameView(t *testing.T, got, want *Request) {
 	if len(got.Messages) != len(want.Messages) {
 		t.Fatalf("%d messages, want %d", len(got.Messages), len(want.Messages))
 	}
+	if got.calls != want.calls || got.calls != toolCalls(got.Messages) {
+		t.Fatalf("%d tool calls counted, want %d (%d in the messages)", got.calls, want.calls, toolCalls(got.Messages))
+	}
 	for i := range got.Messages {
 		if !reflect.DeepEqual(got.Messages[i], want.Messages[i]) {
 			t.Fatalf("message %d:\n got %+v\nwant %+v", i, got.Messages[i], want.Messages[i])

@@ -492,6 +492,7 @@ func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (i
 			i = skipSpace(body, i+1)
 		case i < len(body) && body[i] == ']':
 			r.spareCalls = cap(movedCalls) - len(movedCalls)
+			r.calls = calls
 			return i + 1, true
 		default:
 			return 0, false
@@ -526,8 +527,8 @@ func moved(m, pm *Message, prev *Request, s string, at int, calls *[]ToolCall) {
 	}
 }
 
-// toolCalls counts r's messages' tool calls.
-func (r *Request) toolCalls() int { return toolCalls(r.Messages) }
+// toolCalls counts r's messages' tool calls (at its parse).
+func (r *Request) toolCalls() int { return r.calls }
 
 // rebase returns x, a string of the view of old, as the same bytes of
 // new, d bytes further; a string that is not old's memory (decoded, or

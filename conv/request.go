@@ -60,6 +60,8 @@ type Request struct {
 	// view's, used up to where the history stopped repeating): memory the
 	// messages' own counts do not show.
 	spareCalls int
+	// calls counts the messages' tool calls (room for the next view's).
+	calls int
 
 	// edited is the table of the Reparser that parsed the view (nil:
 	// none), where Apply keeps the bodies it edits and writes the next
@@ -143,6 +145,7 @@ func ParseRequest(body []byte) (*Request, error) {
 	r.Stream = top.get("stream").Type == gjson.True
 	var calls int
 	r.Messages, calls = parseMessages(top.get("messages"), &r.msgDup)
+	r.calls = calls
 	if len(r.Messages) > MaxMessages || calls > MaxToolCalls {
 		return nil, fmt.Errorf("%w: more than %d messages or %d tool calls", ErrNotChat, MaxMessages, MaxToolCalls)
 	}
