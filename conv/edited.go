@@ -51,7 +51,8 @@ type editedBodies struct {
 	timer *time.Timer   // lets the bodies go that waited idle; armed while some are back
 	armed bool
 
-	over atomic.Int64 // bodies written over a kept one
+	over  atomic.Int64 // bodies written over a kept one
+	fresh atomic.Int64 // bodies of writeOver's size that found none to write over
 }
 
 // keptBody is what the table knows of the body Apply edited from the
@@ -175,6 +176,7 @@ func (t *editedBodies) writeOver(r *Request, edits []Edit) (out []byte, ok bool)
 	}
 	old, oldEdits, lim := t.take(r, n)
 	if old == nil {
+		t.fresh.Add(1)
 		return nil, false
 	}
 	out, _ = bigbuf.Resized(old, n) // take checked that it holds n

@@ -744,3 +744,39 @@ func TestEditedLinkAtParse(t *testing.T) {
 	c.end()
 	bigbuf.Release(mid)
 }
+
+// TestReparserStats: what Stats counts is what happened — the requests
+// read against an earlier one, the messages taken from it and parsed,
+// the edited bodies written over an earlier one and made fresh.
+func TestReparserStats(t *testing.T) {
+	seed := parseCopy(t, fixtures.SeedHistory())
+	p := NewReparser(32 << 20)
+	a := truncated(t, seed, 120)
+	first := editThrough(t, p, a, editsOf(t, a, shapedTag))
+	if got := p.Stats(); got != (ReparseStats{Requests: 1, Parsed: 120, Fresh: 1}) {
+		t.Fatalf("after the first request: %+v", got)
+	}
+	room := cap(first.out)
+	first.end() // its edited body is back, for the next request
+	n := 120    // the next request: the longest that the body back holds
+	for k := 121; k <= 125; k++ {
+		if b := truncated(t, seed, k); len(ApplyEdits(b, editsOf(t, b, shapedTag))) <= room {
+			n = k
+		}
+	}
+	b := truncated(t, seed, n)
+	second := editThrough(t, p, b, editsOf(t, b, shapedTag))
+	defer second.end()
+	// The first request's 120 messages parsed, the second's new ones.
+	want := ReparseStats{Requests: 2, Repeated: 1, Reused: 120, Parsed: int64(n), WrittenOver: 1, Fresh: 1}
+	if got := p.Stats(); got != want {
+		t.Fatalf("after the second request: %+v, want %+v", got, want)
+	}
+	if _, err := p.Parse([]byte(`{"model":"m","messages":[`)); err == nil {
+		t.Fatal("a cut body parsed")
+	}
+	want.Requests++ // counted, with no message
+	if got := p.Stats(); got != want {
+		t.Fatalf("after a body that does not parse: %+v, want %+v", got, want)
+	}
+}

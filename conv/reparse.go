@@ -47,6 +47,47 @@ type Reparser struct {
 
 	ids    atomic.Uint64
 	edited *editedBodies // the bodies Apply edited from its views
+
+	// What Parse did: bodies parsed, of them read against an earlier
+	// request, and their messages taken from it or parsed.
+	parsed, repeated, reused, fresh atomic.Int64
+}
+
+// ReparseStats counts what a Reparser did since it was made.
+type ReparseStats struct {
+	// Requests is the bodies parsed (chat requests or not); Repeated
+	// those of them read against an earlier request that they repeat
+	// some messages of.
+	Requests, Repeated int64
+	// Reused is the messages taken from an earlier request's view, Parsed
+	// those validated and parsed.
+	Reused, Parsed int64
+	// WrittenOver is the edited bodies (Request.Apply on a view of this
+	// Reparser, large enough to be kept) written over a body edited for
+	// an earlier request; Fresh those that found none to write over.
+	WrittenOver, Fresh int64
+}
+
+// Stats returns what the Reparser did so far.
+func (p *Reparser) Stats() ReparseStats {
+	return ReparseStats{
+		Requests: p.parsed.Load(), Repeated: p.repeated.Load(),
+		Reused: p.reused.Load(), Parsed: p.fresh.Load(),
+		WrittenOver: p.edited.over.Load(), Fresh: p.edited.fresh.Load(),
+	}
+}
+
+// count adds r's parse to the stats.
+func (p *Reparser) count(r *Request) {
+	p.parsed.Add(1)
+	if r == nil {
+		return
+	}
+	if r.reused > 0 {
+		p.repeated.Add(1)
+	}
+	p.reused.Add(int64(r.reused))
+	p.fresh.Add(int64(len(r.Messages) - r.reused))
 }
 
 // maxPerBeginning is how many recent requests a Reparser keeps of one
@@ -84,6 +125,7 @@ func (p *Reparser) Parse(body []byte) (*Request, error) {
 	}()
 	prev := closest(cands, body)
 	r, err := parseReusing(body, prev)
+	p.count(r)
 	if err == nil {
 		r.edited, r.id = p.edited, p.ids.Add(1)
 		p.edited.link(r)
@@ -461,6 +503,7 @@ func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (i
 						movedCalls = make([]ToolCall, 0, prev.toolCalls())
 					}
 					moved(m, pm, prev, s, i, &movedCalls)
+					r.reused++
 					end = e
 					if i == pm.Start && (idx == 0 || same.exact == prev.Messages[idx-1].End && bytes.Equal(body[same.exact:i], prev.Body[same.exact:i])) {
 						same.exact = e

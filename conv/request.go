@@ -62,6 +62,8 @@ type Request struct {
 	spareCalls int
 	// calls counts the messages' tool calls (room for the next view's).
 	calls int
+	// reused counts the messages a Reparser took from an earlier view.
+	reused int
 
 	// edited is the table of the Reparser that parsed the view (nil:
 	// none), where Apply keeps the bodies it edits and writes the next

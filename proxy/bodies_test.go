@@ -104,6 +104,16 @@ func TestLargeBodiesReused(t *testing.T) {
 	if back := bigbuf.Released() - releasedAfterWarmup; back < 2*(n-warmup) {
 		t.Errorf("%d bodies given back by the last %d calls, want 2 each", back, n-warmup)
 	}
+	// /metrics says so: every request after the first read against the
+	// one before and edited over the body edited for it.
+	page := metricsText(t, srv.URL)
+	over, fresh := metricValue(page, `shaperproxy_edited_bodies_total{how="written_over"}`), metricValue(page, `shaperproxy_edited_bodies_total{how="fresh"}`)
+	if over+fresh != n || over < n-warmup {
+		t.Errorf("edited bodies: %v written over, %v fresh; want %d in all, the last %d written over", over, fresh, n, n-warmup)
+	}
+	if got := metricValue(page, `shaperproxy_history_requests_total{how="repeated"}`); got != n-1 {
+		t.Errorf("%v requests read against the one before, want %d", got, n-1)
+	}
 }
 
 // TestHeldBodyUntilClosed: an upstream body read from the call's bodies

@@ -155,6 +155,9 @@ func New(opts Options) (*Proxy, error) {
 	if p.metrics == nil {
 		p.metrics = NewMetrics()
 	}
+	if err := p.metrics.Register(newReparseCollector(p.reparse)); err != nil {
+		return nil, fmt.Errorf("proxy: metrics: %w", err) // one Metrics for two proxies
+	}
 	if p.opts.MaxBodyBytes <= 0 {
 		p.opts.MaxBodyBytes = 64 << 20
 	}

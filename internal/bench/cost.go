@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,8 +157,53 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 			}
 		}
 	}
+	if cs.runs("large") && (cs.runs("latency") || cs.runs("saturation")) {
+		row := []string{"all the runs above", "history taken from the conversation's previous request (the proxy's /metrics)", "", "", ""}
+		for _, name := range []string{bare, costAll} {
+			i := slices.IndexFunc(targets, func(tg costTarget) bool { return tg.name == name })
+			row = append(row, historyShare(ctx, c, strings.TrimSuffix(targets[i].url, "/fake")+"/metrics"))
+		}
+		w.add(append(row, "")...)
+	}
 	t.wides = append(t.wides, w)
 	return nil
+}
+
+// historyShare reads a proxy's /metrics and says how much of the
+// requests' history it took from the previous request's parse and how
+// many edited bodies it wrote over the previous one's.
+func historyShare(ctx context.Context, c *http.Client, url string) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "n/a: " + err.Error()
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return "n/a: " + err.Error()
+	}
+	defer resp.Body.Close()
+	page, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return "n/a: " + err.Error()
+	}
+	v := func(sample string) float64 {
+		for _, line := range strings.Split(string(page), "\n") {
+			if rest, ok := strings.CutPrefix(line, sample+" "); ok {
+				f, _ := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+				return f
+			}
+		}
+		return 0
+	}
+	share := func(a, b float64) string {
+		if a+b == 0 {
+			return "none"
+		}
+		return fmt.Sprintf("%.1f%% of %.0f", 100*a/(a+b), a+b)
+	}
+	return fmt.Sprintf("messages reused %s; edited bodies written over %s",
+		share(v(`shaperproxy_history_messages_total{how="reused"}`), v(`shaperproxy_history_messages_total{how="parsed"}`)),
+		share(v(`shaperproxy_edited_bodies_total{how="written_over"}`), v(`shaperproxy_edited_bodies_total{how="fresh"}`)))
 }
 
 const chatPath = "/v1/chat/completions"
