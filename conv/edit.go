@@ -70,6 +70,7 @@ type editPlan struct {
 // edited parts are not valid.
 func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 	plan, ok := r.plan(edits)
+	defer plan.release()
 	if !ok {
 		return nil, false
 	}
@@ -142,9 +143,26 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 	return n, true
 }
 
+// planKinds and planEdits are the per-message arrays of the plans of
+// earlier requests, for the next (a long history's are kilobytes, garbage
+// once its view is derived).
+var (
+	planKinds slicepool.Pool[int8]
+	planEdits slicepool.Pool[int]
+)
+
+// release gives the plan's per-message arrays back.
+func (p *editPlan) release() {
+	planKinds.Put(p.msg)
+	planEdits.Put(p.reasoning)
+	p.msg, p.reasoning = nil, nil
+}
+
 // plan classifies the edits (sorted) by what they touch.
 func (r *Request) plan(edits []Edit) (editPlan, bool) {
-	p := editPlan{msg: make([]int8, len(r.Messages)), reasoning: make([]int, len(r.Messages)), field: make([]bool, len(r.fields))}
+	n := len(r.Messages)
+	p := editPlan{msg: planKinds.Get(n, 4*n+16)[:n], reasoning: planEdits.Get(n, 4*n+16)[:n], field: make([]bool, len(r.fields))}
+	clear(p.msg) // reasoning is read only where msg is set
 	mi := 0
 	for k, e := range edits {
 		for mi < len(r.Messages) && r.Messages[mi].End <= e.Start {
@@ -306,8 +324,19 @@ func (r *Request) Recycle() {
 	}
 }
 
-// recycle gives r's message array back (Recycle), whoever made it.
+// recycle gives r's message array back (Recycle), whoever made it, and
+// the array of the tool calls the Reparser moved into it.
 func (r *Request) recycle() {
+	if cs := r.callArray; cap(cs) >= minRecycledCalls {
+		r.callArray = nil
+		cs = cs[:cap(cs)]
+		if poisonViews {
+			for i := range cs {
+				cs[i] = ToolCall{ID: poisonRole, Type: poisonRole, Name: poisonRole, Arguments: poisonRole}
+			}
+		}
+		callArrays.Put(cs)
+	}
 	if cap(r.Messages) < minRecycled {
 		return
 	}
@@ -319,6 +348,25 @@ func (r *Request) recycle() {
 		}
 	}
 	messageArrays.Put(ms)
+}
+
+// callArrays are the arrays of tool calls the Reparser's views moved
+// their messages' calls into (a long agent history's are tens of
+// kilobytes), given back with their views (recycle) for the next ones.
+var callArrays slicepool.Pool[ToolCall]
+
+// minRecycledCalls is the fewest tool calls whose array is recycled.
+const minRecycledCalls = 64
+
+// callRoom returns an empty array with room for n tool calls, recycled
+// when one fits (one more than twice as large goes back for a longer
+// history); its room may hold an earlier view's calls, which appends
+// write over.
+func callRoom(n int) []ToolCall {
+	if n < minRecycledCalls {
+		return make([]ToolCall, 0, n)
+	}
+	return callArrays.Get(n, 2*n)[:0]
 }
 
 // poisonViews is set in test binaries (Recycle).

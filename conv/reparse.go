@@ -500,7 +500,7 @@ func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (i
 			if e := i + len(raw); bytes.HasPrefix(body[i:], raw) && e < len(body) {
 				if n := skipSpace(body, e); n < len(body) && (body[n] == ',' || body[n] == ']') {
 					if movedCalls == nil && len(pm.ToolCalls) > 0 {
-						movedCalls = make([]ToolCall, 0, prev.toolCalls())
+						movedCalls = callRoom(prev.toolCalls())
 					}
 					moved(m, pm, prev, s, i, &movedCalls)
 					r.reused++
@@ -535,7 +535,7 @@ func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (i
 			i = skipSpace(body, i+1)
 		case i < len(body) && body[i] == ']':
 			r.spareCalls = cap(movedCalls) - len(movedCalls)
-			r.calls = calls
+			r.calls, r.callArray = calls, movedCalls
 			return i + 1, true
 		default:
 			return 0, false

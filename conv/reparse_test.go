@@ -857,3 +857,55 @@ func TestReparseCountsSpareCalls(t *testing.T) {
 		t.Fatalf("the spare room adds %d bytes to the view's, want %d", d, 8*int(unsafe.Sizeof(ToolCall{})))
 	}
 }
+
+// TestReparserRecyclesCalls: the array a long view's moved tool calls
+// share goes back with its body's last release, as its message array
+// does (in a test binary it is overwritten then, so a reader that kept it
+// reads garbage), and the views made from recycled arrays read as
+// ParseRequest reads their bodies.
+func TestReparserRecyclesCalls(t *testing.T) {
+	call := func(i int) string {
+		return fmt.Sprintf(`{"role":"assistant","content":"","tool_calls":[{"id":"c%d","type":"function","function":{"name":"read","arguments":"{\"n\":%d}"}}]},{"role":"tool","tool_call_id":"c%d","content":"r%d"}`, i, i, i, i)
+	}
+	var msgs []string
+	for i := range minRecycledCalls + 8 {
+		msgs = append(msgs, call(i))
+	}
+	mk := func(n int) []byte {
+		// A long first message: a body bigbuf counts, whose last release
+		// it sees.
+		s := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", bigbuf.MinSize) + `"},` + strings.Join(msgs[:n], ",") + `]}`
+		b := bigbuf.Make(len(s))
+		copy(b, s)
+		return b
+	}
+	rp := NewReparser(32 << 20)
+	var views []*Request
+	var calls [][]ToolCall
+	for k, n := range []int{minRecycledCalls + 2, minRecycledCalls + 4, minRecycledCalls + 6, minRecycledCalls + 8} {
+		body := mk(n)
+		v, err := rp.Parse(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := ParseRequest(bytes.Clone(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameView(t, v, want)
+		if k > 0 && cap(v.callArray) < minRecycledCalls {
+			t.Fatalf("request %d: its moved calls are in no array of their own (%d)", k, cap(v.callArray))
+		}
+		bigbuf.Release(body) // the call ended; the Reparser keeps the view until the next one
+		views, calls = append(views, v), append(calls, v.callArray)
+	}
+	for k := 1; k < len(views)-1; k++ { // replaced in the Reparser: their bodies' last release
+		if views[k].callArray != nil || calls[k][0].ID != poisonRole {
+			t.Fatalf("request %d: its calls' array did not go back with its body", k)
+		}
+	}
+	last := views[len(views)-1]
+	if last.callArray == nil || last.Messages[1].ToolCalls[0].ID != "c0" || last.Messages[len(last.Messages)-2].ToolCalls[0].Arguments != fmt.Sprintf(`{"n":%d}`, minRecycledCalls+7) {
+		t.Fatal("the view the Reparser keeps lost its calls")
+	}
+}

@@ -62,6 +62,10 @@ type Request struct {
 	spareCalls int
 	// calls counts the messages' tool calls (room for the next view's).
 	calls int
+	// callArray is the array the Reparser moved the messages' tool calls
+	// into (their ToolCalls are slices of it), given back with the
+	// message array (recycle).
+	callArray []ToolCall
 	// reused counts the messages a Reparser took from an earlier view.
 	reused int
 
