@@ -536,6 +536,7 @@ func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (i
 		case i < len(body) && body[i] == ']':
 			r.spareCalls = cap(movedCalls) - len(movedCalls)
 			r.calls, r.callArray = calls, movedCalls
+			clear(movedCalls[len(movedCalls):cap(movedCalls)]) // a recycled array's room holds an earlier view's calls
 			return i + 1, true
 		default:
 			return 0, false
