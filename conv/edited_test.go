@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -753,7 +754,7 @@ func TestReparserStats(t *testing.T) {
 	p := NewReparser(32 << 20)
 	a := truncated(t, seed, 120)
 	first := editThrough(t, p, a, editsOf(t, a, shapedTag))
-	if got := p.Stats(); got != (ReparseStats{Requests: 1, Parsed: 120, Fresh: 1}) {
+	if got := p.Stats(); got != (ReparseStats{New: 1, Parsed: 120, Fresh: 1}) {
 		t.Fatalf("after the first request: %+v", got)
 	}
 	room := cap(first.out)
@@ -768,15 +769,55 @@ func TestReparserStats(t *testing.T) {
 	second := editThrough(t, p, b, editsOf(t, b, shapedTag))
 	defer second.end()
 	// The first request's 120 messages parsed, the second's new ones.
-	want := ReparseStats{Requests: 2, Repeated: 1, Reused: 120, Parsed: int64(n), WrittenOver: 1, Fresh: 1}
+	want := ReparseStats{New: 1, Repeated: 1, Reused: 120, Parsed: int64(n), WrittenOver: 1, Fresh: 1}
 	if got := p.Stats(); got != want {
 		t.Fatalf("after the second request: %+v, want %+v", got, want)
 	}
 	if _, err := p.Parse([]byte(`{"model":"m","messages":[`)); err == nil {
 		t.Fatal("a cut body parsed")
 	}
-	want.Requests++ // counted, with no message
+	want.New++ // counted, with no message
 	if got := p.Stats(); got != want {
 		t.Fatalf("after a body that does not parse: %+v, want %+v", got, want)
+	}
+}
+
+// TestReparserStatsNeverDown: read while requests are parsed, no count
+// goes down — each is a counter of its own, as Prometheus needs (a
+// difference of two read one after the other went down).
+func TestReparserStatsNeverDown(t *testing.T) {
+	seed := parseCopy(t, fixtures.SeedHistory())
+	body := truncated(t, seed, 40)
+	p := NewReparser(32 << 20)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; k < 300; k++ {
+				if _, err := p.Parse(bytes.Clone(body)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(done) }()
+	var last ReparseStats
+	for {
+		s := p.Stats()
+		if s.New < last.New || s.Repeated < last.Repeated || s.Reused < last.Reused || s.Parsed < last.Parsed {
+			t.Fatalf("a count went down: %+v after %+v", s, last)
+		}
+		last = s
+		select {
+		case <-done:
+			if s := p.Stats(); s.New+s.Repeated != 1200 {
+				t.Fatalf("%+v: want 1200 requests in all", s)
+			}
+			return
+		default:
+		}
 	}
 }

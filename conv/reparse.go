@@ -50,28 +50,31 @@ type Reparser struct {
 
 	// What Parse did: bodies parsed, of them read against an earlier
 	// request, and their messages taken from it or parsed.
-	parsed, repeated, reused, fresh atomic.Int64
+	// Each a counter of its own: a sum or difference of two read one
+	// after the other could go down between two reads of the stats.
+	repeated, whole, reused, fresh atomic.Int64
 }
 
 // ReparseStats counts what a Reparser did since it was made.
 type ReparseStats struct {
-	// Requests is the bodies parsed (chat requests or not); Repeated
-	// those of them read against an earlier request that they repeat
-	// some messages of.
-	Requests, Repeated int64
+	// Repeated is the bodies read against an earlier request that they
+	// repeat some messages of; New the others parsed (whole, or not chat
+	// requests at all).
+	Repeated, New int64
 	// Reused is the messages taken from an earlier request's view, Parsed
 	// those validated and parsed.
 	Reused, Parsed int64
 	// WrittenOver is the edited bodies (Request.Apply on a view of this
-	// Reparser, large enough to be kept) written over a body edited for
-	// an earlier request; Fresh those that found none to write over.
+	// Reparser, of 64 KiB and more) written over a body edited for an
+	// earlier request; Fresh those that found none to write over (a
+	// conversation's first, and any too large for the table to keep).
 	WrittenOver, Fresh int64
 }
 
 // Stats returns what the Reparser did so far.
 func (p *Reparser) Stats() ReparseStats {
 	return ReparseStats{
-		Requests: p.parsed.Load(), Repeated: p.repeated.Load(),
+		Repeated: p.repeated.Load(), New: p.whole.Load(),
 		Reused: p.reused.Load(), Parsed: p.fresh.Load(),
 		WrittenOver: p.edited.over.Load(), Fresh: p.edited.fresh.Load(),
 	}
@@ -79,12 +82,13 @@ func (p *Reparser) Stats() ReparseStats {
 
 // count adds r's parse to the stats.
 func (p *Reparser) count(r *Request) {
-	p.parsed.Add(1)
+	if r == nil || r.reused == 0 {
+		p.whole.Add(1)
+	} else {
+		p.repeated.Add(1)
+	}
 	if r == nil {
 		return
-	}
-	if r.reused > 0 {
-		p.repeated.Add(1)
 	}
 	p.reused.Add(int64(r.reused))
 	p.fresh.Add(int64(len(r.Messages) - r.reused))

@@ -42,6 +42,7 @@ type Metrics struct {
 	models          *labelSet
 	hosts           *labelSet
 	children        *children // the vectors' children by label values (metriccache.go)
+	reparse         *reparseCollector
 }
 
 // The most distinct values the model and host labels take; later ones are
@@ -58,14 +59,15 @@ var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5
 
 // NewMetrics returns a fresh set of metrics in its own registry.
 func NewMetrics() *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), models: newLabelSet(maxModels), hosts: newLabelSet(maxHosts), children: resolved.New[childKey, any](maxChildren)}
+	m := &Metrics{reg: prometheus.NewRegistry(), models: newLabelSet(maxModels), hosts: newLabelSet(maxHosts), children: resolved.New[childKey, any](maxChildren),
+		reparse: newReparseCollector()}
 	m.newCallMetrics()
 	m.newTimingMetrics()
 	m.newTunnelMetrics()
 	m.reg.MustRegister(m.requests, m.streams, m.bytes, m.events, m.upstreamErrors,
 		m.transformErrors, m.retries, m.duration, m.header, m.firstByte, m.firstToken,
 		m.streamDuration, m.inflight, m.refused, m.truncated, m.truncatedBytes,
-		m.tunnels, m.tunnelsOpen, m.tunnelBytes, m.tunnelDuration,
+		m.tunnels, m.tunnelsOpen, m.tunnelBytes, m.tunnelDuration, m.reparse,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -155,9 +155,6 @@ func New(opts Options) (*Proxy, error) {
 	if p.metrics == nil {
 		p.metrics = NewMetrics()
 	}
-	if err := p.metrics.Register(newReparseCollector(p.reparse)); err != nil {
-		return nil, fmt.Errorf("proxy: metrics: %w", err) // one Metrics for two proxies
-	}
 	if p.opts.MaxBodyBytes <= 0 {
 		p.opts.MaxBodyBytes = 64 << 20
 	}
@@ -178,6 +175,7 @@ func New(opts Options) (*Proxy, error) {
 	if err := p.setIntercept(opts.Intercept, opts.CA); err != nil {
 		return nil, err
 	}
+	p.metrics.reparse.add(p.reparse) // counted once the proxy is made
 	return p, nil
 }
 

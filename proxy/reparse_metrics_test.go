@@ -44,3 +44,29 @@ func TestHistoryMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryMetricsShared: two proxies made with one Metrics both start,
+// and its counters are the sums of their parses.
+func TestHistoryMetricsShared(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"choices":[{"message":{"role":"assistant","content":"ok"}}]}`))
+	}))
+	defer up.Close()
+	m := NewMetrics()
+	_, a := newTestProxy(t, up.URL, func(o *Options) { o.Metrics = m })
+	_, b := newTestProxy(t, up.URL, func(o *Options) { o.Metrics = m })
+	for _, px := range []string{a.URL, b.URL} {
+		resp, _ := do(t, rawClient(), "POST", px+"/v1/chat/completions", []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	page := metricsText(t, a.URL)
+	if got := metricValue(page, `shaperproxy_history_requests_total{how="new"}`); got != 2 {
+		t.Fatalf("%v new requests counted, want both proxies' 2", got)
+	}
+	if got := metricValue(page, `shaperproxy_history_messages_total{how="parsed"}`); got != 2 {
+		t.Fatalf("%v messages parsed, want 2", got)
+	}
+}
