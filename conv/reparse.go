@@ -82,13 +82,14 @@ func (p *Reparser) Stats() ReparseStats {
 
 // count adds r's parse to the stats.
 func (p *Reparser) count(r *Request) {
-	if r == nil || r.reused == 0 {
+	switch {
+	case r == nil:
 		p.whole.Add(1)
-	} else {
-		p.repeated.Add(1)
-	}
-	if r == nil {
 		return
+	case r.reused == 0:
+		p.whole.Add(1)
+	default:
+		p.repeated.Add(1)
 	}
 	p.reused.Add(int64(r.reused))
 	p.fresh.Add(int64(len(r.Messages) - r.reused))
@@ -272,7 +273,7 @@ func (r *Request) ViewBytes() int {
 
 func (r *Request) viewBytes() int {
 	n := 512 + cap(r.fields)*int(unsafe.Sizeof(Field{})) + cap(r.Messages)*int(unsafe.Sizeof(Message{})) +
-		r.spareCalls*int(unsafe.Sizeof(ToolCall{}))
+		r.spareCalls()*int(unsafe.Sizeof(ToolCall{}))
 	for i := range r.Messages {
 		m := &r.Messages[i]
 		n += len(m.Reasoning) + len(m.Content) + len(m.ToolCalls)*int(unsafe.Sizeof(ToolCall{}))
@@ -538,7 +539,6 @@ func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (i
 		case i < len(body) && body[i] == ',':
 			i = skipSpace(body, i+1)
 		case i < len(body) && body[i] == ']':
-			r.spareCalls = cap(movedCalls) - len(movedCalls)
 			r.calls, r.callArray = calls, movedCalls
 			clear(movedCalls[len(movedCalls):cap(movedCalls)]) // a recycled array's room holds an earlier view's calls
 			return i + 1, true
@@ -574,6 +574,9 @@ func moved(m, pm *Message, prev *Request, s string, at int, calls *[]ToolCall) {
 		}
 	}
 }
+
+// spareCalls is the room in r's moved calls' array past them.
+func (r *Request) spareCalls() int { return cap(r.callArray) - len(r.callArray) }
 
 // toolCalls counts r's messages' tool calls (at its parse).
 func (r *Request) toolCalls() int { return r.calls }

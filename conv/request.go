@@ -55,16 +55,13 @@ type Request struct {
 	// derived says the view was made by Apply from another, its message
 	// array its own: Recycle may give it back.
 	derived bool
-	// spareCalls is the room left in the array the Reparser gave the
-	// messages it moved for their tool calls (sized for the previous
-	// view's, used up to where the history stopped repeating): memory the
-	// messages' own counts do not show.
-	spareCalls int
 	// calls counts the messages' tool calls (room for the next view's).
 	calls int
 	// callArray is the array the Reparser moved the messages' tool calls
 	// into (their ToolCalls are slices of it), given back with the
-	// message array (recycle).
+	// message array (recycle). Its room past them (sized for the previous
+	// view's calls, used up to where the history stopped repeating) is
+	// memory the messages' own counts do not show: spareCalls.
 	callArray []ToolCall
 	// reused counts the messages a Reparser took from an earlier view.
 	reused int
