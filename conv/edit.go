@@ -84,6 +84,7 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 	sh = shifter{edits: edits}
 	s := bodyString(body)
 	n.Messages = messageArray(len(r.Messages)) // every element written below
+	n.tally = newTally()
 	for i := range r.Messages {
 		m := &n.Messages[i] // written in place: copied once
 		*m = r.Messages[i]
@@ -124,6 +125,7 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 		default:
 			m.shift(start - m.Start)
 		}
+		n.tally.add(n.Messages, i)
 	}
 	for i, f := range n.fields {
 		if !plan.field[i] {
@@ -341,7 +343,7 @@ func (r *Request) recycle() {
 		return
 	}
 	ms := r.Messages[:cap(r.Messages)]
-	r.Messages = nil
+	r.Messages, r.tally = nil, tally{}
 	if poisonViews {
 		for i := range ms {
 			ms[i] = Message{Role: poisonRole, Start: -1, End: -1, ReasoningStart: -1, ReasoningEnd: -1, ContentStart: -1, ContentEnd: -1}

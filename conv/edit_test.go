@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/shaperproxy/shaperproxy/fixtures"
 	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
@@ -40,6 +41,43 @@ func sameView(t *testing.T, got, want *Request) {
 		if !reflect.DeepEqual(got.Messages[i], want.Messages[i]) {
 			t.Fatalf("message %d:\n got %+v\nwant %+v", i, got.Messages[i], want.Messages[i])
 		}
+	}
+	checkTally(t, got)
+	checkTally(t, want)
+}
+
+// checkTally fails unless r's tally, folded as its messages were placed,
+// is what a pass over them finds, written out here as the passes were
+// before the tally: the turns, the last signed message, the bytes.
+func checkTally(t *testing.T, r *Request) {
+	t.Helper()
+	if !r.tally.ok {
+		t.Fatal("a view made by the package has no tally")
+	}
+	n, start, last := 0, 0, -1
+	signed, bytes := -1, 0
+	for i := range r.Messages {
+		m := &r.Messages[i]
+		switch {
+		case m.Role == RoleUser && (n == 0 || last < 0 || len(r.Messages[last].ToolCalls) == 0):
+			n, start, last = n+1, i, -1
+		case n > 0 && m.Role == RoleAssistant:
+			last = i
+		}
+		if m.Signed {
+			signed = i
+		}
+		bytes += len(m.Reasoning) + len(m.Content) + len(m.ToolCalls)*int(unsafe.Sizeof(ToolCall{}))
+		for _, tc := range m.ToolCalls {
+			bytes += len(tc.Arguments)
+		}
+	}
+	want := tally{ok: true, turns: n, turnStart: start, turnLast: last, lastSigned: signed, strBytes: bytes}
+	if r.tally != want {
+		t.Fatalf("tally %+v, a pass over the messages gives %+v", r.tally, want)
+	}
+	if turns := r.Turns(); len(turns) != n || n > 0 && turns[n-1].Start != start {
+		t.Fatalf("tally: %d turns, the last from %d; Turns gives %d", n, start, len(turns))
 	}
 }
 

@@ -272,16 +272,8 @@ func (r *Request) ViewBytes() int {
 }
 
 func (r *Request) viewBytes() int {
-	n := 512 + cap(r.fields)*int(unsafe.Sizeof(Field{})) + cap(r.Messages)*int(unsafe.Sizeof(Message{})) +
-		r.spareCalls()*int(unsafe.Sizeof(ToolCall{}))
-	for i := range r.Messages {
-		m := &r.Messages[i]
-		n += len(m.Reasoning) + len(m.Content) + len(m.ToolCalls)*int(unsafe.Sizeof(ToolCall{}))
-		for _, tc := range m.ToolCalls {
-			n += len(tc.Arguments)
-		}
-	}
-	return n
+	return 512 + cap(r.fields)*int(unsafe.Sizeof(Field{})) + cap(r.Messages)*int(unsafe.Sizeof(Message{})) +
+		r.spareCalls()*int(unsafe.Sizeof(ToolCall{})) + r.tallied().strBytes
 }
 
 // parseReusing is ParseRequest(body), reusing the messages of prev (nil:
@@ -490,9 +482,11 @@ func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (i
 	reuse, calls := true, 0
 	i := skipSpace(body, v+1)
 	if i < len(body) && body[i] == ']' {
+		r.tally = newTally()
 		return i + 1, true
 	}
 	var movedCalls []ToolCall // the moved messages' tool calls, in one array
+	r.tally = newTally()
 	for idx := 0; i < len(body); idx++ {
 		// The message is written in place, at the end of the array: a
 		// long history's are moved, not copied three times each.
@@ -532,6 +526,7 @@ func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (i
 			*m = parseMessage(idx, el, new(bool))
 		}
 		r.msgDup = r.msgDup || m.dup
+		r.tally.add(r.Messages, idx) // while m is in the cache
 		if calls += len(m.ToolCalls); len(r.Messages) > MaxMessages || calls > MaxToolCalls {
 			return 0, false // ParseRequest says why
 		}

@@ -38,6 +38,9 @@ type Request struct {
 	// request.
 	turnsOnce sync.Once
 	turns     []Turn
+	// tally is what the hooks ask of the messages, folded in as they were
+	// placed (tally.go).
+	tally tally
 
 	// DuplicateKeys is true when the top-level object or a message object
 	// repeats a key. The view then follows the last occurrence (as
@@ -147,7 +150,7 @@ func ParseRequest(body []byte) (*Request, error) {
 	}
 	r.Stream = top.get("stream").Type == gjson.True
 	var calls int
-	r.Messages, calls = parseMessages(top.get("messages"), &r.msgDup)
+	r.Messages, calls, r.tally = parseMessages(top.get("messages"), &r.msgDup)
 	r.calls = calls
 	if len(r.Messages) > MaxMessages || calls > MaxToolCalls {
 		return nil, fmt.Errorf("%w: more than %d messages or %d tool calls", ErrNotChat, MaxMessages, MaxToolCalls)
@@ -198,18 +201,19 @@ func (r *Request) topLevel(root gjson.Result) keyVals {
 // parseMessages builds one Message per element of the messages array and
 // counts their tool calls; it stops past MaxMessages messages or
 // MaxToolCalls tool calls (the caller then refuses the request).
-func parseMessages(arr gjson.Result, dup *bool) ([]Message, int) {
+func parseMessages(arr gjson.Result, dup *bool) ([]Message, int, tally) {
 	msgs := make([]Message, 0, min(len(arr.Raw)/256+2, 256))
-	calls := 0
+	calls, t := 0, newTally()
 	arr.ForEach(func(_, v gjson.Result) bool {
 		msgs = append(msgs, parseMessage(len(msgs), v, dup))
 		calls += len(msgs[len(msgs)-1].ToolCalls)
+		t.add(msgs, len(msgs)-1)
 		return len(msgs) <= MaxMessages && calls <= MaxToolCalls
 	})
 	if len(msgs) > MaxMessages || calls > MaxToolCalls {
-		return msgs, calls // refused: not kept
+		return msgs, calls, t // refused: not kept
 	}
-	return fitted(msgs), calls
+	return fitted(msgs), calls, t
 }
 
 // maxWanted bounds the keys one lastKeys call looks for.

@@ -78,18 +78,10 @@ func (r *Request) OpenTurnStart() (start int, ok bool) {
 
 // scanTurns follows the turn rules of Turns: n turns, the last opened at
 // message start, whose last assistant message is last (-1: none).
+// They were folded in as the messages were placed (tally).
 func (r *Request) scanTurns() (n, start, last int) {
-	last = -1
-	for i := range r.Messages {
-		m := &r.Messages[i]
-		switch {
-		case m.Role == RoleUser && (n == 0 || last < 0 || len(r.Messages[last].ToolCalls) == 0):
-			n, start, last = n+1, i, -1
-		case n > 0 && m.Role == RoleAssistant:
-			last = i
-		}
-	}
-	return n, start, last
+	t := r.tallied()
+	return t.turns, t.turnStart, t.turnLast
 }
 
 // StartsNewTurn reports whether the request starts a turn: its open turn

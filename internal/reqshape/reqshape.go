@@ -323,7 +323,7 @@ func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering, parts []
 // candidates returns every block of req with the shaped text and edit
 // it would go out with.
 func candidates(req *conv.Request, rule shapeRule, memo *memo) []cand {
-	floor := lastSigned(req)
+	floor := req.LastSigned()
 	noTools := rule.Shaping.Op == shaping.OpDrop && !profile.HasTools(req) // only dropping asks
 	// The messages that can give a block: room for them in one
 	// allocation, and none when none can.
@@ -420,17 +420,6 @@ func keepFrom(req *conv.Request, keepRecent int) int {
 		}
 	}
 	return 0
-}
-
-// lastSigned returns the index of the last message carrying signed
-// reasoning, or -1: nothing up to it may change (PROTOCOLS.md rule 2).
-func lastSigned(req *conv.Request) int {
-	for i := len(req.Messages) - 1; i >= 0; i-- {
-		if req.Messages[i].Signed {
-			return i
-		}
-	}
-	return -1
 }
 
 // hasReasoning reports whether an assistant message's reasoning field can

@@ -88,7 +88,7 @@ func TestSignedTrafficUntouched(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		if lastSigned(v) < 0 {
+		if v.LastSigned() < 0 {
 			continue
 		}
 		signed++

@@ -1,0 +1,73 @@
+package conv
+
+import "unsafe"
+
+// tally is what the proxy's hooks ask of a view's messages on every
+// request — how many turns it has and where the open one starts (the
+// originals' turns, the shaper), its last signed message (the shaper's
+// floor), the memory its strings and calls hold (the Reparser's and the
+// capture's bounds) — folded in as each message is placed: by
+// ParseRequest, the Reparser's walk and Apply's derive, while the message
+// is in the cache. Asked afterwards, each question was a pass of its own
+// over the history, reading 224 bytes a message from memory (141 KB for
+// a 631-message history, four times a request).
+type tally struct {
+	ok bool // folded over every message of the view (one made as a literal is not)
+	// turns, turnStart and turnLast follow the turn rules of Turns: the
+	// turns, the message that opened the last one and its last assistant
+	// message (-1: none yet).
+	turns, turnStart, turnLast int
+	lastSigned                 int // the last message with Signed, -1: none
+	strBytes                   int // the messages' strings and tool calls (viewBytes)
+}
+
+// newTally returns the tally of no messages.
+func newTally() tally { return tally{ok: true, turnLast: -1, lastSigned: -1} }
+
+// add folds msgs[i] in; msgs[:i] were folded before, in order.
+func (t *tally) add(msgs []Message, i int) {
+	m := &msgs[i]
+	switch {
+	case m.Role == RoleUser && (t.turns == 0 || t.turnLast < 0 || len(msgs[t.turnLast].ToolCalls) == 0):
+		t.turns, t.turnStart, t.turnLast = t.turns+1, i, -1
+	case t.turns > 0 && m.Role == RoleAssistant:
+		t.turnLast = i
+	}
+	if m.Signed {
+		t.lastSigned = i
+	}
+	t.strBytes += messageBytes(m)
+}
+
+// messageBytes is the memory m's strings and tool calls hold (counted as
+// if decoded: most alias the body).
+func messageBytes(m *Message) int {
+	n := len(m.Reasoning) + len(m.Content) + len(m.ToolCalls)*int(unsafe.Sizeof(ToolCall{}))
+	for _, tc := range m.ToolCalls {
+		n += len(tc.Arguments)
+	}
+	return n
+}
+
+// tallyOf folds msgs in one pass.
+func tallyOf(msgs []Message) tally {
+	t := newTally()
+	for i := range msgs {
+		t.add(msgs, i)
+	}
+	return t
+}
+
+// tallied returns r's tally: the one folded as its messages were placed,
+// or, for a view not made by this package's constructors, a pass.
+func (r *Request) tallied() tally {
+	if r.tally.ok {
+		return r.tally
+	}
+	return tallyOf(r.Messages)
+}
+
+// LastSigned returns the index of the last message carrying signed or
+// encrypted reasoning (Message.Signed), or -1 when none does: nothing up
+// to it may change (PROTOCOLS.md rule 2).
+func (r *Request) LastSigned() int { return r.tallied().lastSigned }
