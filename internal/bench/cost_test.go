@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -275,5 +276,30 @@ func TestSeedBodyOrder(t *testing.T) {
 	}
 	if s := gjson.GetBytes(b, "stream"); s.Type != gjson.False {
 		t.Errorf("stream = %s, want false", s.Raw)
+	}
+}
+
+// TestStolenShare: the steal row is the host's share of the machine's CPU
+// time between two readings of /proc/stat, and says so when there is none.
+func TestStolenShare(t *testing.T) {
+	a := cpuClock{steal: 10, total: 1000, ok: true}
+	b := cpuClock{steal: 25, total: 1100, ok: true}
+	if got, want := stolenShare(a, b), "15.0% of the CPU time"; got != want {
+		t.Errorf("stolenShare = %q, want %q", got, want)
+	}
+	if got := stolenShare(cpuClock{}, b); !strings.HasPrefix(got, "n/a") {
+		t.Errorf("without a first reading: %q", got)
+	}
+	if got := stolenShare(b, b); !strings.HasPrefix(got, "n/a") {
+		t.Errorf("no time between the readings: %q", got)
+	}
+	if runtime.GOOS != "linux" {
+		return
+	}
+	c0 := readCPUClock()
+	time.Sleep(20 * time.Millisecond)
+	c1 := readCPUClock()
+	if !c0.ok || !c1.ok || c1.total < c0.total || c1.steal < c0.steal || c0.steal > c0.total {
+		t.Fatalf("/proc/stat read as %+v then %+v", c0, c1)
 	}
 }
