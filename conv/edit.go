@@ -84,7 +84,11 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 	sh = shifter{edits: edits}
 	s := bodyString(body)
 	n.Messages = messageArray(len(r.Messages)) // every element written below
-	n.tally = newTally()
+	// The edits Apply makes in place change no role, tool call or
+	// signature: the tally is r's, its strings' bytes moved by the edits
+	// (a message read again is folded anew, below). Folding each message
+	// again would read its role from the new body, cold by then.
+	n.tally = r.tallied()
 	for i := range r.Messages {
 		m := &n.Messages[i] // written in place: copied once
 		*m = r.Messages[i]
@@ -97,11 +101,13 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 			}
 			// The message's one edit replaces its reasoning token.
 			m.moveInner(start-m.Start, m.ReasoningStart, len(e.Repl)-(m.ReasoningEnd-m.ReasoningStart))
+			was := len(m.Reasoning)
 			if e.known {
 				m.Reasoning = e.text // the token's text (String): no decoding
 			} else {
 				m.Reasoning = gjson.Parse(s[m.ReasoningStart:m.ReasoningEnd]).Str
 			}
+			n.tally.strBytes += len(m.Reasoning) - was
 			m.Start, m.End = start, end
 			m.key = rawKeyString(s[start:end])
 		case 3:
@@ -112,6 +118,7 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 			}
 			m.moveInner(start-m.Start, m.ContentEnd-1, len(e.Repl)) // inserted before the closing quote
 			m.Content += add
+			n.tally.strBytes += len(add)
 			m.Start, m.End = start, end
 			m.key = rawKeyString(s[start:end])
 		case 2:
@@ -125,7 +132,9 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 		default:
 			m.shift(start - m.Start)
 		}
-		n.tally.add(n.Messages, i)
+	}
+	if plan.reread {
+		n.tally = tallyOf(n.Messages) // a message read again may have another role or calls
 	}
 	for i, f := range n.fields {
 		if !plan.field[i] {

@@ -112,7 +112,7 @@ func parseMessage(i int, v gjson.Result, dup *bool) Message {
 	}
 	k := lastKeys(v, &m.dup, messageKeys...)
 	*dup = *dup || m.dup
-	m.Role = str(k.get("role"))
+	m.Role = internRole(str(k.get("role")))
 	m.Name = str(k.get("name"))
 	m.ToolCallID = str(k.get("tool_call_id"))
 	var rs [len(ReasoningFields)]gjson.Result
@@ -124,6 +124,27 @@ func parseMessage(i int, v gjson.Result, dup *bool) Message {
 	m.ToolCalls = parseToolCalls(k.get("tool_calls"))
 	m.Signed = messageSigned(&k) || partsSigned(k.get("content")) || toolCallsSigned(k.get("tool_calls"))
 	return m
+}
+
+// internRole returns the package's own string for the roles it names:
+// every pass over a history compares roles, and a role that is bytes of
+// the body is a read of the body — a cache line a message, which a long
+// history's passes after the parse find cold — where the constants stay
+// in the cache. Any other role is returned as it is.
+func internRole(r string) string {
+	switch r {
+	case RoleUser:
+		return RoleUser
+	case RoleAssistant:
+		return RoleAssistant
+	case RoleTool:
+		return RoleTool
+	case RoleSystem:
+		return RoleSystem
+	case RoleDeveloper:
+		return RoleDeveloper
+	}
+	return r
 }
 
 // setReasoning picks the reasoning field (see Message.ReasoningField) and

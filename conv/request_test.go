@@ -1,12 +1,14 @@
 package conv
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -418,4 +420,46 @@ func TestContentRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(again)
+}
+
+// TestRolesInterned: the roles the package names are its own strings, not
+// bytes of the body, in a view parsed, one read against an earlier
+// request and one derived by Apply: the passes over a history compare
+// roles without reading the body. Another role is the client's string.
+func TestRolesInterned(t *testing.T) {
+	body := []byte(`{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":"q"},` +
+		`{"role":"assistant","reasoning_content":"Okay, let me think about the question at length before answering it.","content":"a"},` +
+		`{"role":"tool","tool_call_id":"c","content":"r"},{"role":"developer","content":"d"},{"role":"critic","content":"x"}]}`)
+	same := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+	check := func(name string, v *Request) {
+		t.Helper()
+		for i, want := range []string{RoleSystem, RoleUser, RoleAssistant, RoleTool, RoleDeveloper} {
+			if m := v.Messages[i]; m.Role != want || !same(m.Role, want) {
+				t.Errorf("%s: message %d's role %q is not the package's %q", name, i, m.Role, want)
+			}
+		}
+		if m := v.Messages[5]; m.Role != "critic" || same(m.Role, RoleUser) {
+			t.Errorf("%s: another role read as %q", name, m.Role)
+		}
+	}
+	v, err := ParseRequest(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("ParseRequest", v)
+	rp := NewReparser(1 << 20)
+	if _, err := rp.Parse(bytes.Clone(body)); err != nil {
+		t.Fatal(err)
+	}
+	again, err := rp.Parse(bytes.Clone(body))
+	if err != nil || again.reused != len(again.Messages) {
+		t.Fatalf("read against the first: err %v, %d of %d messages reused", err, again.reused, len(again.Messages))
+	}
+	check("Reparser", again)
+	m := &again.Messages[2]
+	d, err := again.Apply([]Edit{QuoteString("Short.").Replace(m.ReasoningStart, m.ReasoningEnd)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("Apply", d)
 }
