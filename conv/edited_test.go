@@ -47,7 +47,7 @@ func editAgainst(t *testing.T, p *Reparser, body []byte, edits []Edit, prev *Req
 	if prev == nil {
 		r, err = p.Parse(b)
 	} else if r, err = parseReusing(b, prev); err == nil {
-		r.edited, r.id = p.edited, p.ids.Add(1)
+		r.edited, r.id = p.edited, viewIDs.Add(1)
 	}
 	if err != nil {
 		t.Fatal(err)

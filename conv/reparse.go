@@ -45,7 +45,6 @@ type Reparser struct {
 	recent map[uint64][]*Request
 	bytes  int
 
-	ids    atomic.Uint64
 	edited *editedBodies // the bodies Apply edited from its views
 
 	// What Parse did: bodies parsed, of them read against an earlier
@@ -113,6 +112,9 @@ func NewReparser(maxBytes int) *Reparser {
 	return &Reparser{seed: maphash.MakeSeed(), maxBytes: maxBytes, recent: make(map[uint64][]*Request), edited: newEditedBodies(maxBytes)}
 }
 
+// viewIDs numbers the views Reparsers parse, across all of them (Request.ID).
+var viewIDs atomic.Uint64
+
 // Parse returns ParseRequest(body).
 func (p *Reparser) Parse(body []byte) (*Request, error) {
 	k := maphash.Bytes(p.seed, body[:min(len(body), reparseKeyBytes)])
@@ -132,7 +134,7 @@ func (p *Reparser) Parse(body []byte) (*Request, error) {
 	r, err := parseReusing(body, prev)
 	p.count(r)
 	if err == nil {
-		r.edited, r.id = p.edited, p.ids.Add(1)
+		r.edited, r.id = p.edited, viewIDs.Add(1)
 		p.edited.link(r)
 	}
 	if err == nil && cap(r.Messages) >= minRecycled {

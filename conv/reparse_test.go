@@ -909,3 +909,62 @@ func TestReparserRecyclesCalls(t *testing.T) {
 		t.Fatal("the view the Reparser keeps lost its calls")
 	}
 }
+
+// TestRepeats: a view says it repeats the first n messages of the view it
+// was read against, byte for byte at their places, and of no other view;
+// not past a message that changed; ParseRequest's and Apply's views have
+// no number.
+func TestRepeats(t *testing.T) {
+	msg := func(i int) string {
+		return fmt.Sprintf(`{"role":"user","content":"step %d: %s"}`, i, strings.Repeat("x", 300)) // the first 2 KB of a body find its earlier requests
+	}
+	body := func(n int, edit map[int]string) []byte {
+		ms := make([]string, n)
+		for i := range ms {
+			ms[i] = msg(i)
+			if s, ok := edit[i]; ok {
+				ms[i] = s
+			}
+		}
+		return []byte(`{"model":"m","messages":[` + strings.Join(ms, ",") + `]}`)
+	}
+	rp := NewReparser(32 << 20)
+	parse := func(b []byte) *Request {
+		t.Helper()
+		r, err := rp.Parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	a := parse(body(10, nil))
+	b := parse(body(12, nil)) // a's next request
+	if a.ID() == 0 || b.ID() == 0 || a.ID() == b.ID() {
+		t.Fatalf("ids %d and %d", a.ID(), b.ID())
+	}
+	for n := 0; n <= 10; n++ {
+		if !b.Repeats(a.ID(), n) {
+			t.Errorf("b does not repeat a's first %d messages", n)
+		}
+	}
+	if b.Repeats(a.ID(), 11) || b.Repeats(a.ID(), 13) || b.Repeats(b.ID(), 1) || b.Repeats(0, 0) {
+		t.Error("b repeats more than a's messages, or another view's")
+	}
+	c := parse(body(12, map[int]string{8: msg(80)})) // read against b, its message 8 changed
+	if !c.Repeats(b.ID(), 8) || c.Repeats(b.ID(), 9) || c.Repeats(a.ID(), 1) {
+		t.Errorf("c read against b (base %d, same %d): repeats b's 8, not 9, and nothing of a", c.base, c.same)
+	}
+	other := NewReparser(32 << 20) // another Reparser's views have other numbers
+	d, err := other.Parse(body(10, nil))
+	if err != nil || d.ID() == a.ID() || d.ID() == b.ID() || d.ID() == c.ID() {
+		t.Fatalf("another Reparser's view numbered %d (err %v)", d.ID(), err)
+	}
+	p, err := ParseRequest(body(12, nil))
+	if err != nil || p.ID() != 0 || p.Repeats(a.ID(), 1) {
+		t.Fatalf("ParseRequest's view: id %d, err %v", p.ID(), err)
+	}
+	e, err := b.Apply([]Edit{{Start: b.Messages[11].ContentStart, End: b.Messages[11].ContentEnd, Repl: []byte(`"changed"`)}})
+	if err != nil || e.ID() != 0 || e.Repeats(a.ID(), 1) {
+		t.Fatalf("Apply's view: id %d, err %v", e.ID(), err)
+	}
+}

@@ -71,3 +71,18 @@ func (r *Request) tallied() tally {
 // encrypted reasoning (Message.Signed), or -1 when none does: nothing up
 // to it may change (PROTOCOLS.md rule 2).
 func (r *Request) LastSigned() int { return r.tallied().lastSigned }
+
+// ID returns the number a Reparser gave the view (unique in the process),
+// or 0 for a view no Reparser parsed (ParseRequest's, Apply's).
+func (r *Request) ID() uint64 { return r.id }
+
+// Repeats reports whether r's first n messages are, byte for byte and at
+// the same places, the first n messages of the view numbered id (ID): the
+// Reparser read r against that view and compared them. A hook that kept
+// what it found in an earlier request's messages can then go on from
+// there instead of reading the history again, or hashing it to find out
+// whether it is the same. False when the Reparser did not read r against
+// that view, or when n reaches past what the two share.
+func (r *Request) Repeats(id uint64, n int) bool {
+	return id != 0 && r.base == id && n >= 0 && n <= len(r.Messages) && (n == 0 || r.Messages[n-1].End <= r.same)
+}

@@ -286,15 +286,19 @@ func turnSteps(req *conv.Request) []int {
 // bytes) with hash/maphash (a seed per projection) and compares the count
 // and the hash of the prefix. The keys come with the view, computed once
 // per message; the check costs 16 bytes of hashing per message instead of
-// parsing failures and canonical JSON for every call again.
+// parsing failures and canonical JSON for every call again. When the
+// proxy's Reparser read the request against the very view folded last
+// and found its messages repeated (conv.Request.Repeats), there is
+// nothing to check: the hash of the prefix goes on from where it was.
 //
 // A projection belongs to the Guard that made it: a changed Config needs
 // new Projections. It is not safe for concurrent use.
 type projection struct {
 	g    *Guard
 	f    fold
-	n    int    // messages folded
-	sum  uint64 // hash of their bytes
+	n    int          // messages folded
+	h    maphash.Hash // of their keys (its state: the next request's go on from it)
+	view uint64       // the view they were read from (conv.Request.ID; 0: not known)
 	seed maphash.Seed
 }
 
@@ -314,6 +318,9 @@ type stats struct {
 	// Refold is true when the folded prefix did not match and the
 	// history was folded again from the start.
 	Refold bool
+	// Repeated is true when the prefix was known to match without a
+	// hash: the request was read against the view folded last.
+	Repeated bool
 }
 
 // Update brings the projection to req's history and returns its signals.
@@ -326,9 +333,13 @@ func (p *projection) Update(req *conv.Request) (signals, stats) {
 	var h maphash.Hash
 	h.SetSeed(p.seed)
 	start := 0
-	if p.n > 0 && len(msgs) >= p.n {
+	switch {
+	case p.n > 0 && req.Repeats(p.view, p.n):
+		h, start = p.h, p.n // a copy of the state: p.h stays as it is until the end
+		st.Repeated = true
+	case p.n > 0 && len(msgs) >= p.n:
 		hashMessages(&h, msgs[:p.n])
-		if h.Sum64() == p.sum {
+		if h.Sum64() == p.h.Sum64() {
 			start = p.n
 		}
 	}
@@ -341,7 +352,7 @@ func (p *projection) Update(req *conv.Request) (signals, stats) {
 		p.f.add(p.g, req.Body, &msgs[i])
 	}
 	hashMessages(&h, msgs[start:])
-	p.n, p.sum = len(msgs), h.Sum64()
+	p.n, p.h, p.view = len(msgs), h, req.ID()
 	st.Processed = len(msgs) - start
 	return p.f.signals(p.g), st
 }

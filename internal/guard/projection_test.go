@@ -194,3 +194,47 @@ func checkOpenTurn(t *testing.T, req *conv.Request, s stall) {
 		t.Fatalf("StartsNewTurn %v, steps %d", req.StartsNewTurn(), s.Steps)
 	}
 }
+
+// TestProjectionRepeated: requests the proxy's Reparser read against the
+// view folded last are continued without hashing their prefix; the
+// signals are the full fold's, and the hash carried on still matches a
+// request parsed on its own (which the prefix check hashes) and still
+// catches an edited history.
+func TestProjectionRepeated(t *testing.T) {
+	g := mustGuard(t, nil)
+	p := g.NewProjection()
+	rp := conv.NewReparser(64 << 20)
+	h := agentHistory(200, 300, 300)
+	parse := func() *conv.Request {
+		t.Helper()
+		r, err := rp.Parse(h.body())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	step := func(name string, req *conv.Request, processed int, refold, repeated bool) {
+		t.Helper()
+		sig, st := p.Update(req)
+		if st.Processed != processed || st.Refold != refold || st.Repeated != repeated {
+			t.Fatalf("%s: stats %+v, want processed %d, refold %v, repeated %v", name, st, processed, refold, repeated)
+		}
+		if want := g.Fold(req); !reflect.DeepEqual(sig, want) {
+			t.Fatalf("%s: incremental %+v != full %+v", name, sig, want)
+		}
+	}
+	step("first", parse(), 200, false, false)
+	h.assistant("Let me run the tests.", tc{"call_a", "run_tests", `{}`}).tool("call_a", "Exit code: 1\nFAIL")
+	step("next, read against the first", parse(), 2, false, true)
+	step("the same again", parse(), 0, false, true)
+	h.user("go on")
+	step("parsed on its own: the carried hash checks it", h.req(t), 1, false, false)
+	h.user("and again")
+	step("the Reparser's again, its base not the view folded: hashed", parse(), 1, false, false)
+	h.user("more")
+	step("then read against it", parse(), 1, false, true)
+	h.msgs[1] = `{"role":"user","content":"fix the failing tests"}`
+	step("an early message edited", parse(), 205, true, false)
+	h.user("last")
+	step("read against the edited one", parse(), 1, false, true)
+}

@@ -67,10 +67,23 @@ func Restore(req *conv.Request, lookup func(key [32]byte) (Insertion, bool)) (bo
 // restore is Restore with the messages already searched remembered in
 // seen (nil: none).
 func restore(req *conv.Request, lookup func(key [32]byte) (Insertion, bool), seen *resolved.Cache[conv.RawKey, bool]) (body []byte, restored int, err error) {
-	return ReplaceAssistants(req, func(m *conv.Message) ([]byte, bool, error) {
+	body, restored, _, err = restoreFrom(req, 0, lookup, seen)
+	return body, restored, err
+}
+
+// restoreFrom is restore over the messages from index from on (those
+// before are known to hold no merged turn); clean is the index of the
+// first message that holds one (len(req.Messages): none does).
+func restoreFrom(req *conv.Request, from int, lookup func(key [32]byte) (Insertion, bool), seen *resolved.Cache[conv.RawKey, bool]) (body []byte, restored, clean int, err error) {
+	clean = len(req.Messages)
+	if req.DuplicateKeys {
+		clean = 0 // left alone, not searched
+	}
+	body, restored, err = replaceAssistantsFrom(req, from, func(m *conv.Message) ([]byte, bool, error) {
 		if !merged(seen, m) {
 			return nil, false, nil
 		}
+		clean = min(clean, m.Index)
 		ins, ok := lookup(insertionKey(m.Content))
 		if !ok {
 			return nil, false, nil
@@ -78,6 +91,7 @@ func restore(req *conv.Request, lookup func(key [32]byte) (Insertion, bool), see
 		repl, err := restoreOne(req, *m, ins)
 		return repl, err == nil, err
 	})
+	return body, restored, clean, err
 }
 
 // merged reports whether m's content holds the Separator. seen, when not
@@ -105,12 +119,18 @@ const maxScanned = 1 << 16
 // they are). A request that repeats a key is left alone. The review's
 // Restore and the deliberate tool's restoration use it.
 func ReplaceAssistants(req *conv.Request, repl func(m *conv.Message) ([]byte, bool, error)) (body []byte, replaced int, err error) {
+	return replaceAssistantsFrom(req, 0, repl)
+}
+
+// replaceAssistantsFrom is ReplaceAssistants over the messages from index
+// from on.
+func replaceAssistantsFrom(req *conv.Request, from int, repl func(m *conv.Message) ([]byte, bool, error)) (body []byte, replaced int, err error) {
 	if req.DuplicateKeys {
 		return req.Body, 0, errors.New("restore: the request repeats a key")
 	}
 	var edits []conv.Edit
 	var errs []error
-	for i := range req.Messages {
+	for i := from; i < len(req.Messages); i++ {
 		m := &req.Messages[i] // not copied: a long history has hundreds, and repl reads them only
 		if m.Role != conv.RoleAssistant {
 			continue

@@ -25,6 +25,7 @@ type Restorer struct {
 
 	mu      sync.Mutex
 	touched map[string]time.Time // conversation → last refresh queued; reset past maxTouched
+	clean   map[string]cleanRun  // conversation → the messages of its last request holding no merged turn; reset past maxTouched
 	closed  bool
 
 	scanned *resolved.Cache[conv.RawKey, bool] // whether a message holds a merged turn
@@ -94,17 +95,54 @@ func (r *Restorer) touch(conversation string) {
 	}
 }
 
+// cleanRun says that the first n messages of the view numbered view
+// (conv.Request.ID) hold no merged turn.
+type cleanRun struct {
+	view uint64
+	n    int
+}
+
+// cleanFrom returns how many first messages of v are known to hold no
+// merged turn: those of the conversation's last request that v repeats
+// (conv.Request.Repeats), a history's all but the newest. Their content
+// was searched then, and the same bytes hold the same content.
+func (r *Restorer) cleanFrom(conversation string, v *conv.Request) int {
+	r.mu.Lock()
+	c, ok := r.clean[conversation]
+	r.mu.Unlock()
+	if ok && v.Repeats(c.view, c.n) {
+		return c.n
+	}
+	return 0
+}
+
+// setClean records the first n messages of v as holding no merged turn.
+func (r *Restorer) setClean(conversation string, v *conv.Request, n int) {
+	if v.ID() == 0 {
+		return // no later request can be read against it
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.clean == nil || len(r.clean) >= maxTouched {
+		r.clean = map[string]cleanRun{} // forgetting only costs a search more
+	}
+	r.clean[conversation] = cleanRun{view: v.ID(), n: n}
+}
+
 // TransformRequest replaces each merged message of a revised turn with
-// the draft, notice and continuation the model saw.
+// the draft, notice and continuation the model saw. The messages the
+// conversation's last request held without one, which this one repeats,
+// are not searched again.
 func (r *Restorer) TransformRequest(_ context.Context, call *proxy.Call, body []byte) ([]byte, error) {
 	if call.Conversation == "" || call.Internal {
 		return body, nil
 	}
 	r.touch(call.Conversation)
-	out, n, err := restore(call.View, func(key [32]byte) (Insertion, bool) {
+	out, n, clean, err := restoreFrom(call.View, r.cleanFrom(call.Conversation, call.View), func(key [32]byte) (Insertion, bool) {
 		ins, ok, err := r.ledger.Insertion(call.Conversation, key)
 		return Insertion(ins), ok && err == nil
 	}, r.scanned)
+	r.setClean(call.Conversation, call.View, clean)
 	if err != nil || n == 0 {
 		return body, err
 	}

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/ledger"
+	"github.com/shaperproxy/shaperproxy/internal/resolved"
 	"github.com/shaperproxy/shaperproxy/proxy"
 )
 
@@ -86,5 +88,78 @@ func TestRestorerFindsLaterInsertion(t *testing.T) {
 	}
 	if got := call(); got != n+2 {
 		t.Fatalf("after the insertion: %d messages, want %d (draft, notice, continuation)", got, n+2)
+	}
+}
+
+// TestRestorerSkipsCleanHistory: the messages of the conversation's last
+// request that held no merged turn, which the next request repeats (the
+// proxy's Reparser says so), are not searched again — not even looked up
+// in the cache of searched texts; a merged message among them is, every
+// time, and is restored once its insertion is recorded. A body that
+// repeats a key was not searched, so nothing of it counts as clean.
+func TestRestorerSkipsCleanHistory(t *testing.T) {
+	r, st := newTestRestorer(t)
+	rp := conv.NewReparser(32 << 20)
+	send := func(msgs []string) (*conv.Request, int) {
+		t.Helper()
+		body := requestBody(msgs)
+		v, err := rp.Parse(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := r.TransformRequest(t.Context(), &proxy.Call{Conversation: "c:3", View: v}, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v, len(mustParse(t, out).Messages)
+	}
+	hist := longTurns(40)
+	send(hist)
+	hist = append(hist, longTurns(41)[80:]...)
+	r.scanned = resolved.New[conv.RawKey, bool](maxScanned) // what the next request searches
+	v, _ := send(hist)
+	if n := r.scanned.Len(); n != 1 {
+		t.Fatalf("a request repeating a clean history: %d texts searched, want only the new one", n)
+	}
+	if got := r.cleanFrom("c:3", v); got != 0 {
+		t.Fatalf("clean from %d for the view itself (not read against itself), want 0", got)
+	}
+
+	ins := NewInsertion(testDraft(), noticeMessage(testPacket()), contDraft)
+	merged := msg("content", MergedContent(testDraft().Content, contDraft.Content), "role", "assistant")
+	hist = append(hist, merged, msg("role", "user", "content", "next?"))
+	v, n := send(hist)
+	if n != len(hist) {
+		t.Fatalf("restored before the insertion was recorded: %d messages", n)
+	}
+	if err := st.PutInsertion("c:3", ledger.Insertion(ins)); err != nil {
+		t.Fatal(err)
+	}
+	hist = append(hist, msg("role", "assistant", "content", "ok"), msg("role", "user", "content", "and?"))
+	next, err := rp.Parse(requestBody(hist))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.cleanFrom("c:3", next); got != 82 || !next.Repeats(v.ID(), 84) {
+		t.Fatalf("clean from %d, want 82 (the merged message's index)", got)
+	}
+	if _, n := send(hist); n != len(hist)+2 {
+		t.Fatalf("after the insertion: %d messages, want %d (draft, notice, continuation)", n, len(hist)+2)
+	}
+
+	dup := requestBody(append(hist, msg("role", "user", "role", "user", "content", "twice")))
+	dv, err := rp.Parse(dup)
+	if err != nil || !dv.DuplicateKeys {
+		t.Fatalf("a body repeating a key: err %v", err)
+	}
+	if _, err := r.TransformRequest(t.Context(), &proxy.Call{Conversation: "c:3", View: dv}, dup); err == nil {
+		t.Fatal("a body repeating a key restored without a word")
+	}
+	again, err := rp.Parse(requestBody(append(hist, msg("role", "user", "role", "user", "content", "twice"), msg("role", "user", "content", "x"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.cleanFrom("c:3", again); got != 0 {
+		t.Fatalf("after a body repeating a key, clean from %d, want 0", got)
 	}
 }
