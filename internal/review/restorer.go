@@ -36,6 +36,7 @@ var _ proxy.RequestTransform = (*Restorer)(nil)
 const (
 	maxTouched   = 1 << 16
 	touchBacklog = 256
+	minClean     = 32 // clean messages worth a record (setClean)
 )
 
 // NewRestorer returns the transform reading st. It starts one goroutine
@@ -117,9 +118,11 @@ func (r *Restorer) cleanFrom(conversation string, v *conv.Request) int {
 }
 
 // setClean records the first n messages of v as holding no merged turn.
+// A short history is not recorded: searching it again costs less than
+// the record.
 func (r *Restorer) setClean(conversation string, v *conv.Request, n int) {
-	if v.ID() == 0 {
-		return // no later request can be read against it
+	if v.ID() == 0 || n < minClean {
+		return // no later request can be read against it, or not worth it
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
