@@ -166,7 +166,7 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 		}
 		w.add(append(row, "")...)
 	}
-	w.add("all the runs above", "the machine's CPU time its host gave to other guests meanwhile (steal, /proc/stat)", stolenShare(clock, readCPUClock()), "", "", "", "", "")
+	w.add("the whole section, warm-ups included", "the machine's CPU time its host gave to other guests meanwhile (steal, /proc/stat)", stolenShare(clock, readCPUClock()), "", "", "", "", "")
 	t.wides = append(t.wides, w)
 	return nil
 }

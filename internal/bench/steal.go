@@ -36,8 +36,11 @@ func readCPUClock() cpuClock {
 // its host took for others: on a shared virtual machine, runs whose
 // shares differ are not measured on the same machine, whatever the code.
 func stolenShare(a, b cpuClock) string {
-	if !a.ok || !b.ok || b.total <= a.total {
+	switch {
+	case !a.ok || !b.ok:
 		return "n/a (no /proc/stat)"
+	case b.total <= a.total:
+		return "n/a (no time between the readings)"
 	}
 	return fmt.Sprintf("%.1f%% of the CPU time", 100*(b.steal-a.steal)/(b.total-a.total))
 }

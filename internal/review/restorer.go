@@ -117,9 +117,13 @@ func (r *Restorer) cleanFrom(conversation string, v *conv.Request) int {
 	return 0
 }
 
-// setClean records the first n messages of v as holding no merged turn.
-// A short history is not recorded: searching it again costs less than
-// the record.
+// setClean records the first n messages of v as holding no merged turn,
+// in place of the conversation's record of an earlier view (a request
+// parsed before v that ends after it leaves the later record). A clean
+// run under minClean messages is not recorded (searching it again costs
+// less than the record), and the conversation's earlier record stays: a
+// record is a fact about its view's bytes, never wrong, only less often
+// of use.
 func (r *Restorer) setClean(conversation string, v *conv.Request, n int) {
 	if v.ID() == 0 || n < minClean {
 		return // no later request can be read against it, or not worth it
@@ -129,7 +133,9 @@ func (r *Restorer) setClean(conversation string, v *conv.Request, n int) {
 	if r.clean == nil || len(r.clean) >= maxTouched {
 		r.clean = map[string]cleanRun{} // forgetting only costs a search more
 	}
-	r.clean[conversation] = cleanRun{view: v.ID(), n: n}
+	if c, ok := r.clean[conversation]; !ok || c.view < v.ID() { // the Reparser reads the next request against the latest
+		r.clean[conversation] = cleanRun{view: v.ID(), n: n}
+	}
 }
 
 // TransformRequest replaces each merged message of a revised turn with

@@ -135,7 +135,7 @@ func TestRestorerSkipsCleanHistory(t *testing.T) {
 	if err := st.PutInsertion("c:3", ledger.Insertion(ins)); err != nil {
 		t.Fatal(err)
 	}
-	hist = append(hist, msg("role", "assistant", "content", "ok"), msg("role", "user", "content", "and?"))
+	hist = append(hist, msg("role", "assistant", "content", strings.Repeat("Done: the test passes. ", 8)), msg("role", "user", "content", "and?"))
 	next, err := rp.Parse(requestBody(hist))
 	if err != nil {
 		t.Fatal(err)
@@ -143,8 +143,16 @@ func TestRestorerSkipsCleanHistory(t *testing.T) {
 	if got := r.cleanFrom("c:3", next); got != 82 || !next.Repeats(v.ID(), 84) {
 		t.Fatalf("clean from %d, want 82 (the merged message's index)", got)
 	}
-	if _, n := send(hist); n != len(hist)+2 {
+	r.scanned = resolved.New[conv.RawKey, bool](maxScanned)
+	out, err := r.TransformRequest(t.Context(), &proxy.Call{Conversation: "c:3", View: next}, next.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(mustParse(t, out).Messages); n != len(hist)+2 {
 		t.Fatalf("after the insertion: %d messages, want %d (draft, notice, continuation)", n, len(hist)+2)
+	}
+	if n := r.scanned.Len(); n != 2 {
+		t.Fatalf("the request read against the last: %d texts searched, want 2 (the merged one and the new one)", n)
 	}
 
 	dup := requestBody(append(hist, msg("role", "user", "role", "user", "content", "twice")))
@@ -161,5 +169,27 @@ func TestRestorerSkipsCleanHistory(t *testing.T) {
 	}
 	if got := r.cleanFrom("c:3", again); got != 0 {
 		t.Fatalf("after a body repeating a key, clean from %d, want 0", got)
+	}
+}
+
+// TestSetCleanKeepsLatest: a request parsed before another of its
+// conversation that ends after it does not replace the later one's record
+// (the Reparser reads the next request against the later).
+func TestSetCleanKeepsLatest(t *testing.T) {
+	r, _ := newTestRestorer(t)
+	rp := conv.NewReparser(32 << 20)
+	parse := func(turns int) *conv.Request {
+		t.Helper()
+		v, err := rp.Parse(requestBody(longTurns(turns)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	a, b := parse(40), parse(41)
+	r.setClean("c:4", b, 82)
+	r.setClean("c:4", a, 80) // a's request ends last
+	if got := r.cleanFrom("c:4", parse(42)); got != 82 {
+		t.Fatalf("clean from %d, want 82 (b's record: the next request is read against b)", got)
 	}
 }
