@@ -482,13 +482,12 @@ func putScratch(sp *[]Message) {
 func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (int, bool) {
 	s := bodyString(body)
 	reuse, calls := true, 0
+	r.tally = newTally()
 	i := skipSpace(body, v+1)
 	if i < len(body) && body[i] == ']' {
-		r.tally = newTally()
 		return i + 1, true
 	}
 	var movedCalls []ToolCall // the moved messages' tool calls, in one array
-	r.tally = newTally()
 	for idx := 0; i < len(body); idx++ {
 		// The message is written in place, at the end of the array: a
 		// long history's are moved, not copied three times each.
