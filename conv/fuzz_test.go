@@ -40,6 +40,7 @@ func FuzzParseRequest(f *testing.F) {
 			checkMessageRanges(t, r, i, m)
 		}
 		checkTurns(t, r)
+		checkTally(t, r)
 		r.ToolCallsPending()
 		if k := ConversationKey(r, ""); !keyPattern.MatchString(k) {
 			t.Fatalf("key %q", k)

@@ -108,6 +108,9 @@ type cleanRun struct {
 // (conv.Request.Repeats), a history's all but the newest. Their content
 // was searched then, and the same bytes hold the same content.
 func (r *Restorer) cleanFrom(conversation string, v *conv.Request) int {
+	if len(v.Messages) < minClean {
+		return 0 // no record can say more (setClean)
+	}
 	r.mu.Lock()
 	c, ok := r.clean[conversation]
 	r.mu.Unlock()
