@@ -60,15 +60,6 @@ func (s *keySet) add(k string) bool {
 	return false
 }
 
-// toolCalls returns the number of tool calls of msgs.
-func toolCalls(msgs []Message) int {
-	n := 0
-	for i := range msgs {
-		n += len(msgs[i].ToolCalls)
-	}
-	return n
-}
-
 // MaxModelBytes bounds the model name a call keeps.
 const MaxModelBytes = 256
 

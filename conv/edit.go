@@ -134,7 +134,9 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 		}
 	}
 	if plan.reread {
-		n.tally = tallyOf(n.Messages) // a message read again may have another role or calls
+		if n.tally = tallyOf(n.Messages); n.tally.calls > MaxToolCalls { // a message read again may have another role or calls
+			return nil, false // more calls: ParseRequest says why
+		}
 	}
 	for i, f := range n.fields {
 		if !plan.field[i] {
@@ -144,11 +146,6 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 			return nil, false
 		}
 		n.fields[i].key = fieldKey(f.Key, s[f.Start:f.End])
-	}
-	if n.calls = r.calls; plan.reread {
-		if n.calls = toolCalls(n.Messages); n.calls > MaxToolCalls {
-			return nil, false // a message read again has more calls: ParseRequest says why
-		}
 	}
 	n.DuplicateKeys = r.DuplicateKeys && !r.msgDup || n.msgDup
 	return n, true

@@ -481,7 +481,7 @@ func putScratch(sp *[]Message) {
 // walkElements is walkMessages' walk, appending to r.Messages.
 func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (int, bool) {
 	s := bodyString(body)
-	reuse, calls := true, 0
+	reuse := true
 	r.tally = newTally()
 	i := skipSpace(body, v+1)
 	if i < len(body) && body[i] == ']' {
@@ -528,14 +528,14 @@ func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (i
 		}
 		r.msgDup = r.msgDup || m.dup
 		r.tally.add(r.Messages, idx) // while m is in the cache
-		if calls += len(m.ToolCalls); len(r.Messages) > MaxMessages || calls > MaxToolCalls {
+		if len(r.Messages) > MaxMessages || r.tally.calls > MaxToolCalls {
 			return 0, false // ParseRequest says why
 		}
 		switch i = skipSpace(body, end); {
 		case i < len(body) && body[i] == ',':
 			i = skipSpace(body, i+1)
 		case i < len(body) && body[i] == ']':
-			r.calls, r.callArray = calls, movedCalls
+			r.callArray = movedCalls
 			clear(movedCalls[len(movedCalls):cap(movedCalls)]) // a recycled array's room holds an earlier view's calls
 			return i + 1, true
 		default:
@@ -574,8 +574,8 @@ func moved(m, pm *Message, prev *Request, s string, at int, calls *[]ToolCall) {
 // spareCalls is the room in r's moved calls' array past them.
 func (r *Request) spareCalls() int { return cap(r.callArray) - len(r.callArray) }
 
-// toolCalls counts r's messages' tool calls (at its parse).
-func (r *Request) toolCalls() int { return r.calls }
+// toolCalls counts r's messages' tool calls (its tally's).
+func (r *Request) toolCalls() int { return r.tallied().calls }
 
 // rebase returns x, a string of the view of old, as the same bytes of
 // new, d bytes further; a string that is not old's memory (decoded, or

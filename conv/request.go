@@ -58,8 +58,6 @@ type Request struct {
 	// derived says the view was made by Apply from another, its message
 	// array its own: Recycle may give it back.
 	derived bool
-	// calls counts the messages' tool calls (room for the next view's).
-	calls int
 	// callArray is the array the Reparser moved the messages' tool calls
 	// into (their ToolCalls are slices of it), given back with the
 	// message array (recycle). Its room past them (sized for the previous
@@ -149,10 +147,8 @@ func ParseRequest(body []byte) (*Request, error) {
 		r.Model = m.Str
 	}
 	r.Stream = top.get("stream").Type == gjson.True
-	var calls int
-	r.Messages, calls, r.tally = parseMessages(top.get("messages"), &r.msgDup)
-	r.calls = calls
-	if len(r.Messages) > MaxMessages || calls > MaxToolCalls {
+	r.Messages, r.tally = parseMessages(top.get("messages"), &r.msgDup)
+	if len(r.Messages) > MaxMessages || r.tally.calls > MaxToolCalls {
 		return nil, fmt.Errorf("%w: more than %d messages or %d tool calls", ErrNotChat, MaxMessages, MaxToolCalls)
 	}
 	r.DuplicateKeys = r.DuplicateKeys || r.msgDup
@@ -199,21 +195,20 @@ func (r *Request) topLevel(root gjson.Result) keyVals {
 }
 
 // parseMessages builds one Message per element of the messages array and
-// counts their tool calls; it stops past MaxMessages messages or
+// their tally (tool calls counted); it stops past MaxMessages messages or
 // MaxToolCalls tool calls (the caller then refuses the request).
-func parseMessages(arr gjson.Result, dup *bool) ([]Message, int, tally) {
+func parseMessages(arr gjson.Result, dup *bool) ([]Message, tally) {
 	msgs := make([]Message, 0, min(len(arr.Raw)/256+2, 256))
-	calls, t := 0, newTally()
+	t := newTally()
 	arr.ForEach(func(_, v gjson.Result) bool {
 		msgs = append(msgs, parseMessage(len(msgs), v, dup))
-		calls += len(msgs[len(msgs)-1].ToolCalls)
 		t.add(msgs, len(msgs)-1)
-		return len(msgs) <= MaxMessages && calls <= MaxToolCalls
+		return len(msgs) <= MaxMessages && t.calls <= MaxToolCalls
 	})
-	if len(msgs) > MaxMessages || calls > MaxToolCalls {
-		return msgs, calls, t // refused: not kept
+	if len(msgs) > MaxMessages || t.calls > MaxToolCalls {
+		return msgs, t // refused: not kept
 	}
-	return fitted(msgs), calls, t
+	return fitted(msgs), t
 }
 
 // maxWanted bounds the keys one lastKeys call looks for.

@@ -5,8 +5,8 @@ import "unsafe"
 // tally is what the proxy's hooks ask of a view's messages on every
 // request — how many turns it has and where the open one starts (the
 // originals' turns, the shaper), its last signed message (the shaper's
-// floor), the memory its strings and calls hold (the Reparser's and the
-// capture's bounds) — folded in as each message is placed: by
+// floor), its tool calls and the memory its strings and calls hold (the
+// limits, the Reparser's and the capture's bounds) — folded in as each message is placed: by
 // ParseRequest, the Reparser's walk and Apply's derive, while the message
 // is in the cache. Asked afterwards, each question was a pass of its own
 // over the history, reading 224 bytes a message from memory (141 KB for
@@ -18,6 +18,7 @@ type tally struct {
 	// message (-1: none yet).
 	turns, turnStart, turnLast int
 	lastSigned                 int // the last message with Signed, -1: none
+	calls                      int // the messages' tool calls (MaxToolCalls; room for the next view's)
 	strBytes                   int // the messages' strings and tool calls (viewBytes)
 }
 
@@ -36,6 +37,7 @@ func (t *tally) add(msgs []Message, i int) {
 	if m.Signed {
 		t.lastSigned = i
 	}
+	t.calls += len(m.ToolCalls)
 	t.strBytes += messageBytes(m)
 }
 
