@@ -9,12 +9,13 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/shaperproxy/shaperproxy/fixtures"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -184,15 +185,17 @@ func historyShare(ctx context.Context, c *http.Client, url string) string {
 		return "n/a: " + err.Error()
 	}
 	defer resp.Body.Close()
-	page, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(io.LimitReader(resp.Body, 8<<20))
 	if err != nil {
 		return "n/a: " + err.Error()
 	}
-	v := func(sample string) float64 {
-		for _, line := range strings.Split(string(page), "\n") {
-			if rest, ok := strings.CutPrefix(line, sample+" "); ok {
-				f, _ := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-				return f
+	v := func(name, how string) float64 {
+		for _, m := range fams[name].GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "how" && l.GetValue() == how {
+					return m.GetCounter().GetValue()
+				}
 			}
 		}
 		return 0
@@ -204,8 +207,8 @@ func historyShare(ctx context.Context, c *http.Client, url string) string {
 		return fmt.Sprintf("%.1f%% of %.0f", 100*a/(a+b), a+b)
 	}
 	return fmt.Sprintf("messages reused %s; edited bodies written over %s",
-		share(v(`shaperproxy_history_messages_total{how="reused"}`), v(`shaperproxy_history_messages_total{how="parsed"}`)),
-		share(v(`shaperproxy_edited_bodies_total{how="written_over"}`), v(`shaperproxy_edited_bodies_total{how="fresh"}`)))
+		share(v("shaperproxy_history_messages_total", "reused"), v("shaperproxy_history_messages_total", "parsed")),
+		share(v("shaperproxy_edited_bodies_total", "written_over"), v("shaperproxy_edited_bodies_total", "fresh")))
 }
 
 const chatPath = "/v1/chat/completions"
