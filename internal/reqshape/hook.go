@@ -27,6 +27,7 @@ type Shaper struct {
 	profiles  *profile.Table
 	history   *tracker
 	memo      *memo
+	carries   *carries
 	breaker   *breaker
 	log       *slog.Logger
 	blocks    *prometheus.CounterVec
@@ -74,7 +75,7 @@ func NewShaper(c Config, o Options) *Shaper {
 	return &Shaper{
 		enabled: c.Enabled, rules: c.RuleSet(), store: o.Originals, profiles: o.Profiles, log: o.Log,
 		history: newTracker(o.State, historyConversations),
-		breaker: newBreaker(c.Breaker), memo: newMemo(memoEntries),
+		breaker: newBreaker(c.Breaker), memo: newMemo(memoEntries), carries: newCarries(maxCarried),
 		counters: resolved.New[counterKey, prometheus.Counter](maxCounters), profs: resolved.New[[2]string, *profile.Profile](maxCounters),
 		blocks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shaperproxy_reasoning_blocks_total", Help: "Reasoning blocks in outgoing requests, by route and state (shaped or raw).",
@@ -112,6 +113,8 @@ func (s *Shaper) TransformRequest(_ context.Context, call *proxy.Call, body []by
 	}
 	in := s.inputs(call, rule)
 	res := shape(view, rule, s.memo, in)
+	in.from.release()
+	s.carries.put(call.Conversation, res.Carry)
 	if in.track {
 		s.history.record(call.Conversation, in.batched, res.Prints, res.Batched)
 	}
@@ -131,9 +134,13 @@ func (s *Shaper) TransformRequest(_ context.Context, call *proxy.Call, body []by
 }
 
 // inputs resolves the profile (keep-recent reads only whether it is
-// frozen) and, under the cache-aware policy, the conversation's history.
+// frozen), the carry of the conversation's last request (held: release
+// it) and, under the cache-aware policy, the conversation's history.
 func (s *Shaper) inputs(call *proxy.Call, rule shapeRule) inputs {
 	in := inputs{prof: s.profile(call.Route, call.Model)}
+	if rule.Shaping.Op != shaping.OpKeep && call.Conversation != "" {
+		in.from, in.carry = s.carries.get(call.Conversation), true
+	}
 	if rule.Policy == PolicyCacheAware && call.Conversation != "" {
 		in.prev, in.batched = s.history.state(call.Conversation)
 		in.track = true

@@ -122,18 +122,27 @@ func (m *memo) Shape(src source, at int, text string, o shaping.Options) (string
 // carry their text (conv.String.Replace). The token is shared: callers
 // must not modify it.
 func (m *memo) ShapeQuoted(src source, at int, text string, o shaping.Options) (out string, quoted conv.String, changed bool) {
-	return m.shape(src, at, text, o, true)
+	out, quoted, changed, _ = m.shapeEntry(src, at, text, o, true)
+	return out, quoted, changed
 }
 
 // shape is Shape or ShapeQuoted (quote).
 func (m *memo) shape(src source, at int, text string, o shaping.Options, quote bool) (string, conv.String, bool) {
+	out, quoted, changed, _ := m.shapeEntry(src, at, text, o, quote)
+	return out, quoted, changed
+}
+
+// shapeEntry is shape that also returns the memo's entry of the text (nil
+// when it keeps none): what a carry keeps of a block. An entry returned
+// by a quoting call has its token made, and does not change after.
+func (m *memo) shapeEntry(src source, at int, text string, o shaping.Options, quote bool) (string, conv.String, bool, *memoEntry) {
 	if o.Op == shaping.OpKeep {
-		return text, conv.String{}, false // what shaping.Shape gives, without looking text up
+		return text, conv.String{}, false, nil // what shaping.Shape gives, without looking text up
 	}
 	ok, known := keyOfOpts(o)
 	if m == nil || !known {
 		out, changed := shaping.Shape(text, o)
-		return out, quoteIf(quote && changed, out), changed
+		return out, quoteIf(quote && changed, out), changed, nil
 	}
 	k := memoKey{src: src, opts: ok}
 	m.mu.Lock()
@@ -156,9 +165,9 @@ func (m *memo) shape(src source, at int, text string, o shaping.Options, quote b
 			q = conv.String{}
 		}
 		if !e.changed {
-			return text, q, false
+			return text, q, false, e
 		}
-		return e.out, q, e.changed
+		return e.out, q, e.changed, e
 	}
 	m.miss++
 	m.mu.Unlock()
@@ -174,7 +183,7 @@ func (m *memo) shape(src source, at int, text string, o shaping.Options, quote b
 		e.quoted, e.quoteOK = conv.QuoteString(e.out), true
 	}
 	m.put(e, at)
-	return out, e.quoted, changed
+	return out, e.quoted, changed, e
 }
 
 func quoteIf(ok bool, s string) conv.String {

@@ -24,6 +24,7 @@ package reqshape
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"path"
 	"strings"
 
@@ -142,6 +143,9 @@ type result struct {
 	// Break is the first message whose rendering differs from the
 	// previous request's, -1 when none does (or none is known).
 	Break int
+	// Carry is what the next request of the conversation may take from
+	// this one (inputs.carry; nil otherwise), held once for its taker.
+	Carry *carry
 }
 
 // cand is one block with what shaping it would send.
@@ -156,6 +160,10 @@ type cand struct {
 	// after estimates the tokens that follow the block in its message
 	// (content, tool calls): billed again when the block changes.
 	after int
+	// shaped is, for a reasoning field's block, the memo's entry of what
+	// shaping gave (nil when it was not asked, or no memo keeps it): what
+	// the carry keeps.
+	shaped *memoEntry
 }
 
 // inputs are what a request's decisions depend on beyond the rule.
@@ -164,6 +172,10 @@ type inputs struct {
 	batched map[blockKey]bool // blocks shaped at an earlier break
 	prev    prints            // the previous request's prints (nil msgs: unknown)
 	track   bool              // compute prints (a conversation is known)
+	// from is the carry of the conversation's last request (nil: none),
+	// and carry asks for this one's (result.Carry).
+	from  *carry
+	carry bool
 }
 
 // apply shapes the reasoning of req (a view of its body) under rule with
@@ -177,10 +189,15 @@ func applyMemo(req *conv.Request, rule shapeRule, memo *memo) result {
 
 // shape decides every block of req and edits the body.
 func shape(req *conv.Request, rule shapeRule, memo *memo, in inputs) result {
-	cands := candidates(req, rule, memo)
+	from := in.from
+	if from != nil && from.rule != rule {
+		from = nil // shaped under another rule
+	}
+	cands := candidates(req, rule, memo, from)
 	defer putCands(cands) // nothing below keeps them: the blocks are copies
 	res := result{Body: req.Body, View: req, Break: -1}
 	var rd profile.Rendering
+	var parts []partPrints // the messages' print parts, when prints are made
 	if in.prof == nil || rule.Policy == PolicyKeepRecent {
 		keepRecent(req, rule, cands, in.prof != nil && in.prof.Frozen)
 	} else {
@@ -188,21 +205,23 @@ func shape(req *conv.Request, rule shapeRule, memo *memo, in inputs) result {
 		byProfile(rule.Policy, in, rd, cands)
 	}
 	if in.track && in.prof != nil && rule.Policy == PolicyCacheAware {
-		var parts []partPrints
 		if memo != nil {
-			parts = memo.prints.of(req, room(&partArrays, len(req.Messages)))
+			parts = memo.prints.of(req, room(&partArrays, len(req.Messages)), from)
 			defer giveBack(&partArrays, parts)
 		}
-		res.Prints = fingerprint(req, cands, rd, parts)
+		res.Prints = fingerprint(req, cands, rd, parts, from)
 		// At a break that happens anyway, the blocks after it are shaped
 		// too — where prices are known: without them (an unknown upstream)
 		// the policy shapes nothing that is rendered.
 		_, priced := in.prof.Prices.HitRatio()
 		if res.Break = breakAt(in.prev, res.Prints); res.Break >= 0 && !in.prof.Frozen && priced {
 			if res.Batched = atBreak(res.Break, cands); len(res.Batched) > 0 {
-				res.Prints = fingerprint(req, cands, rd, parts)
+				res.Prints = fingerprint(req, cands, rd, parts, from)
 			}
 		}
+	}
+	if in.carry {
+		res.Carry = carryOf(req, rule, cands, parts, res.Prints, rd)
 	}
 	var edits []conv.Edit
 	if len(cands) > 0 {
@@ -293,13 +312,17 @@ func atBreak(p int, cands []cand) []blockKey {
 }
 
 // fingerprint returns the prints of req as it will be sent; parts, when
-// not nil, are the partPrints of req's messages.
-func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering, parts []partPrints) prints {
+// not nil, are the partPrints of req's messages; from, when not nil, the
+// carry of the conversation's last request, whose prints are taken for
+// the messages that went out the same way.
+func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering, parts []partPrints, from *carry) prints {
 	p := prints{head: headPrint(req), msgs: make([]uint64, len(req.Messages))}
 	j := 0
 	for i := range req.Messages {
 		m := &req.Messages[i]
-		content, reasoning, rendered := m.Content, m.Reasoning, rd.Rendered(i)
+		content, reasoning := m.Content, m.Reasoning
+		rendered := rd.Rendered(i) && m.Role == conv.RoleAssistant
+		sentOut := false
 		for ; j < len(cands) && cands[j].Message == i; j++ {
 			c := &cands[j]
 			switch {
@@ -308,34 +331,82 @@ func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering, parts []
 			case c.Field == "content" && c.Changed:
 				content = c.content
 			case c.Changed:
-				reasoning = c.out
+				reasoning, sentOut = c.out, true
 			}
+		}
+		// The same bytes, sent the same way (a message with a <think>
+		// block carries no print: carryOf).
+		if pc := from.at(i, m); pc != nil && pc.printed && pc.rendered == rendered && pc.sentOut == sentOut {
+			p.msgs[i] = pc.print
+			continue
 		}
 		var h *partPrints
 		if parts != nil {
 			h = &parts[i]
 		}
-		p.msgs[i] = messagePrint(m, content, reasoning, rendered && m.Role == conv.RoleAssistant, h)
+		p.msgs[i] = messagePrint(m, content, reasoning, rendered, h)
 	}
 	return p
 }
 
+// carryOf returns the carry of req, shaped under rule into cands (in
+// message order), with its messages' parts (nil: not made) and prints
+// (nil msgs: not made) under rd.
+func carryOf(req *conv.Request, rule shapeRule, cands []cand, parts []partPrints, pr prints, rd profile.Rendering) *carry {
+	c := newCarry(rule, len(req.Messages))
+	j := 0
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		e := carried{key: m.RawKey()}
+		if parts != nil {
+			e.parts, e.hasParts = parts[i], true
+		}
+		think := false
+		for ; j < len(cands) && cands[j].Message == i; j++ {
+			k := &cands[j]
+			if k.Field == "content" {
+				think = true
+				continue
+			}
+			e.after, e.sentOut, e.shaped = int32(min(k.after, math.MaxInt32)), k.Changed, k.shaped
+		}
+		if pr.msgs != nil && !think {
+			e.print, e.printed = pr.msgs[i], true
+			e.rendered = rd.Rendered(i) && m.Role == conv.RoleAssistant
+		}
+		c.msgs[i] = e
+	}
+	return c
+}
+
 // candidates returns every block of req with the shaped text and edit
 // it would go out with.
-func candidates(req *conv.Request, rule shapeRule, memo *memo) []cand {
+//
+// from, when not nil, is the carry of the conversation's last request
+// under the same rule: a message found there with the same bytes takes
+// its reasoning block's shaped text and token estimate from it instead of
+// the memo.
+func candidates(req *conv.Request, rule shapeRule, memo *memo, from *carry) []cand {
 	floor := req.LastSigned()
 	noTools := rule.Shaping.Op == shaping.OpDrop && !profile.HasTools(req) // only dropping asks
 	// The messages that can give a block: room for them in one
-	// allocation, and none when none can.
-	n := 0
+	// allocation, and none when none can; the memo's places are begun
+	// only when a block is not carried.
+	n, asks := 0, 0
 	for i := range req.Messages {
 		if m := &req.Messages[i]; m.Role == "assistant" {
-			n += btoi(hasReasoning(m)) + btoi(hasThink(m, rule))
+			r, t := btoi(hasReasoning(m)), btoi(hasThink(m, rule))
+			n += r + t
+			if t > 0 || r > 0 && from.at(i, m).entry() == nil {
+				asks++
+			}
 		}
 	}
 	var out []cand
 	if n > 0 {
 		out = candRoom(n)
+	}
+	if asks > 0 {
 		memo.begin(len(req.Messages))
 	}
 	for i := range req.Messages {
@@ -351,7 +422,7 @@ func candidates(req *conv.Request, rule shapeRule, memo *memo) []cand {
 		// (within the room counted above: only a message that can give
 		// one takes a place).
 		if hasReasoning(m) {
-			if out = append(out, cand{}); !reasoningCand(&out[len(out)-1], req.Body, m, rule, memo, allowed, noTools) {
+			if out = append(out, cand{}); !reasoningCand(&out[len(out)-1], req.Body, m, rule, memo, allowed, noTools, from.at(i, m)) {
 				out = out[:len(out)-1]
 			}
 		}
@@ -438,13 +509,19 @@ func btoi(b bool) int {
 	return 0
 }
 
-// reasoningCand handles the reasoning field of one assistant message.
-func reasoningCand(c *cand, body []byte, m *conv.Message, rule shapeRule, memo *memo, allowed, noTools bool) bool {
+// reasoningCand handles the reasoning field of one assistant message; pc,
+// when not nil, is the message carried from the conversation's last
+// request (the same bytes, shaped under the same rule).
+func reasoningCand(c *cand, body []byte, m *conv.Message, rule shapeRule, memo *memo, allowed, noTools bool, pc *carried) bool {
 	if !hasReasoning(m) {
 		return false
 	}
-	*c = cand{block: block{Message: m.Index, Field: m.ReasoningField, Original: m.Reasoning, Shaped: m.Reasoning},
-		after: Tokens(m.Content) + callTokens(m)}
+	*c = cand{block: block{Message: m.Index, Field: m.ReasoningField, Original: m.Reasoning, Shaped: m.Reasoning}}
+	if pc != nil {
+		c.after = int(pc.after)
+	} else {
+		c.after = Tokens(m.Content) + callTokens(m)
+	}
 	if !allowed {
 		return true
 	}
@@ -458,7 +535,17 @@ func reasoningCand(c *cand, body []byte, m *conv.Message, rule shapeRule, memo *
 		}
 		opts.Op = shaping.OpExtract // the protocol needs the field: keep it, shaped
 	}
-	out, quoted, changed := memo.ShapeQuoted(source{m.RawKey(), partReasoning}, placeOf(m.Index, partReasoning), m.Reasoning, opts)
+	var out string
+	var quoted conv.String
+	var changed bool
+	if e := pc.entry(); e != nil {
+		c.shaped, changed, quoted = e, e.changed, e.quoted
+		if out = m.Reasoning; changed {
+			out = e.out
+		}
+	} else {
+		out, quoted, changed, c.shaped = memo.shapeEntry(source{m.RawKey(), partReasoning}, placeOf(m.Index, partReasoning), m.Reasoning, opts, true)
+	}
 	if !changed || out == "" {
 		return true
 	}

@@ -96,6 +96,31 @@ func BenchmarkSeedShapeWarm(b *testing.B) {
 	}
 }
 
+// BenchmarkSeedShapeCarried is BenchmarkSeedShapeWarm as the hook runs
+// it: each request takes the carry of the one before (carry.go), the
+// shaper's cost a request when the history comes again at its places.
+func BenchmarkSeedShapeCarried(b *testing.B) {
+	v := view(b, seedCase())
+	memo := newMemo(4096)
+	in := inputs{prof: prof("deepseek-v4"), track: true, carry: true}
+	first := shape(v, cacheAwareRule(), memo, in)
+	in.prev, in.from = first.Prints, first.Carry
+	b.SetBytes(int64(len(v.Body)))
+	b.ResetTimer()
+	for b.Loop() {
+		res := shape(v, cacheAwareRule(), memo, in)
+		if res.View == nil || res.Shaped == 0 {
+			b.Fatal("the seed's request was not shaped")
+		}
+		in.from.release()
+		in.from = res.Carry
+		res.View.Recycle()
+		bigbuf.Release(res.Body)
+		putBlocks(res.Blocks)
+	}
+	in.from.release()
+}
+
 // TestPooledArraysIndependent: a request shaped right after a long one
 // (whose candidates, edits, blocks and print parts went back to the
 // pools) gives what it gives with the pools emptied by collections, and

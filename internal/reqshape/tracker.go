@@ -165,15 +165,26 @@ func newPrintMemo(max int) *printMemo {
 }
 
 // of returns the partPrints of every message of req, appended to out
-// (nil: a new slice): those remembered under one lock, the others hashed
-// outside it.
-func (pm *printMemo) of(req *conv.Request, out []partPrints) []partPrints {
+// (nil: a new slice): those carried in from (nil: none) as they are, those
+// remembered under one lock, the others hashed outside it.
+func (pm *printMemo) of(req *conv.Request, out []partPrints, from *carry) []partPrints {
 	n := len(req.Messages)
 	out = slices.Grow(out[:0], n)[:n]
+	rest := 0 // the first message not carried
+	for ; rest < n; rest++ {
+		pc := from.at(rest, &req.Messages[rest])
+		if pc == nil || !pc.hasParts {
+			break
+		}
+		out[rest] = pc.parts
+	}
+	if rest == n {
+		return out // the memo's places are not begun: its last request's stand
+	}
 	var missing []int // made only when a message is not remembered
 	pm.mu.Lock()
 	pm.last.Begin(n)
-	for i := range req.Messages {
+	for i := rest; i < n; i++ {
 		k := req.Messages[i].RawKey()
 		if p, ok := pm.last.Get(i, k); ok {
 			out[i] = p

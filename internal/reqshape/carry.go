@@ -1,0 +1,151 @@
+package reqshape
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/internal/slicepool"
+)
+
+// A carry is what the shaper found for each message of a conversation's
+// last request, for the next one: an agent re-sends its history with every
+// request, and each message found again at its place, with the same bytes
+// (the same conv.RawKey), gives the same shaped text, the same token
+// estimate and the same print parts, and the same print when it goes out
+// the same way. Taking them from the carry costs a comparison of keys a
+// message, where the memos cost a lookup under their lock a message and a
+// block (BenchmarkSeedShapeCarried). What is decided (which blocks go out
+// shaped, what is rendered, where the prompt breaks) is decided anew for
+// every request; only what follows from a message's bytes and the rule is
+// carried. A carry never changes a result (TestCarryChangesNothing).
+//
+// A carry is immutable once made; the table hands it out counted, and its
+// array goes back to a pool when the last holder lets it go.
+type carry struct {
+	rule shapeRule // what the texts were shaped under
+	msgs []carried // by message index
+	refs atomic.Int32
+}
+
+// carried is one message of a carry.
+type carried struct {
+	key conv.RawKey // the message's bytes; the zero key (a view made by hand) matches none
+	// parts are the message's print parts (hasParts: when they were made).
+	parts    partPrints
+	hasParts bool
+	// shaped is the memo's entry of its reasoning field's block, when
+	// shaping was asked for it (the block was allowed): the shaped text
+	// and its token, the memo's own (never the body's memory), which do
+	// not change. after is the block's token estimate of what follows it
+	// (cand.after), set when the message has a block.
+	shaped *memoEntry
+	after  int32
+	// The print the message went out with (printed), and what it
+	// depended on besides the message's bytes: whether the message was
+	// counted as rendered and whether its reasoning went out shaped. A
+	// message with a <think> block carries no print.
+	print                      uint64
+	printed, rendered, sentOut bool
+}
+
+// at returns the carried message i of the request, when c has it with the
+// same bytes (nil otherwise, and for a nil c).
+func (c *carry) at(i int, m *conv.Message) *carried {
+	if c == nil || i >= len(c.msgs) {
+		return nil
+	}
+	if k := m.RawKey(); k != (conv.RawKey{}) && c.msgs[i].key == k {
+		return &c.msgs[i]
+	}
+	return nil
+}
+
+var carriedArrays slicepool.Pool[carried]
+
+// newCarry returns a carry of n messages (each to be written) under rule,
+// held once (by the table it is put in).
+func newCarry(rule shapeRule, n int) *carry {
+	c := &carry{rule: rule, msgs: room(&carriedArrays, n)[:n]}
+	c.refs.Store(1)
+	return c
+}
+
+// release lets c go; its array goes back with the last holder's release.
+func (c *carry) release() {
+	if c != nil && c.refs.Add(-1) == 0 {
+		giveBack(&carriedArrays, c.msgs)
+		c.msgs = nil
+	}
+}
+
+// carries holds the carry of the last request of each conversation, within
+// maxCarried messages in all (a carry is only a shortcut: one that goes
+// costs its conversation's next request the memos' lookups). It is safe
+// for concurrent use.
+type carries struct {
+	mu   sync.Mutex
+	by   map[string]*carry
+	msgs int
+	max  int
+}
+
+// maxCarried bounds the messages all carries hold (each ~100 bytes).
+const maxCarried = 1 << 16
+
+func newCarries(max int) *carries { return &carries{by: map[string]*carry{}, max: max} }
+
+// get returns the carry of conversation k (nil: none), held: release it.
+func (t *carries) get(k string) *carry {
+	if t == nil || k == "" {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.by[k]
+	if c != nil {
+		c.refs.Add(1)
+	}
+	return c
+}
+
+// put makes c the carry of conversation k, in place of the one before,
+// and keeps the carries within the bound (others go first). It takes
+// over the caller's hold of c.
+func (t *carries) put(k string, c *carry) {
+	if t == nil || k == "" || c == nil {
+		c.release()
+		return
+	}
+	if len(c.msgs) > t.max {
+		c.release()
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old := t.by[k]; old != nil {
+		t.msgs -= len(old.msgs)
+		old.release()
+	}
+	t.by[k] = c
+	t.msgs += len(c.msgs)
+	for k2, old := range t.by {
+		if t.msgs <= t.max {
+			break
+		}
+		if k2 != k {
+			t.msgs -= len(old.msgs)
+			delete(t.by, k2)
+			old.release()
+		}
+	}
+}
+
+// entry returns the memo's entry carried for the message's reasoning
+// block (nil for a nil pc, or when none was asked for).
+func (pc *carried) entry() *memoEntry {
+	if pc == nil {
+		return nil
+	}
+	return pc.shaped
+}

@@ -1,0 +1,299 @@
+package reqshape
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"reflect"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/fixtures"
+	"github.com/shaperproxy/shaperproxy/internal/profile"
+	"github.com/shaperproxy/shaperproxy/shaping"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+// carrySequence is one conversation's requests: a history growing a step
+// at a time and sent again as it is, then everything that changes what a
+// message's place holds or how it goes out — a new user turn, a message
+// edited in the middle, a new system prompt, a message taken out (every
+// later one moves up a place), signed reasoning appended (shaping stops
+// before it), an assistant prefill, and an inline <think> block, first as
+// a prefill, then as history.
+func carrySequence(t *testing.T) [][]byte {
+	t.Helper()
+	h := func(n int) []byte { return fixtures.AgentHistory(n, 700, 200) }
+	set := func(body []byte, path string, raw string) []byte {
+		out, err := sjson.SetRawBytes(body, path, []byte(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bytes.Clone(out)
+	}
+	del := func(body []byte, path string) []byte {
+		out, err := sjson.DeleteBytes(body, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bytes.Clone(out)
+	}
+	step := func(tag string) string {
+		return fmt.Sprintf(`{"role":"assistant","content":"","reasoning_content":%q,"tool_calls":[{"id":"x_%s","type":"function","function":{"name":"bash","arguments":"{}"}}]}`, longThought(tag, 12), tag)
+	}
+	result := func(tag string) string {
+		return fmt.Sprintf(`{"role":"tool","tool_call_id":"x_%s","content":"done %s"}`, tag, tag)
+	}
+	var seq [][]byte
+	for _, n := range []int{24, 25, 27, 27, 30} {
+		seq = append(seq, h(n))
+	}
+	b := set(h(30), "messages.-1", `{"role":"user","content":"now the other test"}`)
+	seq = append(seq, b)
+	b = set(set(b, "messages.-1", step("u2")), "messages.-1", result("u2"))
+	seq = append(seq, b, b)
+	b = set(b, "messages.10.content", `"an edited tool result"`)
+	seq = append(seq, b)
+	b = set(b, "messages.0.content", `"You are a careful coding agent."`)
+	seq = append(seq, b)
+	b = del(b, "messages.5")
+	seq = append(seq, b)
+	signed := `{"role":"assistant","content":"","reasoning_content":"signed step","reasoning_details":[{"type":"reasoning.encrypted","data":"abc"}],"tool_calls":[{"id":"x_s","type":"function","function":{"name":"bash","arguments":"{}"}}]}`
+	b = set(set(b, "messages.-1", signed), "messages.-1", result("s"))
+	seq = append(seq, b)
+	b = set(set(b, "messages.-1", step("after")), "messages.-1", result("after"))
+	seq = append(seq, b)
+	prefill := set(b, "messages.-1", step("prefill"))
+	seq = append(seq, prefill, b)
+	think := fmt.Sprintf(`{"role":"assistant","content":%q}`, "<think>"+longThought("inline", 10)+"</think>The answer.")
+	b = set(b, "messages.-1", think) // a prefill first: its block is not history yet
+	seq = append(seq, b)
+	b = set(set(b, "messages.-1", step("t2")), "messages.-1", result("t2"))
+	seq = append(seq, b, b)
+	b = set(b, "messages.-1", `{"role":"user","content":"and then?"}`)
+	seq = append(seq, b, b)
+	return seq
+}
+
+// TestCarryChangesNothing: a conversation's requests shaped with the carry
+// of the request before give exactly what they give without one — the
+// body, every block and why it went out so, the prints, the blocks shaped
+// at a break and where the prompt broke — under each policy, on profiles
+// that render differently, with the rule changed midway; and the carry
+// is taken (the memo is asked less).
+func TestCarryChangesNothing(t *testing.T) {
+	seq := carrySequence(t)
+	keep := shapeRule{Shaping: shaping.Options{MaxChars: 80}, KeepRecent: 2}
+	free := shapeRule{Shaping: shaping.Options{MaxChars: 80}, Policy: PolicyFreeOnly}
+	wide := shapeRule{Shaping: shaping.Options{MaxChars: 120}, Policy: PolicyCacheAware}
+	thinkRule := cacheAwareRule()
+	thinkRule.ThinkTags = true
+	for _, pname := range []string{"deepseek-v4", "qwen3", "glm-4.7", "unknown"} {
+		for _, rules := range [][]shapeRule{{cacheAwareRule()}, {keep}, {free}, {thinkRule}, {cacheAwareRule(), wide, cacheAwareRule()}} {
+			name := fmt.Sprintf("%s/%s/%d", pname, rules[0].Policy, len(rules))
+			t.Run(name, func(t *testing.T) {
+				type run struct {
+					memo    *memo
+					from    *carry
+					prev    prints
+					batched map[blockKey]bool
+				}
+				with, without := &run{memo: newMemo(4096)}, &run{memo: newMemo(4096)}
+				for i, body := range seq {
+					rule := rules[i*len(rules)/len(seq)]
+					var got [2]result
+					var blocks [2][]block
+					for k, r := range []*run{with, without} {
+						in := inputs{prof: prof(pname), track: true, prev: r.prev, batched: r.batched, carry: r == with, from: r.from}
+						res := shape(view(t, body), rule, r.memo, in)
+						r.from.release()
+						r.from = res.Carry
+						r.prev = res.Prints
+						if len(res.Batched) > 0 {
+							r.batched = maps.Clone(r.batched)
+							if r.batched == nil {
+								r.batched = map[blockKey]bool{}
+							}
+							for _, b := range res.Batched {
+								r.batched[b] = true
+							}
+						}
+						blocks[k] = append([]block(nil), res.Blocks...)
+						putBlocks(res.Blocks)
+						res.Blocks, res.View, res.Carry = nil, nil, nil
+						got[k] = res
+					}
+					if !bytes.Equal(got[0].Body, got[1].Body) {
+						t.Fatalf("request %d: the body differs with the carry", i)
+					}
+					if !reflect.DeepEqual(blocks[0], blocks[1]) {
+						t.Fatalf("request %d: the blocks differ with the carry:\n%+v\n%+v", i, blocks[0], blocks[1])
+					}
+					got[0].Body, got[1].Body = nil, nil
+					if !reflect.DeepEqual(got[0], got[1]) {
+						t.Fatalf("request %d: the result differs with the carry:\n%+v\n%+v", i, got[0], got[1])
+					}
+				}
+				with.from.release()
+				wh, wm := with.memo.Stats()
+				oh, om := without.memo.Stats()
+				if wh+wm >= oh+om || oh+om == 0 {
+					t.Fatalf("the memo was asked %d times with the carry, %d without: the carry was not taken", wh+wm, oh+om)
+				}
+			})
+		}
+	}
+}
+
+// TestCarryOnlySameBytes: a carry is taken for a message only with the
+// same bytes at the same place, never for a view whose messages carry no
+// key (made by hand), and not at all under another rule.
+func TestCarryOnlySameBytes(t *testing.T) {
+	a := view(t, fixtures.AgentHistory(12, 700, 200))
+	c := carryOf(a, cacheAwareRule(), candidates(a, cacheAwareRule(), newMemo(64), nil), nil, prints{}, profile.Rendering{})
+	defer c.release()
+	b := view(t, bytes.Replace(a.Body, []byte(`"call_1"`), []byte(`"call_9"`), 1)) // message 3 (the call) and 4 (its result) differ
+	for i := range b.Messages {
+		pc := c.at(i, &b.Messages[i])
+		differs := gjson.Get(string(b.Body), fmt.Sprintf("messages.%d", i)).Raw != gjson.Get(string(a.Body), fmt.Sprintf("messages.%d", i)).Raw
+		if (pc == nil) != differs {
+			t.Fatalf("message %d: carried %v, differs %v", i, pc != nil, differs)
+		}
+	}
+	byHand := &carry{msgs: make([]carried, 1)} // a carry of a view made by hand: no keys
+	if byHand.at(0, &conv.Message{Role: "assistant"}) != nil {
+		t.Fatal("a message without a key was taken from the carry")
+	}
+	memo := newMemo(64)
+	other := cacheAwareRule()
+	other.Shaping.MaxChars = 200
+	in := inputs{prof: prof("deepseek-v4"), track: true, from: c, carry: true}
+	res := shape(a, other, memo, in)
+	defer res.Carry.release()
+	putBlocks(res.Blocks)
+	if h, m := memo.Stats(); h+m == 0 {
+		t.Fatal("a carry made under another rule was taken")
+	}
+}
+
+// TestShaperCarries: through the hook, a conversation's repeated request
+// takes its history from the carry (the memo is not asked), and the
+// carries stay within their bound.
+func TestShaperCarries(t *testing.T) {
+	s := NewShaper(DefaultConfig(), Options{Profiles: profile.NewTable(nil, map[string]string{"ds": "https://api.deepseek.com"})})
+	s.carries = newCarries(100)
+	body := fixtures.AgentHistory(40, 700, 200)
+	send := func(conversation string, body []byte) []byte {
+		out, err := s.TransformRequest(context.Background(), call(t, body, conversation), body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	first := send("c1", body)
+	h0, m0 := s.memo.Stats()
+	if again := send("c1", body); !bytes.Equal(again, first) {
+		t.Fatal("the repeated request went out otherwise")
+	}
+	if h, m := s.memo.Stats(); h != h0 || m != m0 {
+		t.Fatalf("the repeated request asked the memo %d times", h+m-h0-m0)
+	}
+	for i := range 5 {
+		send(fmt.Sprintf("other %d", i), body)
+	}
+	s.carries.mu.Lock()
+	defer s.carries.mu.Unlock()
+	if s.carries.msgs > 100 || len(s.carries.by) > 2 {
+		t.Fatalf("the carries hold %d messages of %d conversations, bound 100", s.carries.msgs, len(s.carries.by))
+	}
+}
+
+// TestCarryOwnsItsTexts: a carry outlives its request's body (a buffer the
+// next request may be read into), so none of its texts may be the body's
+// memory — also where shaping keeps a single sentence, which it returns as
+// a slice of the text it was given.
+func TestCarryOwnsItsTexts(t *testing.T) {
+	const kept = "Hmm, wait. The fix is to stream the body through a bounded buffer and nothing else at all here."
+	if out, _ := shaping.Shape(kept, shaping.Options{MaxChars: 80}); !within(out, kept) {
+		t.Fatal("shaping no longer returns a slice of its text here: the test checks nothing")
+	}
+	for _, memo := range []*memo{newMemo(64), nil} {
+		v := view(t, history(kept, kept+" Two.", "A last step."))
+		res := shape(v, shapeRule{Shaping: shaping.Options{MaxChars: 80}}, memo, inputs{carry: true})
+		putBlocks(res.Blocks)
+		shaped := 0
+		for i, e := range res.Carry.msgs {
+			if e.shaped == nil {
+				continue
+			}
+			if within(e.shaped.out, unsafe.String(unsafe.SliceData(v.Body), len(v.Body))) {
+				t.Fatalf("message %d: the carried text is the body's memory", i)
+			}
+			if e.shaped.changed {
+				shaped++
+			}
+		}
+		if memo != nil && shaped != 2 || memo == nil && shaped != 0 { // without a memo, nothing is carried
+			t.Fatalf("the carry holds %d shaped texts (memo %v)", shaped, memo != nil)
+		}
+		res.Carry.release()
+	}
+}
+
+// within reports whether s is a slice of the memory of text.
+func within(s, text string) bool {
+	if s == "" || text == "" {
+		return false
+	}
+	p, o := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(unsafe.StringData(text)))
+	return p >= o && p < o+uintptr(len(text))
+}
+
+// TestShaperCarriesConcurrent: requests of one conversation shaped at
+// once, each taking the carry another just put (under -race in CI), go out
+// as each goes out alone.
+func TestShaperCarriesConcurrent(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Policy = PolicyKeepRecent // each body's result its own: no history decides
+	newShaper := func() *Shaper {
+		return NewShaper(cfg, Options{Profiles: profile.NewTable(nil, map[string]string{"ds": "https://api.deepseek.com"})})
+	}
+	bodies := [][]byte{fixtures.AgentHistory(30, 700, 200), fixtures.AgentHistory(33, 700, 200), fixtures.AgentHistory(36, 700, 200)}
+	want := make([][]byte, len(bodies))
+	for i, b := range bodies {
+		out, err := newShaper().TransformRequest(context.Background(), call(t, b, "c"), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = bytes.Clone(out)
+	}
+	s := newShaper()
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			for k := range 30 {
+				i := (g + k) % len(bodies)
+				out, err := s.TransformRequest(context.Background(), call(t, bodies[i], "c"), bodies[i])
+				if err != nil || !bytes.Equal(out, want[i]) {
+					errs <- fmt.Sprintf("goroutine %d, request %d: body %d went out otherwise (%v)", g, k, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+	// Each request carries 9 blocks or more (2,160 in all); the bodies
+	// share their first 30 messages at their places.
+	if h, m := s.memo.Stats(); h+m >= 2160/4 {
+		t.Fatalf("the memo was asked %d times: the carries were not taken", h+m)
+	}
+}
