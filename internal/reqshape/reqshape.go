@@ -390,24 +390,23 @@ func candidates(req *conv.Request, rule shapeRule, memo *memo, from *carry) []ca
 	floor := req.LastSigned()
 	noTools := rule.Shaping.Op == shaping.OpDrop && !profile.HasTools(req) // only dropping asks
 	// The messages that can give a block: room for them in one
-	// allocation, and none when none can; the memo's places are begun
-	// only when a block is not carried.
-	n, asks := 0, 0
+	// allocation, and none when none can.
+	n := 0
 	for i := range req.Messages {
 		if m := &req.Messages[i]; m.Role == "assistant" {
-			r, t := btoi(hasReasoning(m)), btoi(hasThink(m, rule))
-			n += r + t
-			if t > 0 || r > 0 && from.at(i, m).entry() == nil {
-				asks++
-			}
+			n += btoi(hasReasoning(m)) + btoi(hasThink(m, rule))
 		}
 	}
 	var out []cand
 	if n > 0 {
 		out = candRoom(n)
 	}
-	if asks > 0 {
-		memo.begin(len(req.Messages))
+	begun := false // the memo's places, begun at its first ask: none when every block is carried
+	ask := func() {
+		if !begun {
+			memo.begin(len(req.Messages))
+			begun = true
+		}
 	}
 	for i := range req.Messages {
 		m := &req.Messages[i]
@@ -422,11 +421,16 @@ func candidates(req *conv.Request, rule shapeRule, memo *memo, from *carry) []ca
 		// (within the room counted above: only a message that can give
 		// one takes a place).
 		if hasReasoning(m) {
-			if out = append(out, cand{}); !reasoningCand(&out[len(out)-1], req.Body, m, rule, memo, allowed, noTools, from.at(i, m)) {
+			pc := from.at(i, m)
+			if pc.entry() == nil {
+				ask()
+			}
+			if out = append(out, cand{}); !reasoningCand(&out[len(out)-1], req.Body, m, rule, memo, allowed, noTools, pc) {
 				out = out[:len(out)-1]
 			}
 		}
 		if hasThink(m, rule) {
+			ask()
 			if out = append(out, cand{}); !thinkCand(&out[len(out)-1], req.Body, m, rule, memo, allowed) {
 				out = out[:len(out)-1]
 			}
