@@ -77,32 +77,18 @@ func BenchmarkParseOnly(b *testing.B) {
 // BenchmarkSeedShapeWarm is a conversation's repeated request as the
 // proxy's shaper sees it: the view made once, the memos warm, the
 // cache-aware policy on DeepSeek V4 with the previous request's prints —
-// the shaper's own cost a request, parse aside.
-func BenchmarkSeedShapeWarm(b *testing.B) {
-	v := view(b, seedCase())
-	memo := newMemo(4096)
-	in := inputs{prof: prof("deepseek-v4"), track: true}
-	in.prev = shape(v, cacheAwareRule(), memo, in).Prints
-	b.SetBytes(int64(len(v.Body)))
-	b.ResetTimer()
-	for b.Loop() {
-		res := shape(v, cacheAwareRule(), memo, in)
-		if res.View == nil || res.Shaped == 0 {
-			b.Fatal("the seed's request was not shaped")
-		}
-		res.View.Recycle() // as the proxy gives a call's views and bodies back
-		bigbuf.Release(res.Body)
-		putBlocks(res.Blocks)
-	}
-}
+// the shaper's own cost a request, parse aside — without the carry.
+func BenchmarkSeedShapeWarm(b *testing.B) { benchSeedShape(b, false) }
 
 // BenchmarkSeedShapeCarried is BenchmarkSeedShapeWarm as the hook runs
 // it: each request takes the carry of the one before (carry.go), the
 // shaper's cost a request when the history comes again at its places.
-func BenchmarkSeedShapeCarried(b *testing.B) {
+func BenchmarkSeedShapeCarried(b *testing.B) { benchSeedShape(b, true) }
+
+func benchSeedShape(b *testing.B, carried bool) {
 	v := view(b, seedCase())
 	memo := newMemo(4096)
-	in := inputs{prof: prof("deepseek-v4"), track: true, carry: true}
+	in := inputs{prof: prof("deepseek-v4"), track: true, carry: carried}
 	first := shape(v, cacheAwareRule(), memo, in)
 	in.prev, in.from = first.Prints, first.Carry
 	b.SetBytes(int64(len(v.Body)))
@@ -113,8 +99,8 @@ func BenchmarkSeedShapeCarried(b *testing.B) {
 			b.Fatal("the seed's request was not shaped")
 		}
 		in.from.release()
-		in.from = res.Carry
-		res.View.Recycle()
+		in.from = res.Carry // nil without the carry
+		res.View.Recycle()  // as the proxy gives a call's views and bodies back
 		bigbuf.Release(res.Body)
 		putBlocks(res.Blocks)
 	}
