@@ -43,10 +43,34 @@ type carried struct {
 	after  int32
 	// The print the message went out with (printed), and what it
 	// depended on besides the message's bytes: whether the message was
-	// counted as rendered and whether its reasoning went out shaped. A
-	// message with a <think> block carries no print.
-	print                      uint64
-	printed, rendered, sentOut bool
+	// counted as rendered and how its reasoning went (sent). A message
+	// with a <think> block carries no print.
+	print             uint64
+	printed, rendered bool
+	sent              sentAs
+}
+
+// sentAs is how a message's reasoning field went out: as the client sent
+// it, shaped (the same text for the same bytes and rule), or dropped
+// (which the drop operation does only where the request declares no
+// tools: the same bytes and rule go out either way).
+type sentAs uint8
+
+const (
+	sentRaw sentAs = iota
+	sentShaped
+	sentDropped
+)
+
+// sentOf is how c's block goes out.
+func sentOf(c *cand) sentAs {
+	switch {
+	case !c.Changed:
+		return sentRaw
+	case c.dropped:
+		return sentDropped
+	}
+	return sentShaped
 }
 
 // at returns the carried message i of the request, when c has it with the
@@ -117,15 +141,16 @@ func (t *carries) put(k string, c *carry) {
 		c.release()
 		return
 	}
-	if len(c.msgs) > t.max {
-		c.release()
-		return
-	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if old := t.by[k]; old != nil {
 		t.msgs -= len(old.msgs)
+		delete(t.by, k)
 		old.release()
+	}
+	if len(c.msgs) > t.max { // too long to keep: the conversation keeps none
+		c.release()
+		return
 	}
 	t.by[k] = c
 	t.msgs += len(c.msgs)

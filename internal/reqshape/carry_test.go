@@ -23,8 +23,8 @@ import (
 // message's place holds or how it goes out — a new user turn, a message
 // edited in the middle, a new system prompt, a message taken out (every
 // later one moves up a place), signed reasoning appended (shaping stops
-// before it), an assistant prefill, and an inline <think> block, first as
-// a prefill, then as history.
+// before it), an assistant prefill, an inline <think> block, first as
+// a prefill, then as history, and the tools taken out and put back.
 func carrySequence(t *testing.T) [][]byte {
 	t.Helper()
 	h := func(n int) []byte { return fixtures.AgentHistory(n, 700, 200) }
@@ -76,6 +76,12 @@ func carrySequence(t *testing.T) [][]byte {
 	seq = append(seq, b, b)
 	b = set(b, "messages.-1", `{"role":"user","content":"and then?"}`)
 	seq = append(seq, b, b)
+	// A step without tool calls, rendered and not the last: the drop
+	// operation cuts its field only while the request declares no tools.
+	plain := fmt.Sprintf(`{"role":"assistant","content":"A","reasoning_content":%q}`, longThought("plain", 12))
+	b = set(set(set(b, "messages.-1", plain), "messages.-1", step("p2")), "messages.-1", result("p2"))
+	seq = append(seq, b, del(b, "tools"), b, del(b, "tools"))
+	seq = append(seq, set(del(b, "tools"), "messages.-1", `{"role":"user","content":"more"}`))
 	return seq
 }
 
@@ -92,9 +98,11 @@ func TestCarryChangesNothing(t *testing.T) {
 	wide := shapeRule{Shaping: shaping.Options{MaxChars: 120}, Policy: PolicyCacheAware}
 	thinkRule := cacheAwareRule()
 	thinkRule.ThinkTags = true
-	for _, pname := range []string{"deepseek-v4", "qwen3", "glm-4.7", "unknown"} {
-		for _, rules := range [][]shapeRule{{cacheAwareRule()}, {keep}, {free}, {thinkRule}, {cacheAwareRule(), wide, cacheAwareRule()}} {
-			name := fmt.Sprintf("%s/%s/%d", pname, rules[0].Policy, len(rules))
+	drop := cacheAwareRule()
+	drop.Shaping.Op = shaping.OpDrop
+	for _, pname := range []string{"deepseek-v4", "dashscope", "qwen3", "glm-4.7", "unknown"} {
+		for _, rules := range [][]shapeRule{{cacheAwareRule()}, {keep}, {free}, {thinkRule}, {drop}, {cacheAwareRule(), wide, cacheAwareRule()}} {
+			name := fmt.Sprintf("%s/%s/%s/%d", pname, rules[0].Policy, rules[0].Shaping.Op, len(rules))
 			t.Run(name, func(t *testing.T) {
 				type run struct {
 					memo    *memo
@@ -206,9 +214,17 @@ func TestShaperCarries(t *testing.T) {
 		send(fmt.Sprintf("other %d", i), body)
 	}
 	s.carries.mu.Lock()
-	defer s.carries.mu.Unlock()
 	if s.carries.msgs > 100 || len(s.carries.by) > 2 {
 		t.Fatalf("the carries hold %d messages of %d conversations, bound 100", s.carries.msgs, len(s.carries.by))
+	}
+	s.carries.mu.Unlock()
+	// A request too long to carry leaves its conversation none: not the
+	// carry of an earlier request of it.
+	send("other 4", fixtures.AgentHistory(120, 700, 200))
+	s.carries.mu.Lock()
+	defer s.carries.mu.Unlock()
+	if c := s.carries.by["other 4"]; c != nil {
+		t.Fatalf("a conversation whose request was too long to carry kept a carry of %d messages", len(c.msgs))
 	}
 }
 
@@ -259,19 +275,38 @@ func within(s, text string) bool {
 func TestShaperCarriesConcurrent(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Policy = PolicyKeepRecent // each body's result its own: no history decides
-	newShaper := func() *Shaper {
-		return NewShaper(cfg, Options{Profiles: profile.NewTable(nil, map[string]string{"ds": "https://api.deepseek.com"})})
-	}
+	profiles := profile.NewTable(nil, map[string]string{"ds": "https://api.deepseek.com"})
 	bodies := [][]byte{fixtures.AgentHistory(30, 700, 200), fixtures.AgentHistory(33, 700, 200), fixtures.AgentHistory(36, 700, 200)}
 	want := make([][]byte, len(bodies))
+	msgs := make([]int, len(bodies))
 	for i, b := range bodies {
-		out, err := newShaper().TransformRequest(context.Background(), call(t, b, "c"), b)
+		out, err := NewShaper(cfg, Options{Profiles: profiles}).TransformRequest(context.Background(), call(t, b, "c"), b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want[i] = bytes.Clone(out)
+		want[i], msgs[i] = bytes.Clone(out), len(view(t, b).Messages)
 	}
-	s := newShaper()
+	s := NewShaper(cfg, Options{Profiles: profiles})
+	sendAtOnce(t, s, bodies, func(i int, out []byte) bool { return bytes.Equal(out, want[i]) })
+	// Each request carries 9 blocks or more (2,160 in all); the bodies
+	// share their first 30 messages at their places.
+	if h, m := s.memo.Stats(); h+m >= 2160/4 {
+		t.Fatalf("the memo was asked %d times: the carries were not taken", h+m)
+	}
+	// Under the default policy, whose prints and breaks depend on the
+	// order the requests come in, the carries' prints and parts are
+	// taken at once too (what -race checks here): each body still goes
+	// out valid, its messages in place.
+	s = NewShaper(DefaultConfig(), Options{Profiles: profiles})
+	sendAtOnce(t, s, bodies, func(i int, out []byte) bool {
+		return gjson.ValidBytes(out) && len(gjson.GetBytes(out, "messages").Array()) == msgs[i]
+	})
+}
+
+// sendAtOnce sends bodies through s from 8 goroutines, 30 requests each,
+// as one conversation, and fails when ok says a body went out wrong.
+func sendAtOnce(t *testing.T, s *Shaper, bodies [][]byte, ok func(i int, out []byte) bool) {
+	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan string, 8)
 	for g := range 8 {
@@ -279,8 +314,8 @@ func TestShaperCarriesConcurrent(t *testing.T) {
 			for k := range 30 {
 				i := (g + k) % len(bodies)
 				out, err := s.TransformRequest(context.Background(), call(t, bodies[i], "c"), bodies[i])
-				if err != nil || !bytes.Equal(out, want[i]) {
-					errs <- fmt.Sprintf("goroutine %d, request %d: body %d went out otherwise (%v)", g, k, i, err)
+				if err != nil || !ok(i, out) {
+					errs <- fmt.Sprintf("goroutine %d, request %d: body %d went out wrong (%v)", g, k, i, err)
 					return
 				}
 			}
@@ -290,10 +325,5 @@ func TestShaperCarriesConcurrent(t *testing.T) {
 	close(errs)
 	for e := range errs {
 		t.Fatal(e)
-	}
-	// Each request carries 9 blocks or more (2,160 in all); the bodies
-	// share their first 30 messages at their places.
-	if h, m := s.memo.Stats(); h+m >= 2160/4 {
-		t.Fatalf("the memo was asked %d times: the carries were not taken", h+m)
 	}
 }

@@ -164,6 +164,8 @@ type cand struct {
 	// shaping gave (nil when it was not asked, or no memo keeps it): what
 	// the carry keeps.
 	shaped *memoEntry
+	// dropped is true when the block's field is cut out (OpDrop).
+	dropped bool
 }
 
 // inputs are what a request's decisions depend on beyond the rule.
@@ -322,7 +324,7 @@ func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering, parts []
 		m := &req.Messages[i]
 		content, reasoning := m.Content, m.Reasoning
 		rendered := rd.Rendered(i) && m.Role == conv.RoleAssistant
-		sentOut := false
+		sent := sentRaw
 		for ; j < len(cands) && cands[j].Message == i; j++ {
 			c := &cands[j]
 			switch {
@@ -331,12 +333,12 @@ func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering, parts []
 			case c.Field == "content" && c.Changed:
 				content = c.content
 			case c.Changed:
-				reasoning, sentOut = c.out, true
+				reasoning, sent = c.out, sentOf(c)
 			}
 		}
 		// The same bytes, sent the same way (a message with a <think>
 		// block carries no print: carryOf).
-		if pc := from.at(i, m); pc != nil && pc.printed && pc.rendered == rendered && pc.sentOut == sentOut {
+		if pc := from.at(i, m); pc != nil && pc.printed && pc.rendered == rendered && pc.sent == sent {
 			p.msgs[i] = pc.print
 			continue
 		}
@@ -368,7 +370,7 @@ func carryOf(req *conv.Request, rule shapeRule, cands []cand, parts []partPrints
 				think = true
 				continue
 			}
-			e.after, e.sentOut, e.shaped = int32(min(k.after, math.MaxInt32)), k.Changed, k.shaped
+			e.after, e.sent, e.shaped = int32(min(k.after, math.MaxInt32)), sentOf(k), k.shaped
 		}
 		if pr.msgs != nil && !think {
 			e.print, e.printed = pr.msgs[i], true
@@ -533,7 +535,7 @@ func reasoningCand(c *cand, body []byte, m *conv.Message, rule shapeRule, memo *
 	if opts.Op == shaping.OpDrop {
 		if noTools && len(m.ToolCalls) == 0 {
 			if e, ok := dropField(body, m); ok {
-				c.Shaped, c.can, c.edit = "", true, e
+				c.Shaped, c.can, c.edit, c.dropped = "", true, e, true
 				return true
 			}
 		}
