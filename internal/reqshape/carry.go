@@ -114,8 +114,13 @@ type carries struct {
 	max  int
 }
 
-// maxCarried bounds the messages all carries hold (each ~100 bytes).
-const maxCarried = 1 << 16
+// maxCarried bounds the messages all carries hold (each ~72 bytes), and
+// minCarried is the shortest request that makes one: a few messages cost
+// less to look up than a carry costs to make and keep.
+const (
+	maxCarried = 1 << 16
+	minCarried = 16
+)
 
 func newCarries(max int) *carries { return &carries{by: map[string]*carry{}, max: max} }
 

@@ -219,12 +219,16 @@ func TestShaperCarries(t *testing.T) {
 	}
 	s.carries.mu.Unlock()
 	// A request too long to carry leaves its conversation none: not the
-	// carry of an earlier request of it.
+	// carry of an earlier request of it; a short one makes none.
 	send("other 4", fixtures.AgentHistory(120, 700, 200))
+	send("short", fixtures.AgentHistory(15, 700, 200)) // under minCarried
 	s.carries.mu.Lock()
 	defer s.carries.mu.Unlock()
 	if c := s.carries.by["other 4"]; c != nil {
 		t.Fatalf("a conversation whose request was too long to carry kept a carry of %d messages", len(c.msgs))
+	}
+	if c := s.carries.by["short"]; c != nil {
+		t.Fatalf("a request of %d messages made a carry", len(c.msgs))
 	}
 }
 

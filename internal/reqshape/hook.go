@@ -138,7 +138,7 @@ func (s *Shaper) TransformRequest(_ context.Context, call *proxy.Call, body []by
 // it) and, under the cache-aware policy, the conversation's history.
 func (s *Shaper) inputs(call *proxy.Call, rule shapeRule) inputs {
 	in := inputs{prof: s.profile(call.Route, call.Model)}
-	if rule.Shaping.Op != shaping.OpKeep && call.Conversation != "" {
+	if rule.Shaping.Op != shaping.OpKeep && call.Conversation != "" && len(call.View.Messages) >= minCarried {
 		in.from, in.carry = s.carries.get(call.Conversation), true
 	}
 	if rule.Policy == PolicyCacheAware && call.Conversation != "" {
