@@ -114,11 +114,14 @@ type carries struct {
 	max  int
 }
 
-// maxCarried bounds the messages all carries hold (each ~72 bytes), and
-// minCarried is the shortest request that makes one: a few messages cost
-// less to look up than a carry costs to make and keep.
+// maxCarried bounds the messages all carries hold (each ~72 bytes): as
+// many as the memo's entries, so that the entries the carries keep alive
+// after the memo let them go (a message has one at most) are never more
+// than the memo itself holds. minCarried is the shortest request that
+// makes one: a few messages cost less to look up than a carry costs to
+// make and keep.
 const (
-	maxCarried = 1 << 16
+	maxCarried = memoEntries
 	minCarried = 16
 )
 
