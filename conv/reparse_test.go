@@ -761,6 +761,35 @@ func BenchmarkReparserRepeat(b *testing.B) {
 	}
 }
 
+// BenchmarkSeedCompare is what the Reparser's reuse rests on, against
+// what would stand in for it: comparing the seed's body with the same
+// bytes of an earlier one (whole, as the walk's comparisons add up to),
+// and hashing it instead (hash/maphash, the fastest keyed hash at hand),
+// which reads one body where the comparison reads two. In cache, one
+// core; the README's "Measured not to help" cites both.
+func BenchmarkSeedCompare(b *testing.B) {
+	seed := fixtures.SeedHistory()
+	earlier := bytes.Clone(seed)
+	b.Run("compare", func(b *testing.B) {
+		b.SetBytes(int64(len(seed)))
+		for b.Loop() {
+			if !bytes.Equal(seed, earlier) {
+				b.Fatal("the copies differ")
+			}
+		}
+	})
+	b.Run("hash", func(b *testing.B) {
+		h := maphash.MakeSeed()
+		want := maphash.Bytes(h, earlier) // kept from the earlier request: only the new body is hashed
+		b.SetBytes(int64(len(seed)))
+		for b.Loop() {
+			if maphash.Bytes(h, seed) != want {
+				b.Fatal("the copies hash apart")
+			}
+		}
+	})
+}
+
 // TestReparseToolCallsApart: the tool calls of the messages a reparse
 // takes from the kept view share one array, each capped: an append to
 // one message's calls does not write over the next message's.

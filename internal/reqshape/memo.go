@@ -112,7 +112,7 @@ func newMemo(max int) *memo {
 // what src holds, at place at of the request begun last (placeOf; -1:
 // none).
 func (m *memo) Shape(src source, at int, text string, o shaping.Options) (string, bool) {
-	out, _, changed := m.shape(src, at, text, o, false)
+	out, _, changed, _ := m.shapeEntry(src, at, text, o, false)
 	return out, changed
 }
 
@@ -126,14 +126,9 @@ func (m *memo) ShapeQuoted(src source, at int, text string, o shaping.Options) (
 	return out, quoted, changed
 }
 
-// shape is Shape or ShapeQuoted (quote).
-func (m *memo) shape(src source, at int, text string, o shaping.Options, quote bool) (string, conv.String, bool) {
-	out, quoted, changed, _ := m.shapeEntry(src, at, text, o, quote)
-	return out, quoted, changed
-}
-
-// shapeEntry is shape that also returns the memo's entry of the text (nil
-// when it keeps none): what a carry keeps of a block. An entry returned
+// shapeEntry is Shape (quote false) or ShapeQuoted (quote true) that also
+// returns the memo's entry of the text (nil when it keeps none): what a
+// carry keeps of a block. An entry returned
 // by a quoting call has its token made, and does not change after.
 func (m *memo) shapeEntry(src source, at int, text string, o shaping.Options, quote bool) (string, conv.String, bool, *memoEntry) {
 	if o.Op == shaping.OpKeep {
