@@ -2,7 +2,6 @@ package conv
 
 import (
 	"bytes"
-	"slices"
 	"testing"
 	"unicode/utf8"
 
@@ -36,7 +35,7 @@ import (
 // else's (editedBodies): the bytes the two agree on are not copied again.
 // So no one may write into a body Apply returned.
 func (r *Request) Apply(edits []Edit) (*Request, error) {
-	slices.SortFunc(edits, byStart)
+	sortEdits(edits)
 	body, ok := []byte(nil), false
 	if r.edited != nil {
 		body, ok = r.edited.writeOver(r, edits)

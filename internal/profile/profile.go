@@ -24,6 +24,7 @@ package profile
 
 import (
 	"bytes"
+	"slices"
 
 	"github.com/shaperproxy/shaperproxy/conv"
 )
@@ -156,6 +157,24 @@ func (r Rendering) Rendered(i int) bool {
 		return r.tools
 	}
 	return false
+}
+
+// AgreeBefore returns how many first messages, up to k, r and o render
+// alike (Rendered): k when they agree on all of them, else the first on
+// which they differ. Each renders a message by which side of its boundary
+// it is on, so they can first differ only where one's side changes.
+func (r Rendering) AgreeBefore(o Rendering, k int) int {
+	at := [3]int{0, r.boundary + 1, o.boundary + 1}
+	slices.Sort(at[:])
+	for _, i := range at {
+		if i >= k {
+			break
+		}
+		if r.Rendered(i) != o.Rendered(i) {
+			return i
+		}
+	}
+	return k
 }
 
 // HasTools reports whether a request carries a non-empty "tools" array

@@ -25,7 +25,9 @@ import (
 type carry struct {
 	rule shapeRule // what the texts were shaped under
 	msgs []carried // by message index
-	refs atomic.Int32
+	// settled are its request's decisions (nil: not to be taken).
+	settled *settled
+	refs    atomic.Int32
 }
 
 // carried is one message of a carry.
@@ -99,8 +101,17 @@ func newCarry(rule shapeRule, n int) *carry {
 func (c *carry) release() {
 	if c != nil && c.refs.Add(-1) == 0 {
 		giveBack(&carriedArrays, c.msgs)
-		c.msgs = nil
+		c.settled.release()
+		c.msgs, c.settled = nil, nil
 	}
+}
+
+// decided returns the decisions c keeps (nil for a nil c, or none).
+func (c *carry) decided() *settled {
+	if c == nil {
+		return nil
+	}
+	return c.settled
 }
 
 // carries holds the carry of the last request of each conversation, within

@@ -90,7 +90,8 @@ func carrySequence(t *testing.T) [][]byte {
 // body, every block and why it went out so, the prints, the blocks shaped
 // at a break and where the prompt broke — under each policy, on profiles
 // that render differently, with the rule changed midway; and the carry
-// is taken (the memo is asked less).
+// is taken (the memo is asked less), its decisions too where the policy
+// lets them be (settled.go).
 func TestCarryChangesNothing(t *testing.T) {
 	seq := carrySequence(t)
 	keep := shapeRule{Shaping: shaping.Options{MaxChars: 80}, KeepRecent: 2}
@@ -100,10 +101,12 @@ func TestCarryChangesNothing(t *testing.T) {
 	thinkRule.ThinkTags = true
 	drop := cacheAwareRule()
 	drop.Shaping.Op = shaping.OpDrop
+	recent := shapeRule{Shaping: shaping.Options{MaxChars: 80}, KeepRecent: 2, Policy: PolicyKeepRecent}
 	for _, pname := range []string{"deepseek-v4", "dashscope", "qwen3", "glm-4.7", "unknown"} {
-		for _, rules := range [][]shapeRule{{cacheAwareRule()}, {keep}, {free}, {thinkRule}, {drop}, {cacheAwareRule(), wide, cacheAwareRule()}} {
+		for _, rules := range [][]shapeRule{{cacheAwareRule()}, {keep}, {recent}, {free}, {thinkRule}, {drop}, {cacheAwareRule(), wide, cacheAwareRule()}} {
 			name := fmt.Sprintf("%s/%s/%s/%d", pname, rules[0].Policy, rules[0].Shaping.Op, len(rules))
 			t.Run(name, func(t *testing.T) {
+				p := prof(pname) // resolved once, as the Shaper resolves a route's
 				type run struct {
 					memo    *memo
 					from    *carry
@@ -111,12 +114,13 @@ func TestCarryChangesNothing(t *testing.T) {
 					batched map[blockKey]bool
 				}
 				with, without := &run{memo: newMemo(4096)}, &run{memo: newMemo(4096)}
+				settled := 0 // messages whose blocks were taken as decided
 				for i, body := range seq {
 					rule := rules[i*len(rules)/len(seq)]
 					var got [2]result
 					var blocks [2][]block
 					for k, r := range []*run{with, without} {
-						in := inputs{prof: prof(pname), track: true, prev: r.prev, batched: r.batched, carry: r == with, from: r.from}
+						in := inputs{prof: p, track: true, prev: r.prev, batched: r.batched, carry: r == with, from: r.from}
 						res := shape(view(t, body), rule, r.memo, in)
 						r.from.release()
 						r.from = res.Carry
@@ -132,7 +136,10 @@ func TestCarryChangesNothing(t *testing.T) {
 						}
 						blocks[k] = append([]block(nil), res.Blocks...)
 						putBlocks(res.Blocks)
-						res.Blocks, res.View, res.Carry = nil, nil, nil
+						if r == with {
+							settled += res.Settled
+						}
+						res.Blocks, res.View, res.Carry, res.Settled = nil, nil, nil, 0
 						got[k] = res
 					}
 					if !bytes.Equal(got[0].Body, got[1].Body) {
@@ -147,6 +154,13 @@ func TestCarryChangesNothing(t *testing.T) {
 					}
 				}
 				with.from.release()
+				// The decisions are taken where they can be: not under
+				// keep-recent, nor with <think> blocks shaped (keep's
+				// policy is unset, which shape takes as decided by the
+				// profile).
+				if can := rules[0].Policy != PolicyKeepRecent && !rules[0].ThinkTags; can != (settled > 0) {
+					t.Fatalf("%d messages took their blocks as decided", settled)
+				}
 				wh, wm := with.memo.Stats()
 				oh, om := without.memo.Stats()
 				if wh+wm >= oh+om || oh+om == 0 {
@@ -162,7 +176,7 @@ func TestCarryChangesNothing(t *testing.T) {
 // key (made by hand), and not at all under another rule.
 func TestCarryOnlySameBytes(t *testing.T) {
 	a := view(t, fixtures.AgentHistory(12, 700, 200))
-	c := carryOf(a, cacheAwareRule(), candidates(a, cacheAwareRule(), newMemo(64), nil), nil, prints{}, profile.Rendering{})
+	c := carryOf(a, cacheAwareRule(), candsOf(a, cacheAwareRule(), newMemo(64)), nil, prints{}, profile.Rendering{}, nil, 0)
 	defer c.release()
 	b := view(t, bytes.Replace(a.Body, []byte(`"call_1"`), []byte(`"call_9"`), 1)) // message 3 (the call) and 4 (its result) differ
 	for i := range b.Messages {
@@ -331,5 +345,66 @@ func sendAtOnce(t *testing.T, s *Shaper, bodies [][]byte, ok func(i int, out []b
 	close(errs)
 	for e := range errs {
 		t.Fatal(e)
+	}
+}
+
+// TestSettledOnlyAlike: a request takes the decisions of its
+// conversation's last request only when what they depended on besides
+// the messages is the same — the profile, the set of blocks shaped at
+// breaks (the very set), the prints being made, the policy deciding by
+// the profile — and goes out as it would without them either way.
+func TestSettledOnlyAlike(t *testing.T) {
+	p, r := fixtures.AgentHistory(30, 700, 200), fixtures.AgentHistory(33, 700, 200)
+	v4, qwen := prof("deepseek-v4"), prof("qwen3")
+	never := *v4 // renders as V4 does; no re-send pays for a shaped block
+	never.Resends = 0
+	recent := shapeRule{Shaping: shaping.Options{MaxChars: 80}, KeepRecent: 2, Policy: PolicyKeepRecent}
+	set := map[blockKey]bool{}
+	for _, tc := range []struct {
+		name       string
+		rule       shapeRule
+		first, now inputs
+		taken      bool
+	}{
+		{"alike", cacheAwareRule(), inputs{prof: v4, track: true}, inputs{prof: v4, track: true}, true},
+		{"another profile", cacheAwareRule(), inputs{prof: qwen, track: true}, inputs{prof: v4, track: true}, false},
+		{"another profile rendering alike", cacheAwareRule(), inputs{prof: &never, track: true}, inputs{prof: v4, track: true}, false},
+		{"another set", cacheAwareRule(), inputs{prof: v4, track: true}, inputs{prof: v4, track: true, batched: set}, false},
+		{"the same set", cacheAwareRule(), inputs{prof: v4, track: true, batched: set}, inputs{prof: v4, track: true, batched: set}, true},
+		{"prints not made before", cacheAwareRule(), inputs{prof: v4}, inputs{prof: v4, track: true}, false},
+		{"keep-recent", recent, inputs{prof: v4, track: true}, inputs{prof: v4, track: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := tc.first
+			first.carry = true
+			a := shape(view(t, p), tc.rule, newMemo(4096), first)
+			putBlocks(a.Blocks)
+			defer a.Carry.release()
+			if keeps := a.Carry.settled != nil; keeps != (tc.rule.Policy != PolicyKeepRecent) {
+				t.Fatalf("decisions kept: %v", keeps)
+			}
+			now := tc.now
+			now.prev, now.from, now.carry = a.Prints, a.Carry, true
+			got := shape(view(t, r), tc.rule, newMemo(4096), now)
+			defer got.Carry.release()
+			defer putBlocks(got.Blocks)
+			now.from, now.carry = nil, false
+			want := shape(view(t, r), tc.rule, newMemo(4096), now)
+			defer putBlocks(want.Blocks)
+			if !bytes.Equal(got.Body, want.Body) || !reflect.DeepEqual(got.Blocks, want.Blocks) || !reflect.DeepEqual(got.Prints, want.Prints) {
+				t.Fatal("the request went out otherwise with its conversation's decisions")
+			}
+			if (got.Settled > 0) != tc.taken {
+				t.Fatalf("%d messages took their blocks as decided", got.Settled)
+			}
+		})
+	}
+	// After a break that shaped blocks, the request's decisions are not
+	// kept: the set its next request reads is another.
+	v := view(t, p)
+	cands := candsOf(v, cacheAwareRule(), newMemo(64))
+	defer putCands(cands)
+	if s := settleOf(v, cacheAwareRule(), inputs{prof: v4}, v4.Of(v), cands, prints{}, []blockKey{{1}}); s != nil {
+		t.Fatal("decisions kept after a break shaped blocks")
 	}
 }

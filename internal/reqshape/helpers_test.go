@@ -3,6 +3,8 @@ package reqshape
 import (
 	"bytes"
 
+	"github.com/shaperproxy/shaperproxy/conv"
+
 	"github.com/tidwall/sjson"
 )
 
@@ -14,4 +16,10 @@ func setStr(obj []byte, key, val string) []byte {
 func appendMsg(body, msg []byte) []byte {
 	out, _ := sjson.SetRawBytes(body, "messages.-1", msg)
 	return bytes.Clone(out)
+}
+
+// candsOf is candidates without a carry.
+func candsOf(req *conv.Request, rule shapeRule, memo *memo) []cand {
+	c, _ := candidates(req, rule, memo, nil, 0)
+	return c
 }

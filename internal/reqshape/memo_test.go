@@ -94,16 +94,16 @@ func TestMemoBySource(t *testing.T) {
 func TestPrintMemo(t *testing.T) {
 	p := prof("deepseek-v4")
 	v := view(t, seedCase())
-	cands := candidates(v, cacheAwareRule(), nil, nil)
+	cands := candsOf(v, cacheAwareRule(), nil)
 	for i := range cands {
 		cands[i].Changed = i%2 == 0 // some blocks go out shaped
 	}
 	rd := p.Of(v)
-	want := fingerprint(v, cands, rd, nil, nil)
+	want := fingerprint(v, cands, rd, nil, nil, 0)
 	for _, size := range []int{1 << 16, 10} {
 		pm := newPrintMemo(size)
 		for pass := range 2 {
-			got := fingerprint(v, cands, rd, pm.of(v, nil, nil), nil)
+			got := fingerprint(v, cands, rd, pm.of(v, nil, nil, 0), nil, 0)
 			if got.head != want.head || !slices.Equal(got.msgs, want.msgs) {
 				t.Fatalf("memo of %d, pass %d: prints differ", size, pass)
 			}
@@ -122,9 +122,9 @@ func TestPrintMemo(t *testing.T) {
 	fresh := func(r *conv.Request, pm *printMemo) prints {
 		var parts []partPrints
 		if pm != nil {
-			parts = pm.of(r, nil, nil)
+			parts = pm.of(r, nil, nil, 0)
 		}
-		return fingerprint(r, candidates(r, cacheAwareRule(), nil, nil), p.Of(r), parts, nil)
+		return fingerprint(r, candsOf(r, cacheAwareRule(), nil), p.Of(r), parts, nil, 0)
 	}
 	pm := newPrintMemo(1 << 16)
 	before, after := fresh(v, pm), fresh(w, pm)
@@ -152,9 +152,9 @@ func TestPrintMemoGenerations(t *testing.T) {
 	pm := newPrintMemo(8)
 	keep := view(t, []byte(`{"model":"m","messages":[{"role":"system","content":"kept"}]}`))
 	k := keep.Messages[0].RawKey()
-	pm.of(keep, nil, nil)
+	pm.of(keep, nil, nil, 0)
 	for i := range 40 {
-		pm.of(view(t, fmt.Appendf(nil, `{"model":"m","messages":[{"role":"user","content":"other %d"}]}`, i)), nil, nil)
+		pm.of(view(t, fmt.Appendf(nil, `{"model":"m","messages":[{"role":"user","content":"other %d"}]}`, i)), nil, nil, 0)
 		pm.mu.Lock()
 		_, inCur := pm.cur[k]
 		_, inOld := pm.old[k]
@@ -166,7 +166,7 @@ func TestPrintMemoGenerations(t *testing.T) {
 		if n > 8 {
 			t.Fatalf("holds %d, bound 8", n)
 		}
-		pm.of(keep, nil, nil)
+		pm.of(keep, nil, nil, 0)
 	}
 }
 
@@ -174,17 +174,17 @@ func TestPrintMemoGenerations(t *testing.T) {
 func BenchmarkFingerprintSeed(b *testing.B) {
 	p := prof("deepseek-v4")
 	v, _ := conv.ParseRequest(seedCase())
-	cands := candidates(v, cacheAwareRule(), nil, nil)
+	cands := candsOf(v, cacheAwareRule(), nil)
 	rd := p.Of(v)
 	b.Run("hashed", func(b *testing.B) {
 		for b.Loop() {
-			fingerprint(v, cands, rd, nil, nil)
+			fingerprint(v, cands, rd, nil, nil, 0)
 		}
 	})
 	b.Run("memo", func(b *testing.B) {
 		pm := newPrintMemo(1 << 16)
 		for b.Loop() {
-			fingerprint(v, cands, rd, pm.of(v, nil, nil), nil)
+			fingerprint(v, cands, rd, pm.of(v, nil, nil, 0), nil, 0)
 		}
 	})
 }
@@ -208,7 +208,7 @@ func TestNoBlocksNoAllocation(t *testing.T) {
 	b.WriteString(`]}`)
 	v := view(t, []byte(b.String()))
 	rule := cacheAwareRule()
-	if n := testing.AllocsPerRun(20, func() { candidates(v, rule, nil, nil) }); n != 0 {
+	if n := testing.AllocsPerRun(20, func() { candsOf(v, rule, nil) }); n != 0 {
 		t.Fatalf("%v allocations for a history without reasoning", n)
 	}
 }
@@ -229,7 +229,7 @@ func TestPrintMemoLastConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for i := range 300 {
 				r := reqs[(g+i)%len(reqs)]
-				got := pm.of(r, nil, nil)
+				got := pm.of(r, nil, nil, 0)
 				for j := range r.Messages {
 					if got[j] != partPrintsOf(&r.Messages[j]) {
 						t.Errorf("message %d of %q: wrong parts", j, r.Messages[j].Content)

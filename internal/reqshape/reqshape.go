@@ -146,6 +146,9 @@ type result struct {
 	// Carry is what the next request of the conversation may take from
 	// this one (inputs.carry; nil otherwise), held once for its taker.
 	Carry *carry
+	// Settled is how many first messages took their blocks as the
+	// conversation's last request decided them (settled.go).
+	Settled int
 }
 
 // cand is one block with what shaping it would send.
@@ -191,39 +194,66 @@ func applyMemo(req *conv.Request, rule shapeRule, memo *memo) result {
 
 // shape decides every block of req and edits the body.
 func shape(req *conv.Request, rule shapeRule, memo *memo, in inputs) result {
+	res, ok := shapeTaking(req, rule, memo, in, true)
+	if !ok { // the prompt broke before the blocks taken as decided: decide them all
+		res, _ = shapeTaking(req, rule, memo, in, false)
+	}
+	return res
+}
+
+// shapeTaking is shape, taking the decisions of the conversation's last
+// request for the messages req repeats from its first when take is true
+// (settled.go); ok is false, with nothing made, when the prompt breaks
+// before the end of those.
+func shapeTaking(req *conv.Request, rule shapeRule, memo *memo, in inputs, take bool) (result, bool) {
 	from := in.from
 	if from != nil && from.rule != rule {
 		from = nil // shaped under another rule
 	}
-	cands := candidates(req, rule, memo, from)
-	defer putCands(cands) // nothing below keeps them: the blocks are copies
-	res := result{Body: req.Body, View: req, Break: -1}
+	byRendering := in.prof != nil && rule.Policy != PolicyKeepRecent
+	withPrints := in.track && byRendering && rule.Policy == PolicyCacheAware
 	var rd profile.Rendering
-	var parts []partPrints // the messages' print parts, when prints are made
-	if in.prof == nil || rule.Policy == PolicyKeepRecent {
-		keepRecent(req, rule, cands, in.prof != nil && in.prof.Frozen)
-	} else {
+	k := 0 // the first messages whose blocks are taken as decided
+	if byRendering {
 		rd = in.prof.Of(req)
-		byProfile(rule.Policy, in, rd, cands)
+		if take {
+			k = settledPrefix(req, in, rd, from, withPrints)
+		}
 	}
-	if in.track && in.prof != nil && rule.Policy == PolicyCacheAware {
+	cands, kc := candidates(req, rule, memo, from, k)
+	defer func() {
+		if cands != nil {
+			putCands(cands) // the blocks are copies; the carry's decisions took none
+		}
+	}()
+	res := result{Body: req.Body, View: req, Break: -1, Settled: k}
+	var parts []partPrints // the messages' print parts, when prints are made
+	if byRendering {
+		byProfile(rule.Policy, in, rd, cands[kc:])
+	} else {
+		keepRecent(req, rule, cands, in.prof != nil && in.prof.Frozen)
+	}
+	if withPrints {
 		if memo != nil {
-			parts = memo.prints.of(req, room(&partArrays, len(req.Messages)), from)
+			parts = memo.prints.of(req, room(&partArrays, len(req.Messages)), from, k)
 			defer giveBack(&partArrays, parts)
 		}
-		res.Prints = fingerprint(req, cands, rd, parts, from)
+		res.Prints = fingerprint(req, cands, rd, parts, from, k)
 		// At a break that happens anyway, the blocks after it are shaped
 		// too — where prices are known: without them (an unknown upstream)
 		// the policy shapes nothing that is rendered.
 		_, priced := in.prof.Prices.HitRatio()
-		if res.Break = breakAt(in.prev, res.Prints); res.Break >= 0 && !in.prof.Frozen && priced {
+		if res.Break = breakAt(in.prev, res.Prints); res.Break >= 0 && res.Break < k {
+			return result{}, false
+		}
+		if res.Break >= 0 && !in.prof.Frozen && priced {
 			if res.Batched = atBreak(res.Break, cands); len(res.Batched) > 0 {
-				res.Prints = fingerprint(req, cands, rd, parts, from)
+				res.Prints = fingerprint(req, cands, rd, parts, from, k)
 			}
 		}
 	}
 	if in.carry {
-		res.Carry = carryOf(req, rule, cands, parts, res.Prints, rd)
+		res.Carry = carryOf(req, rule, cands, parts, res.Prints, rd, from, k)
 	}
 	var edits []conv.Edit
 	if len(cands) > 0 {
@@ -241,6 +271,13 @@ func shape(req *conv.Request, rule shapeRule, memo *memo, in inputs) result {
 		}
 		res.Blocks = append(res.Blocks, c.block)
 	}
+	if res.Carry != nil {
+		// The candidates themselves become the carry's decisions, once the
+		// blocks and edits are copied out.
+		if res.Carry.settled = settleOf(req, rule, in, rd, cands, res.Prints, res.Batched); res.Carry.settled != nil {
+			cands = nil
+		}
+	}
 	if len(edits) > 0 {
 		// The view of the shaped body comes from the edits: the proxy
 		// hands it to the finishers instead of parsing the body again.
@@ -251,7 +288,7 @@ func shape(req *conv.Request, rule shapeRule, memo *memo, in inputs) result {
 			res.Body, res.View = v.Body, v
 		}
 	}
-	return res
+	return res, true
 }
 
 // keepRecent shapes every block before the latest KeepRecent steps; on a
@@ -314,13 +351,20 @@ func atBreak(p int, cands []cand) []blockKey {
 }
 
 // fingerprint returns the prints of req as it will be sent; parts, when
-// not nil, are the partPrints of req's messages; from, when not nil, the
-// carry of the conversation's last request, whose prints are taken for
-// the messages that went out the same way.
-func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering, parts []partPrints, from *carry) prints {
+// not nil, are the partPrints of req's messages (from the k-th); from,
+// when not nil, the carry of the conversation's last request, whose
+// prints are taken for the messages that went out the same way: the
+// first k, whose blocks were taken as it decided them, without a look.
+func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering, parts []partPrints, from *carry, k int) prints {
 	p := prints{head: headPrint(req), msgs: make([]uint64, len(req.Messages))}
+	for i := range k {
+		p.msgs[i] = from.msgs[i].print
+	}
 	j := 0
-	for i := range req.Messages {
+	for j < len(cands) && cands[j].Message < k {
+		j++
+	}
+	for i := k; i < len(req.Messages); i++ {
 		m := &req.Messages[i]
 		content, reasoning := m.Content, m.Reasoning
 		rendered := rd.Rendered(i) && m.Role == conv.RoleAssistant
@@ -353,11 +397,18 @@ func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering, parts []
 
 // carryOf returns the carry of req, shaped under rule into cands (in
 // message order), with its messages' parts (nil: not made) and prints
-// (nil msgs: not made) under rd.
-func carryOf(req *conv.Request, rule shapeRule, cands []cand, parts []partPrints, pr prints, rd profile.Rendering) *carry {
+// (nil msgs: not made) under rd; its first k messages are from's, as they
+// were.
+func carryOf(req *conv.Request, rule shapeRule, cands []cand, parts []partPrints, pr prints, rd profile.Rendering, from *carry, k int) *carry {
 	c := newCarry(rule, len(req.Messages))
+	if k > 0 {
+		copy(c.msgs[:k], from.msgs[:k])
+	}
 	j := 0
-	for i := range req.Messages {
+	for j < len(cands) && cands[j].Message < k {
+		j++
+	}
+	for i := k; i < len(req.Messages); i++ {
 		m := &req.Messages[i]
 		e := carried{key: m.RawKey()}
 		if parts != nil {
@@ -387,21 +438,27 @@ func carryOf(req *conv.Request, rule shapeRule, cands []cand, parts []partPrints
 // from, when not nil, is the carry of the conversation's last request
 // under the same rule: a message found there with the same bytes takes
 // its reasoning block's shaped text and token estimate from it instead of
-// the memo.
-func candidates(req *conv.Request, rule shapeRule, memo *memo, from *carry) []cand {
+// the memo; and the first k messages take their blocks whole, as it
+// decided them (settledPrefix), the first kc candidates.
+func candidates(req *conv.Request, rule shapeRule, memo *memo, from *carry, k int) (out []cand, kc int) {
 	floor := req.LastSigned()
 	noTools := rule.Shaping.Op == shaping.OpDrop && !profile.HasTools(req) // only dropping asks
 	// The messages that can give a block: room for them in one
 	// allocation, and none when none can.
 	n := 0
-	for i := range req.Messages {
+	if s := from.decided(); k > 0 {
+		n = len(s.cands) // at most: those of the first k, and more
+	}
+	for i := k; i < len(req.Messages); i++ {
 		if m := &req.Messages[i]; m.Role == "assistant" {
 			n += btoi(hasReasoning(m)) + btoi(hasThink(m, rule))
 		}
 	}
-	var out []cand
 	if n > 0 {
 		out = candRoom(n)
+	}
+	if k > 0 {
+		out, kc = takeSettled(out, req, from.decided(), k)
 	}
 	begun := false // the memo's places, begun at its first ask: none when every block is carried
 	ask := func() {
@@ -410,7 +467,7 @@ func candidates(req *conv.Request, rule shapeRule, memo *memo, from *carry) []ca
 			begun = true
 		}
 	}
-	for i := range req.Messages {
+	for i := k; i < len(req.Messages); i++ {
 		m := &req.Messages[i]
 		if m.Role != "assistant" {
 			continue
@@ -438,7 +495,7 @@ func candidates(req *conv.Request, rule shapeRule, memo *memo, from *carry) []ca
 			}
 		}
 	}
-	return out
+	return out, kc
 }
 
 // candArrays, editArrays, blockArrays and partArrays are a request's
@@ -518,17 +575,22 @@ func btoi(b bool) int {
 // reasoningCand handles the reasoning field of one assistant message; pc,
 // when not nil, is the message carried from the conversation's last
 // request (the same bytes, shaped under the same rule).
+//
+// The block's token estimate of what follows it (cand.after) is made only
+// where a policy weighs it: not under keep-recent, which decides by place
+// (nor, so, with shaping off, which decides under it).
 func reasoningCand(c *cand, body []byte, m *conv.Message, rule shapeRule, memo *memo, allowed, noTools bool, pc *carried) bool {
 	if !hasReasoning(m) {
 		return false
 	}
 	*c = cand{block: block{Message: m.Index, Field: m.ReasoningField, Original: m.Reasoning, Shaped: m.Reasoning}}
-	if pc != nil {
+	switch {
+	case pc != nil:
 		c.after = int(pc.after)
-	} else {
+	case rule.Policy != PolicyKeepRecent:
 		c.after = Tokens(m.Content) + callTokens(m)
 	}
-	if !allowed {
+	if !allowed || rule.Shaping.Op == shaping.OpKeep { // keeping changes nothing: no shaping asked
 		return true
 	}
 	opts := rule.Shaping

@@ -164,13 +164,14 @@ func newPrintMemo(max int) *printMemo {
 	return &printMemo{cur: make(map[conv.RawKey]partPrints), max: max}
 }
 
-// of returns the partPrints of every message of req, appended to out
-// (nil: a new slice): those carried in from (nil: none) as they are, those
-// remembered under one lock, the others hashed outside it.
-func (pm *printMemo) of(req *conv.Request, out []partPrints, from *carry) []partPrints {
+// of returns the partPrints of every message of req from the k-th (the
+// first k are not asked for: their prints are carried), appended to out
+// (nil: a new slice): those carried in from (nil: none) as they are,
+// those remembered under one lock, the others hashed outside it.
+func (pm *printMemo) of(req *conv.Request, out []partPrints, from *carry, k int) []partPrints {
 	n := len(req.Messages)
 	out = slices.Grow(out[:0], n)[:n]
-	rest := 0 // the first message not carried
+	rest := k // the first message not carried
 	for ; rest < n; rest++ {
 		pc := from.at(rest, &req.Messages[rest])
 		if pc == nil || !pc.hasParts {

@@ -1,0 +1,136 @@
+package reqshape
+
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/internal/profile"
+)
+
+// settled is what a carry keeps of its request's decisions: each block as
+// it went out (shaped or not, why, with which edit), and what those
+// decisions depended on besides the messages' bytes. The conversation's
+// next request takes them for the messages it repeats from its first
+// (settledPrefix) instead of deciding those blocks again: for an agent's
+// tool loop, the whole history but the newest step.
+//
+// A block's decision depends on its message's bytes, the rule, the
+// profile, whether the profile renders it (by the request's boundary and
+// whether it declares tools: profile.Rendering), the set of blocks shaped
+// at earlier breaks, the last signed message and whether the message is
+// the request's last (a prefill); and, for the blocks after a break in the
+// request, on the break. With the same rule, profile, set and last signed
+// message, a message neither request's last, with the same bytes and
+// rendered alike, goes out as it went out before, with the same print; a
+// break before the messages taken, which only a request of the
+// conversation sent meanwhile can cause, makes the request decide
+// everything anew.
+// TestCarryChangesNothing checks the outcome is the same as without.
+type settled struct {
+	prof    *profile.Profile
+	rd      profile.Rendering
+	batched map[blockKey]bool // the very set decided with (record replaces, never changes, a set)
+	floor   int               // the request's last signed message
+	n       int               // its messages
+	printed bool              // its messages carry their prints
+	// cands are its blocks as decided, in message order, without the
+	// strings of its body (Original, Shaped, Field: the taker's own
+	// message gives them) and with each edit's range made relative to its
+	// message's start.
+	cands []cand
+}
+
+// settleOf returns the decisions of cands (req's, final) for the next
+// request, made of cands itself (which the caller then no longer owns),
+// or nil when they cannot be taken: under the keep-recent policy (which
+// decides by distance from the end), with <think> blocks (whose texts are
+// the body's), after a break shaped blocks in this request (the set the
+// next one reads differs), or when a shaped text is not the memo's own
+// (it would be the body's memory).
+func settleOf(req *conv.Request, rule shapeRule, in inputs, rd profile.Rendering, cands []cand, pr prints, batched []blockKey) *settled {
+	if in.prof == nil || rule.Policy == PolicyKeepRecent || rule.ThinkTags || len(batched) > 0 {
+		return nil
+	}
+	for i := range cands {
+		if c := &cands[i]; c.Field == "content" || c.can && c.shaped == nil && !c.dropped {
+			return nil
+		}
+	}
+	for i := range cands {
+		c := &cands[i]
+		c.Original, c.Shaped, c.Field = "", "", ""
+		if c.can {
+			start := req.Messages[c.Message].Start
+			c.edit.Start -= start
+			c.edit.End -= start
+		}
+	}
+	return &settled{prof: in.prof, rd: rd, batched: in.batched, floor: req.LastSigned(), n: len(req.Messages), printed: pr.msgs != nil, cands: cands}
+}
+
+// release gives the decisions' array back.
+func (s *settled) release() {
+	if s != nil {
+		putCands(s.cands)
+		s.cands = nil
+	}
+}
+
+// settledPrefix returns how many first messages of req take their blocks
+// as from decided them (0: none): as long as each is, byte for byte, the
+// message from's request had at its place, neither request's last, and
+// rendered alike in both (a new user turn moves the boundary a profile
+// renders earlier turns by), when what else the decisions depended on is
+// the same: the profile (resolved once per route and model), the set of
+// blocks shaped at breaks and the last signed message.
+// Prints tells whether req's prints are made (those of the messages taken
+// are from's).
+func settledPrefix(req *conv.Request, in inputs, rd profile.Rendering, from *carry, prints bool) int {
+	s := from.decided()
+	if s == nil || s.prof != in.prof || !sameSet(s.batched, in.batched) ||
+		prints && !s.printed || s.floor != req.LastSigned() {
+		return 0
+	}
+	lim := min(s.n, len(req.Messages)) - 1
+	k := 0
+	for k < lim && from.at(k, &req.Messages[k]) != nil {
+		k++
+	}
+	return rd.AgreeBefore(s.rd, k)
+}
+
+// sameSet reports whether a and b are the same map (not merely equal):
+// a conversation's set is replaced whenever a block joins it.
+func sameSet(a, b map[blockKey]bool) bool {
+	return *(*unsafe.Pointer)(unsafe.Pointer(&a)) == *(*unsafe.Pointer)(unsafe.Pointer(&b))
+}
+
+// takeSettled appends to out the blocks of req's first k messages as s
+// decided them, with req's strings and edit ranges, and returns it with
+// how many it took.
+func takeSettled(out []cand, req *conv.Request, s *settled, k int) ([]cand, int) {
+	n := 0
+	for n < len(s.cands) && s.cands[n].Message < k {
+		n++
+	}
+	for _, c := range s.cands[:n] {
+		m := &req.Messages[c.Message]
+		c.Original, c.Field = m.Reasoning, m.ReasoningField
+		c.Shaped = c.Original
+		if c.can {
+			c.Shaped = c.out
+			c.edit.Start += m.Start
+			c.edit.End += m.Start
+		}
+		out = append(out, c)
+	}
+	if k > 0 {
+		settledTaken.Add(int64(k))
+	}
+	return out, n
+}
+
+// settledTaken counts the messages whose blocks were taken as decided
+// (the tests' check that the path is taken).
+var settledTaken atomic.Int64
