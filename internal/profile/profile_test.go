@@ -278,3 +278,51 @@ func TestV4GoldenVectors(t *testing.T) {
 		t.Fatalf("%d blocks checked, %d dropped: the vectors changed", checked, dropped)
 	}
 }
+
+// TestAgreeBefore: two renderings of one profile agree on a message
+// exactly when Rendered says the same of it in both, and AgreeBefore
+// returns the first message (below k) on which they do not — checked
+// against Rendered itself, message by message, for every builtin profile
+// and requests whose boundaries (the last user message; the last final
+// answer) and tools differ.
+func TestAgreeBefore(t *testing.T) {
+	reqs := []*conv.Request{}
+	for _, body := range []string{
+		`{"messages":[{"role":"system","content":"s"},{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"},{"role":"assistant","content":"","tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"1","content":"r"},{"role":"assistant","content":"d"}]}`,
+		`{"messages":[{"role":"system","content":"s"},{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"},{"role":"assistant","content":"","tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"1","content":"r"},{"role":"assistant","content":"d"},{"role":"user","content":"e"}]}`,
+		`{"tools":[{"type":"function","function":{"name":"f"}}],"messages":[{"role":"system","content":"s"},{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"},{"role":"assistant","content":"d"}]}`,
+		`{"messages":[{"role":"assistant","content":"b"},{"role":"assistant","content":"c"}]}`,
+	} {
+		r, err := conv.ParseRequest([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs = append(reqs, r)
+	}
+	differ := 0
+	for _, p := range NewTable(nil, nil).Profiles() {
+		for _, a := range reqs {
+			for _, b := range reqs {
+				ra, rb := p.Of(a), p.Of(b)
+				for k := range 9 {
+					want := k
+					for i := range k {
+						if ra.Rendered(i) != rb.Rendered(i) {
+							want = i
+							break
+						}
+					}
+					if got := ra.AgreeBefore(rb, k); got != want {
+						t.Fatalf("%s: AgreeBefore(…, %d) = %d, Rendered first differs at %d", p.Name, k, got, want)
+					}
+					if want < k {
+						differ++
+					}
+				}
+			}
+		}
+	}
+	if differ == 0 {
+		t.Fatal("no two renderings differed: the test checks nothing")
+	}
+}
