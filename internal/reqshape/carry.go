@@ -25,8 +25,11 @@ import (
 type carry struct {
 	rule shapeRule // what the texts were shaped under
 	msgs []carried // by message index
-	// settled are its request's decisions (nil: not to be taken).
+	// settled are its request's decisions (nil: not to be taken), and
+	// prints its messages' prints as they went out (nil: not made): the
+	// request's own, which no one changes once made.
 	settled *settled
+	prints  []uint64
 	refs    atomic.Int32
 }
 
@@ -102,7 +105,7 @@ func (c *carry) release() {
 	if c != nil && c.refs.Add(-1) == 0 {
 		giveBack(&carriedArrays, c.msgs)
 		c.settled.release()
-		c.msgs, c.settled = nil, nil
+		c.msgs, c.settled, c.prints = nil, nil, nil
 	}
 }
 

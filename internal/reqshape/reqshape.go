@@ -357,9 +357,7 @@ func atBreak(p int, cands []cand) []blockKey {
 // first k, whose blocks were taken as it decided them, without a look.
 func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering, parts []partPrints, from *carry, k int) prints {
 	p := prints{head: headPrint(req), msgs: make([]uint64, len(req.Messages))}
-	for i := range k {
-		p.msgs[i] = from.msgs[i].print
-	}
+	copy(p.msgs[:k], from.decidedPrints(k))
 	j := 0
 	for j < len(cands) && cands[j].Message < k {
 		j++
@@ -401,6 +399,7 @@ func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering, parts []
 // were.
 func carryOf(req *conv.Request, rule shapeRule, cands []cand, parts []partPrints, pr prints, rd profile.Rendering, from *carry, k int) *carry {
 	c := newCarry(rule, len(req.Messages))
+	c.prints = pr.msgs
 	if k > 0 {
 		copy(c.msgs[:k], from.msgs[:k])
 	}

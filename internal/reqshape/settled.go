@@ -100,6 +100,16 @@ func settledPrefix(req *conv.Request, in inputs, rd profile.Rendering, from *car
 	return rd.AgreeBefore(s.rd, k)
 }
 
+// decidedPrints returns the prints of from's first k messages (k > 0
+// only when its decisions were taken, which needs its prints when the
+// taker makes its own: settledPrefix).
+func (c *carry) decidedPrints(k int) []uint64 {
+	if k == 0 {
+		return nil
+	}
+	return c.prints[:k]
+}
+
 // sameSet reports whether a and b are the same map (not merely equal):
 // a conversation's set is replaced whenever a block joins it.
 func sameSet(a, b map[blockKey]bool) bool {
