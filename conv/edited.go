@@ -2,6 +2,7 @@ package conv
 
 import (
 	"bytes"
+	"cmp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -83,8 +84,12 @@ type keptEdit struct{ start, end, n int }
 
 // maxChain is how many bases a view's chain holds: the request it
 // repeats, that one's, and so on (a conversation sends its next request
-// while the last one's body is still being sent or recorded).
-const maxChain = 16
+// while the last one's body is still being sent or recorded). A body
+// comes back once the capture has recorded it, which under load is
+// dozens of requests later: one whose view is on no chain of the bodies
+// back shares no bytes the table can vouch for, and is written whole
+// (TestEditedBodiesBackLate).
+const maxChain = 64
 
 // maxScan is how many of the latest bodies back take looks at.
 const maxScan = 64
@@ -93,7 +98,8 @@ const maxScan = 64
 // once the request took one: a conversation's requests sent at once.
 const spareBases = 4
 
-// maxKept bounds the views the table knows of (bodies and links).
+// maxKept bounds the views the table knows of (bodies and links): each
+// holds its chain, about 1 KB, so their links take 4 MB at most.
 const maxKept = 4096
 
 // keptIdle is how long a body back waits for the next request of its
@@ -269,19 +275,26 @@ func (t *editedBodies) chainOf(dst []link, r *Request) []link {
 // shares with k's view: as many as with k's when k is on its chain, else
 // as with the nearest base the two chains share (0: none).
 func shared(chain []link, k *keptBody) int {
-	for _, l := range chain {
-		if l.id == k.id {
-			return l.lim
-		}
+	if l, ok := onChain(chain, k.id); ok {
+		return l.lim
 	}
 	for _, m := range k.chain { // nearest first: the most bytes
-		for _, l := range chain {
-			if l.id == m.id {
-				return min(l.lim, m.lim)
-			}
+		if l, ok := onChain(chain, m.id); ok {
+			return min(l.lim, m.lim)
 		}
 	}
 	return 0
+}
+
+// onChain returns the link of chain to view id. A chain's ids fall from
+// its first (a view is read against one parsed before it, which has a
+// smaller id), so it is searched by halves.
+func onChain(chain []link, id uint64) (link, bool) {
+	i, ok := slices.BinarySearchFunc(chain, id, func(l link, id uint64) int { return cmp.Compare(id, l.id) })
+	if !ok {
+		return link{}, false
+	}
+	return chain[i], true
 }
 
 // agreed returns where the new body (body with edits) stops being old,
