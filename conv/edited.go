@@ -214,7 +214,21 @@ func (t *editedBodies) take(r *Request, n int) (out []byte, edits []keptEdit, li
 	defer t.mu.Unlock()
 	chain := t.chainOf(buf[:0], r)
 	best := -1
-	for i := len(t.free) - 1; i >= 0 && i >= len(t.free)-maxScan; i-- {
+	// The bodies of r's chain that are back (a body back holds out): the
+	// nearest shares the most; of two sharing as much, the smaller.
+	var on *keptBody
+	for _, l := range chain {
+		if k := t.byID[l.id]; k != nil && k.out != nil && k.fits(n) && l.lim > 0 &&
+			(l.lim > lim || l.lim == lim && cap(k.out) < cap(on.out)) {
+			on, lim = k, l.lim
+		}
+	}
+	if on != nil {
+		best = slices.Index(t.free, on)
+	}
+	// Else a sibling's: a view whose chain meets r's (requests of one
+	// conversation sent at once are read against the same one).
+	for i := len(t.free) - 1; on == nil && i >= 0 && i >= len(t.free)-maxScan; i-- {
 		k := t.free[i]
 		l := shared(chain, k)
 		if k.fits(n) && (l > lim || l == lim && best >= 0 && l > 0 && cap(k.out) < cap(t.free[best].out)) {
