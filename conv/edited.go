@@ -91,6 +91,11 @@ type keptEdit struct{ start, end, n int }
 // (TestEditedBodiesBackLate).
 const maxChain = 64
 
+// siblingLinks is how many of a body's bases are looked for on a
+// request's chain when none of its own is back: requests of one
+// conversation sent at once meet within a few.
+const siblingLinks = 16
+
 // maxScan is how many of the latest bodies back take looks at.
 const maxScan = 64
 
@@ -214,21 +219,18 @@ func (t *editedBodies) take(r *Request, n int) (out []byte, edits []keptEdit, li
 	defer t.mu.Unlock()
 	chain := t.chainOf(buf[:0], r)
 	best := -1
-	// The bodies of r's chain that are back (a body back holds out): the
-	// nearest shares the most; of two sharing as much, the smaller.
-	var on *keptBody
-	for _, l := range chain {
-		if k := t.byID[l.id]; k != nil && k.out != nil && k.fits(n) && l.lim > 0 &&
-			(l.lim > lim || l.lim == lim && cap(k.out) < cap(on.out)) {
-			on, lim = k, l.lim
+	// A body of r's chain: the nearest shares the most; of two sharing as
+	// much, the smaller.
+	for i := len(t.free) - 1; i >= 0 && i >= len(t.free)-maxScan; i-- {
+		k := t.free[i]
+		if l, ok := onChain(chain, k.id); ok && k.fits(n) && l.lim > 0 &&
+			(l.lim > lim || l.lim == lim && cap(k.out) < cap(t.free[best].out)) {
+			best, lim = i, l.lim
 		}
-	}
-	if on != nil {
-		best = slices.Index(t.free, on)
 	}
 	// Else a sibling's: a view whose chain meets r's (requests of one
 	// conversation sent at once are read against the same one).
-	for i := len(t.free) - 1; on == nil && i >= 0 && i >= len(t.free)-maxScan; i-- {
+	for i := len(t.free) - 1; best < 0 && i >= 0 && i >= len(t.free)-maxScan; i-- {
 		k := t.free[i]
 		l := shared(chain, k)
 		if k.fits(n) && (l > lim || l == lim && best >= 0 && l > 0 && cap(k.out) < cap(t.free[best].out)) {
@@ -252,10 +254,10 @@ func (t *editedBodies) take(r *Request, n int) (out []byte, edits []keptEdit, li
 	// The bodies of r's bases but the latest spareBases go back to the
 	// free list, for any large body: r's conversation goes on from r
 	// (those few serve its requests sent at once, which share them).
-	onChain := func(o *keptBody) bool { return slices.ContainsFunc(chain, func(c link) bool { return c.id == o.id }) }
-	if extra := countFunc(t.free, onChain) - spareBases; extra > 0 {
+	isBase := func(o *keptBody) bool { _, ok := onChain(chain, o.id); return ok }
+	if extra := countFunc(t.free, isBase) - spareBases; extra > 0 {
 		t.free = slices.DeleteFunc(t.free, func(o *keptBody) bool { // oldest first
-			if extra == 0 || !onChain(o) {
+			if extra == 0 || !isBase(o) {
 				return false
 			}
 			extra--
@@ -292,7 +294,7 @@ func shared(chain []link, k *keptBody) int {
 	if l, ok := onChain(chain, k.id); ok {
 		return l.lim
 	}
-	for _, m := range k.chain { // nearest first: the most bytes
+	for _, m := range k.chain[:min(len(k.chain), siblingLinks)] { // nearest first: the most bytes
 		if l, ok := onChain(chain, m.id); ok {
 			return min(l.lim, m.lim)
 		}

@@ -480,7 +480,7 @@ func candidates(req *conv.Request, rule shapeRule, memo *memo, from *carry, k in
 		// one takes a place).
 		if hasReasoning(m) {
 			pc := from.at(i, m)
-			if pc.entry() == nil {
+			if pc.entry() == nil && allowed && rule.Shaping.Op != shaping.OpKeep { // shaping is asked
 				ask()
 			}
 			if out = append(out, cand{}); !reasoningCand(&out[len(out)-1], req.Body, m, rule, memo, allowed, noTools, pc) {
