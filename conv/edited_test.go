@@ -828,12 +828,12 @@ func TestReparserStatsNeverDown(t *testing.T) {
 // their bytes agree (its whole history here), not written whole.
 func TestEditedBodiesBackLate(t *testing.T) {
 	seed := parseCopy(t, fixtures.SeedHistory())
-	body := truncated(t, seed, 200)
+	body := truncated(t, seed, 150)
 	edits := editsOf(t, body, shapedTag)
 	p := NewReparser(64 << 20)
-	const late = 40 // requests between a body's and its coming back
+	const late = 24 // requests between a body's and its coming back (more than 16 bases)
 	var held []editCall
-	for i := range late + 20 {
+	for i := range late + 8 {
 		c := editThrough(t, p, body, cloneEdits(edits))
 		p.edited.mu.Lock()
 		lim := p.edited.tookLim
