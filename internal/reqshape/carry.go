@@ -131,9 +131,10 @@ type carries struct {
 // maxCarried bounds the messages all carries hold (each ~72 bytes): as
 // many as the memo's entries, so that the entries the carries keep alive
 // after the memo let them go (a message has one at most) are never more
-// than the memo itself holds. Their decisions (settled) add a candidate
-// of ~200 bytes a block, in an array the pool may have made up to four
-// times too large: a few MB at most. minCarried is the shortest request that
+// than the memo itself holds. Their decisions (settled, made without
+// <think> blocks: one block a message at most) add a candidate of ~200
+// bytes a block, in an array the pool may have made up to four times too
+// large: 14 MB at the very most. minCarried is the shortest request that
 // makes one: a few messages cost less to look up than a carry costs to
 // make and keep.
 const (
