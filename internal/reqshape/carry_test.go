@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"reflect"
 	"sync"
 	"testing"
@@ -106,54 +107,7 @@ func TestCarryChangesNothing(t *testing.T) {
 		for _, rules := range [][]shapeRule{{cacheAwareRule()}, {keep}, {recent}, {free}, {thinkRule}, {drop}, {cacheAwareRule(), wide, cacheAwareRule()}} {
 			name := fmt.Sprintf("%s/%s/%s/%d", pname, rules[0].Policy, rules[0].Shaping.Op, len(rules))
 			t.Run(name, func(t *testing.T) {
-				p := prof(pname) // resolved once, as the Shaper resolves a route's
-				type run struct {
-					memo    *memo
-					from    *carry
-					prev    prints
-					batched map[blockKey]bool
-				}
-				with, without := &run{memo: newMemo(4096)}, &run{memo: newMemo(4096)}
-				settled := 0 // messages whose blocks were taken as decided
-				for i, body := range seq {
-					rule := rules[i*len(rules)/len(seq)]
-					var got [2]result
-					var blocks [2][]block
-					for k, r := range []*run{with, without} {
-						in := inputs{prof: p, track: true, prev: r.prev, batched: r.batched, carry: r == with, from: r.from}
-						res := shape(view(t, body), rule, r.memo, in)
-						r.from.release()
-						r.from = res.Carry
-						r.prev = res.Prints
-						if len(res.Batched) > 0 {
-							r.batched = maps.Clone(r.batched)
-							if r.batched == nil {
-								r.batched = map[blockKey]bool{}
-							}
-							for _, b := range res.Batched {
-								r.batched[b] = true
-							}
-						}
-						blocks[k] = append([]block(nil), res.Blocks...)
-						putBlocks(res.Blocks)
-						if r == with {
-							settled += res.Settled
-						}
-						res.Blocks, res.View, res.Carry, res.Settled = nil, nil, nil, 0
-						got[k] = res
-					}
-					if !bytes.Equal(got[0].Body, got[1].Body) {
-						t.Fatalf("request %d: the body differs with the carry", i)
-					}
-					if !reflect.DeepEqual(blocks[0], blocks[1]) {
-						t.Fatalf("request %d: the blocks differ with the carry:\n%+v\n%+v", i, blocks[0], blocks[1])
-					}
-					got[0].Body, got[1].Body = nil, nil
-					if !reflect.DeepEqual(got[0], got[1]) {
-						t.Fatalf("request %d: the result differs with the carry:\n%+v\n%+v", i, got[0], got[1])
-					}
-				}
-				with.from.release()
+				settled, memoWith, memoWithout := shapeBothWays(t, seq, rules, prof(pname))
 				// The decisions are taken where they can be: not under
 				// keep-recent, nor with <think> blocks shaped (keep's
 				// policy is unset, which shape takes as decided by the
@@ -161,14 +115,78 @@ func TestCarryChangesNothing(t *testing.T) {
 				if can := rules[0].Policy != PolicyKeepRecent && !rules[0].ThinkTags; can != (settled > 0) {
 					t.Fatalf("%d messages took their blocks as decided", settled)
 				}
-				wh, wm := with.memo.Stats()
-				oh, om := without.memo.Stats()
-				if wh+wm >= oh+om || oh+om == 0 {
-					t.Fatalf("the memo was asked %d times with the carry, %d without: the carry was not taken", wh+wm, oh+om)
+				if memoWith >= memoWithout || memoWithout == 0 {
+					t.Fatalf("the memo was asked %d times with the carry, %d without: the carry was not taken", memoWith, memoWithout)
 				}
 			})
 		}
 	}
+}
+
+// shapeBothWays shapes seq as one conversation twice, with each request
+// taking the carry of the one before and without, rules spread over it
+// in order, under profile p (resolved once, as the Shaper resolves a
+// route's), and fails when a request's body, blocks or result differ. It
+// returns how many messages took their blocks as decided, and how often
+// each run asked its memo.
+//
+// With stale, every third request reads the prints of the request before
+// the last, as one does when a request of its conversation sent meanwhile
+// was recorded after the one it repeats.
+func shapeBothWays(t *testing.T, seq [][]byte, rules []shapeRule, p *profile.Profile, stale ...bool) (settled int, memoWith, memoWithout uint64) {
+	t.Helper()
+	type run struct {
+		memo        *memo
+		from        *carry
+		prev, older prints
+		batched     map[blockKey]bool
+	}
+	with, without := &run{memo: newMemo(4096)}, &run{memo: newMemo(4096)}
+	for i, body := range seq {
+		rule := rules[i*len(rules)/len(seq)]
+		var got [2]result
+		var blocks [2][]block
+		for k, r := range []*run{with, without} {
+			in := inputs{prof: p, track: true, prev: r.prev, batched: r.batched, carry: r == with, from: r.from}
+			if len(stale) > 0 && stale[0] && i%3 == 2 {
+				in.prev = r.older
+			}
+			res := shape(view(t, body), rule, r.memo, in)
+			r.from.release()
+			r.from = res.Carry
+			r.older, r.prev = r.prev, res.Prints
+			if len(res.Batched) > 0 {
+				r.batched = maps.Clone(r.batched)
+				if r.batched == nil {
+					r.batched = map[blockKey]bool{}
+				}
+				for _, b := range res.Batched {
+					r.batched[b] = true
+				}
+			}
+			blocks[k] = append([]block(nil), res.Blocks...)
+			putBlocks(res.Blocks)
+			if r == with {
+				settled += res.Settled
+			}
+			res.Blocks, res.View, res.Carry, res.Settled = nil, nil, nil, 0
+			got[k] = res
+		}
+		if !bytes.Equal(got[0].Body, got[1].Body) {
+			t.Fatalf("request %d: the body differs with the carry", i)
+		}
+		if !reflect.DeepEqual(blocks[0], blocks[1]) {
+			t.Fatalf("request %d: the blocks differ with the carry:\n%+v\n%+v", i, blocks[0], blocks[1])
+		}
+		got[0].Body, got[1].Body = nil, nil
+		if !reflect.DeepEqual(got[0], got[1]) {
+			t.Fatalf("request %d: the result differs with the carry:\n%+v\n%+v", i, got[0], got[1])
+		}
+	}
+	with.from.release()
+	wh, wm := with.memo.Stats()
+	oh, om := without.memo.Stats()
+	return settled, uint64(wh + wm), uint64(oh + om)
 }
 
 // TestCarryOnlySameBytes: a carry is taken for a message only with the
@@ -407,4 +425,103 @@ func TestSettledOnlyAlike(t *testing.T) {
 	if s := settleOf(v, cacheAwareRule(), inputs{prof: v4}, v4.Of(v), cands, prints{}, []blockKey{{1}}); s != nil {
 		t.Fatal("decisions kept after a break shaped blocks")
 	}
+}
+
+// TestCarryRandomConversations: conversations made of random steps —
+// a tool step, the same request again, a new user turn, a message edited
+// or taken out anywhere, the tools taken out or put back, signed
+// reasoning, a prefill that becomes history or not — shaped with the carry of the request
+// before and without give the same bodies, blocks and results, under the
+// default policy, free-only and the drop operation, on profiles that
+// render differently, also when some requests read an older request's
+// prints (a break before the messages taken); and the decisions are
+// taken on the way.
+func TestCarryRandomConversations(t *testing.T) {
+	rules := [][]shapeRule{{cacheAwareRule()}, {{Shaping: shaping.Options{MaxChars: 80}, Policy: PolicyFreeOnly}}}
+	drop := cacheAwareRule()
+	drop.Shaping.Op = shaping.OpDrop
+	rules = append(rules, []shapeRule{drop})
+	settled := 0
+	for seed := range 8 {
+		seq := randomConversation(t, rand.New(rand.NewPCG(uint64(seed), 7)), 18)
+		for _, pname := range []string{"deepseek-v4", "dashscope", "qwen3", "glm-4.7", "unknown"} {
+			for _, rs := range rules {
+				t.Run(fmt.Sprintf("%d/%s/%s/%s", seed, pname, rs[0].Policy, rs[0].Shaping.Op), func(t *testing.T) {
+					for _, stale := range []bool{false, true} {
+						n, _, _ := shapeBothWays(t, seq, rs, prof(pname), stale)
+						settled += n
+					}
+				})
+			}
+		}
+	}
+	if settled == 0 {
+		t.Fatal("no message took its blocks as decided: the test compares nothing new")
+	}
+}
+
+// randomConversation returns n requests of one conversation, each made
+// from the one before by a random step.
+func randomConversation(t *testing.T, r *rand.Rand, n int) [][]byte {
+	t.Helper()
+	must := func(b []byte, err error) []byte {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bytes.Clone(b)
+	}
+	tools := gjson.GetBytes(fixtures.AgentHistory(20, 700, 200), "tools").Raw
+	body := fixtures.AgentHistory(20, 700, 200)
+	step := func(tag string, signed bool) string {
+		extra := ""
+		if signed {
+			extra = `,"reasoning_details":[{"type":"reasoning.encrypted","data":"abc"}]`
+		}
+		return fmt.Sprintf(`{"role":"assistant","content":"","reasoning_content":%q%s,"tool_calls":[{"id":"x_%s","type":"function","function":{"name":"bash","arguments":"{}"}}]}`, longThought(tag, 8+r.IntN(8)), extra, tag)
+	}
+	result := func(tag string) string {
+		return fmt.Sprintf(`{"role":"tool","tool_call_id":"x_%s","content":"done %s"}`, tag, tag)
+	}
+	var seq [][]byte
+	for i := range n {
+		tag := fmt.Sprint(i)
+		msgs := int(gjson.GetBytes(body, "messages.#").Int())
+		sent := body
+		switch k := r.IntN(10); {
+		case k < 4: // a tool step
+			body = must(sjson.SetRawBytes(body, "messages.-1", []byte(step(tag, false))))
+			body = must(sjson.SetRawBytes(body, "messages.-1", []byte(result(tag))))
+			sent = body
+		case k == 4: // the same request again
+		case k == 5: // a new user turn
+			body = must(sjson.SetRawBytes(body, "messages.-1", fmt.Appendf(nil, `{"role":"user","content":"next %s"}`, tag)))
+			sent = body
+		case k == 6 && msgs > 4: // a message edited or taken out
+			at := 1 + r.IntN(msgs-1)
+			if r.IntN(2) == 0 {
+				body = must(sjson.SetBytes(body, fmt.Sprintf("messages.%d.content", at), "edited "+tag))
+			} else {
+				body = must(sjson.DeleteBytes(body, fmt.Sprintf("messages.%d", at)))
+			}
+			sent = body
+		case k == 7: // the tools out, or back
+			if gjson.GetBytes(body, "tools").Exists() {
+				body = must(sjson.DeleteBytes(body, "tools"))
+			} else {
+				body = must(sjson.SetRawBytes(body, "tools", []byte(tools)))
+			}
+			sent = body
+		case k == 8 && r.IntN(3) == 0: // signed reasoning: nothing before it is shaped again
+			body = must(sjson.SetRawBytes(body, "messages.-1", []byte(step(tag, true))))
+			body = must(sjson.SetRawBytes(body, "messages.-1", []byte(result(tag))))
+			sent = body
+		default: // a prefill, which the next request has as history or not
+			sent = must(sjson.SetRawBytes(body, "messages.-1", []byte(step("prefill"+tag, false))))
+			if r.IntN(2) == 0 {
+				body = must(sjson.SetRawBytes(sent, "messages.-1", []byte(result("prefill"+tag))))
+			}
+		}
+		seq = append(seq, sent)
+	}
+	return seq
 }
