@@ -54,6 +54,9 @@ type editedBodies struct {
 
 	over  atomic.Int64 // bodies written over a kept one
 	fresh atomic.Int64 // bodies of writeOver's size that found none to write over
+	// kept and written are the bytes of those bodies found in place and
+	// written (all of a fresh one's).
+	kept, written atomic.Int64
 }
 
 // keptBody is what the table knows of the body Apply edited from the
@@ -188,10 +191,13 @@ func (t *editedBodies) writeOver(r *Request, edits []Edit) (out []byte, ok bool)
 	old, oldEdits, lim := t.take(r, n)
 	if old == nil {
 		t.fresh.Add(1)
+		t.written.Add(int64(n))
 		return nil, false
 	}
 	out, _ = bigbuf.Resized(old, n) // take checked that it holds n
 	q, w, j := agreed(old, oldEdits, r.Body, lim, edits)
+	t.kept.Add(int64(w))
+	t.written.Add(int64(n - w))
 	keptEdits.Put(oldEdits)
 	at := q
 	for _, e := range edits[j:] {

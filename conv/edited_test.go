@@ -754,7 +754,7 @@ func TestReparserStats(t *testing.T) {
 	p := NewReparser(32 << 20)
 	a := truncated(t, seed, 120)
 	first := editThrough(t, p, a, editsOf(t, a, shapedTag))
-	if got := p.Stats(); got != (ReparseStats{New: 1, Parsed: 120, Fresh: 1}) {
+	if got := p.Stats(); got != (ReparseStats{New: 1, Parsed: 120, Fresh: 1, Written: int64(len(first.out))}) {
 		t.Fatalf("after the first request: %+v", got)
 	}
 	room := cap(first.out)
@@ -768,9 +768,15 @@ func TestReparserStats(t *testing.T) {
 	b := truncated(t, seed, n)
 	second := editThrough(t, p, b, editsOf(t, b, shapedTag))
 	defer second.end()
-	// The first request's 120 messages parsed, the second's new ones.
-	want := ReparseStats{New: 1, Repeated: 1, Reused: 120, Parsed: int64(n), WrittenOver: 1, Fresh: 1}
-	if got := p.Stats(); got != want {
+	// The first request's 120 messages parsed, the second's new ones; of
+	// the second's edited bytes, the 120 messages the two share edited
+	// alike were in place already (all of the first body but its end).
+	got := p.Stats()
+	if got.Kept+got.Written != int64(len(first.out)+len(second.out)) || got.Kept < int64(len(first.out))-64 || got.Kept >= int64(len(first.out)) {
+		t.Fatalf("after the second request: %d bytes kept, %d written, of %d and %d edited", got.Kept, got.Written, len(first.out), len(second.out))
+	}
+	want := ReparseStats{New: 1, Repeated: 1, Reused: 120, Parsed: int64(n), WrittenOver: 1, Fresh: 1, Kept: got.Kept, Written: got.Written}
+	if got != want {
 		t.Fatalf("after the second request: %+v, want %+v", got, want)
 	}
 	if _, err := p.Parse([]byte(`{"model":"m","messages":[`)); err == nil {

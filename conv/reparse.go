@@ -68,6 +68,11 @@ type ReparseStats struct {
 	// earlier request; Fresh those that found none to write over (a
 	// conversation's first, and any too large for the table to keep).
 	WrittenOver, Fresh int64
+	// Kept is the bytes of those bodies that were already in the body
+	// written over (the history the two requests share, edited alike),
+	// Written the bytes written: a body written over counts as such even
+	// when nothing of it could be kept.
+	Kept, Written int64
 }
 
 // Stats returns what the Reparser did so far.
@@ -76,6 +81,7 @@ func (p *Reparser) Stats() ReparseStats {
 		Repeated: p.repeated.Load(), New: p.whole.Load(),
 		Reused: p.reused.Load(), Parsed: p.fresh.Load(),
 		WrittenOver: p.edited.over.Load(), Fresh: p.edited.fresh.Load(),
+		Kept: p.edited.kept.Load(), Written: p.edited.written.Load(),
 	}
 }
 

@@ -66,6 +66,7 @@ func TestLargeBodiesReused(t *testing.T) {
 	msgs := []string{fmt.Sprintf(`{"role":"user","content":"%s"}`, strings.Repeat("x", 300<<10))}
 	var madeAfterWarmup, releasedAfterWarmup int64
 	back := bigbuf.Released()
+	edited := 0 // bytes of the edited bodies the upstream got
 	const warmup, n = 4, 24
 	for i := range n {
 		if i == warmup {
@@ -78,6 +79,7 @@ func TestLargeBodiesReused(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("request %d: status %d", i, resp.StatusCode)
 		}
+		edited += len(last)
 		if want := bytes.Replace(body, []byte(`"content":"xxxxxxxx`), []byte(`"content":"shaped!!`), 1); !bytes.Equal(last, want) {
 			t.Fatalf("request %d: the upstream did not get the edited body", i)
 		}
@@ -113,6 +115,12 @@ func TestLargeBodiesReused(t *testing.T) {
 	}
 	if got := metricValue(page, `shaperproxy_history_requests_total{how="repeated"}`); got != n-1 {
 		t.Errorf("%v requests read against the one before, want %d", got, n-1)
+	}
+	// And of their bytes, all but what each request added were in place
+	// already: kept, not written.
+	kept, written := metricValue(page, `shaperproxy_edited_bytes_total{how="kept"}`), metricValue(page, `shaperproxy_edited_bytes_total{how="written"}`)
+	if kept+written != float64(edited) || kept < 0.75*float64(edited) {
+		t.Errorf("edited bytes: %v kept, %v written, of %d the upstream got; want them all, most kept", kept, written, edited)
 	}
 }
 

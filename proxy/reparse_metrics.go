@@ -18,9 +18,9 @@ import (
 // made with that Metrics adds its Reparser, and the counters are their
 // sums (two proxies may share one Metrics).
 type reparseCollector struct {
-	mu                      sync.Mutex
-	rps                     []*conv.Reparser
-	requests, msgs, written *prometheus.Desc
+	mu                             sync.Mutex
+	rps                            []*conv.Reparser
+	requests, msgs, written, bytes *prometheus.Desc
 }
 
 // add counts rp's parses from now on.
@@ -39,6 +39,7 @@ func (c *reparseCollector) stats() conv.ReparseStats {
 		s := rp.Stats()
 		t.Repeated, t.New, t.Reused, t.Parsed = t.Repeated+s.Repeated, t.New+s.New, t.Reused+s.Reused, t.Parsed+s.Parsed
 		t.WrittenOver, t.Fresh = t.WrittenOver+s.WrittenOver, t.Fresh+s.Fresh
+		t.Kept, t.Written = t.Kept+s.Kept, t.Written+s.Written
 	}
 	return t
 }
@@ -54,6 +55,9 @@ func newReparseCollector() *reparseCollector {
 		written: prometheus.NewDesc("shaperproxy_edited_bodies_total",
 			"Request bodies of 64 KiB and more a transform edited, by whether they were written over the body edited for an earlier request of the conversation (written_over) or made whole (fresh).",
 			[]string{"how"}, nil),
+		bytes: prometheus.NewDesc("shaperproxy_edited_bytes_total",
+			"Bytes of those bodies, by whether they were already in place in the body written over (kept) or written (written; all of a fresh body's).",
+			[]string{"how"}, nil),
 	}
 }
 
@@ -61,6 +65,7 @@ func (c *reparseCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.requests
 	ch <- c.msgs
 	ch <- c.written
+	ch <- c.bytes
 }
 
 func (c *reparseCollector) Collect(ch chan<- prometheus.Metric) {
@@ -74,4 +79,6 @@ func (c *reparseCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.msgs, s.Parsed, "parsed")
 	counter(c.written, s.WrittenOver, "written_over")
 	counter(c.written, s.Fresh, "fresh")
+	counter(c.bytes, s.Kept, "kept")
+	counter(c.bytes, s.Written, "written")
 }

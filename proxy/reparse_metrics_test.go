@@ -38,6 +38,8 @@ func TestHistoryMetrics(t *testing.T) {
 		`shaperproxy_history_messages_total{how="parsed"}`:    5,
 		`shaperproxy_edited_bodies_total{how="written_over"}`: 0,
 		`shaperproxy_edited_bodies_total{how="fresh"}`:        0,
+		`shaperproxy_edited_bytes_total{how="kept"}`:          0,
+		`shaperproxy_edited_bytes_total{how="written"}`:       0,
 	} {
 		if got := metricValue(page, sample); got != want {
 			t.Errorf("%s = %v, want %v", sample, got, want)

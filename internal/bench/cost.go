@@ -206,9 +206,13 @@ func historyShare(ctx context.Context, c *http.Client, url string) string {
 		}
 		return fmt.Sprintf("%.1f%% of %.0f", 100*a/(a+b), a+b)
 	}
-	return fmt.Sprintf("messages reused %s; edited bodies written over %s",
+	kept := ""
+	if k, w := v("shaperproxy_edited_bytes_total", "kept"), v("shaperproxy_edited_bytes_total", "written"); k+w > 0 {
+		kept = fmt.Sprintf(", their bytes kept in place %.1f%%", 100*k/(k+w))
+	}
+	return fmt.Sprintf("messages reused %s; edited bodies written over %s%s",
 		share(v("shaperproxy_history_messages_total", "reused"), v("shaperproxy_history_messages_total", "parsed")),
-		share(v("shaperproxy_edited_bodies_total", "written_over"), v("shaperproxy_edited_bodies_total", "fresh")))
+		share(v("shaperproxy_edited_bodies_total", "written_over"), v("shaperproxy_edited_bodies_total", "fresh")), kept)
 }
 
 const chatPath = "/v1/chat/completions"
