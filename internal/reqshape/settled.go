@@ -1,8 +1,7 @@
 package reqshape
 
 import (
-	"sync/atomic"
-	"unsafe"
+	"reflect"
 
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/profile"
@@ -113,7 +112,7 @@ func (c *carry) decidedPrints(k int) []uint64 {
 // sameSet reports whether a and b are the same map (not merely equal):
 // a conversation's set is replaced whenever a block joins it.
 func sameSet(a, b map[blockKey]bool) bool {
-	return *(*unsafe.Pointer)(unsafe.Pointer(&a)) == *(*unsafe.Pointer)(unsafe.Pointer(&b))
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 // takeSettled appends to out the blocks of req's first k messages as s
@@ -135,12 +134,5 @@ func takeSettled(out []cand, req *conv.Request, s *settled, k int) ([]cand, int)
 		}
 		out = append(out, c)
 	}
-	if k > 0 {
-		settledTaken.Add(int64(k))
-	}
 	return out, n
 }
-
-// settledTaken counts the messages whose blocks were taken as decided
-// (the tests' check that the path is taken).
-var settledTaken atomic.Int64
