@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/fixtures"
 	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 )
 
 // seedCase is the seed's real case in size: 631 messages, ~856k chars.
@@ -134,5 +137,51 @@ func TestPooledArraysIndependent(t *testing.T) {
 		if len(blocks) == 0 {
 			t.Fatal("no blocks")
 		}
+	}
+}
+
+// BenchmarkSeedShapeGrowing is an agent's tool loop as the shaper sees
+// it: each request the one before with the next two messages of the
+// seed's history (its last 130 messages added two at a time, then from
+// the start again), the memos warm, the cache-aware policy on DeepSeek V4
+// with the previous request's prints; "carried" takes the carry of the
+// request before (what follows from the messages' bytes, and how its
+// blocks were decided: settled.go), "anew" decides every block again.
+func BenchmarkSeedShapeGrowing(b *testing.B) {
+	seed := seedCase()
+	msgs := gjson.GetBytes(seed, "messages").Array()
+	var views []*conv.Request
+	for n := len(msgs) - 130; n <= len(msgs); n += 2 {
+		raw := make([]string, n)
+		for i := range raw {
+			raw[i] = msgs[i].Raw
+		}
+		body, err := sjson.SetRawBytes(seed, "messages", []byte("["+strings.Join(raw, ",")+"]"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		views = append(views, view(b, body))
+	}
+	p := prof("deepseek-v4")
+	for _, carried := range []bool{true, false} {
+		name := map[bool]string{true: "carried", false: "anew"}[carried]
+		b.Run(name, func(b *testing.B) {
+			memo := newMemo(4096)
+			var in inputs
+			for i := 0; b.Loop(); i++ {
+				v := views[i%len(views)]
+				in = inputs{prof: p, track: true, carry: carried, prev: in.prev, from: in.from}
+				res := shape(v, cacheAwareRule(), memo, in)
+				if res.Shaped == 0 {
+					b.Fatal("nothing shaped")
+				}
+				in.from.release()
+				in.from, in.prev = res.Carry, res.Prints
+				res.View.Recycle() // as the proxy gives a call's views and bodies back
+				bigbuf.Release(res.Body)
+				putBlocks(res.Blocks)
+			}
+			in.from.release()
+		})
 	}
 }
