@@ -2,7 +2,6 @@ package conv
 
 import (
 	"bytes"
-	"cmp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -87,17 +86,8 @@ type keptEdit struct{ start, end, n int }
 
 // maxChain is how many bases a view's chain holds: the request it
 // repeats, that one's, and so on (a conversation sends its next request
-// while the last one's body is still being sent or recorded). A body
-// comes back once the capture has recorded it, which under load is
-// dozens of requests later: one whose view is on no chain of the bodies
-// back shares no bytes the table can vouch for, and is written whole
-// (TestEditedBodiesBackLate).
-const maxChain = 64
-
-// siblingLinks is how many of a body's bases are looked for on a
-// request's chain when none of its own is back: requests of one
-// conversation sent at once meet within a few.
-const siblingLinks = 16
+// while the last one's body is still being sent or recorded).
+const maxChain = 16
 
 // maxScan is how many of the latest bodies back take looks at.
 const maxScan = 64
@@ -106,8 +96,7 @@ const maxScan = 64
 // once the request took one: a conversation's requests sent at once.
 const spareBases = 4
 
-// maxKept bounds the views the table knows of (bodies and links): each
-// holds its chain, about 1 KB, so their links take 4 MB at most.
+// maxKept bounds the views the table knows of (bodies and links).
 const maxKept = 4096
 
 // keptIdle is how long a body back waits for the next request of its
@@ -225,18 +214,7 @@ func (t *editedBodies) take(r *Request, n int) (out []byte, edits []keptEdit, li
 	defer t.mu.Unlock()
 	chain := t.chainOf(buf[:0], r)
 	best := -1
-	// A body of r's chain: the nearest shares the most; of two sharing as
-	// much, the smaller.
 	for i := len(t.free) - 1; i >= 0 && i >= len(t.free)-maxScan; i-- {
-		k := t.free[i]
-		if l, ok := onChain(chain, k.id); ok && k.fits(n) && l.lim > 0 &&
-			(l.lim > lim || l.lim == lim && cap(k.out) < cap(t.free[best].out)) {
-			best, lim = i, l.lim
-		}
-	}
-	// Else a sibling's: a view whose chain meets r's (requests of one
-	// conversation sent at once are read against the same one).
-	for i := len(t.free) - 1; best < 0 && i >= 0 && i >= len(t.free)-maxScan; i-- {
 		k := t.free[i]
 		l := shared(chain, k)
 		if k.fits(n) && (l > lim || l == lim && best >= 0 && l > 0 && cap(k.out) < cap(t.free[best].out)) {
@@ -260,10 +238,10 @@ func (t *editedBodies) take(r *Request, n int) (out []byte, edits []keptEdit, li
 	// The bodies of r's bases but the latest spareBases go back to the
 	// free list, for any large body: r's conversation goes on from r
 	// (those few serve its requests sent at once, which share them).
-	isBase := func(o *keptBody) bool { _, ok := onChain(chain, o.id); return ok }
-	if extra := countFunc(t.free, isBase) - spareBases; extra > 0 {
+	onChain := func(o *keptBody) bool { return slices.ContainsFunc(chain, func(c link) bool { return c.id == o.id }) }
+	if extra := countFunc(t.free, onChain) - spareBases; extra > 0 {
 		t.free = slices.DeleteFunc(t.free, func(o *keptBody) bool { // oldest first
-			if extra == 0 || !isBase(o) {
+			if extra == 0 || !onChain(o) {
 				return false
 			}
 			extra--
@@ -297,26 +275,19 @@ func (t *editedBodies) chainOf(dst []link, r *Request) []link {
 // shares with k's view: as many as with k's when k is on its chain, else
 // as with the nearest base the two chains share (0: none).
 func shared(chain []link, k *keptBody) int {
-	if l, ok := onChain(chain, k.id); ok {
-		return l.lim
+	for _, l := range chain {
+		if l.id == k.id {
+			return l.lim
+		}
 	}
-	for _, m := range k.chain[:min(len(k.chain), siblingLinks)] { // nearest first: the most bytes
-		if l, ok := onChain(chain, m.id); ok {
-			return min(l.lim, m.lim)
+	for _, m := range k.chain { // nearest first: the most bytes
+		for _, l := range chain {
+			if l.id == m.id {
+				return min(l.lim, m.lim)
+			}
 		}
 	}
 	return 0
-}
-
-// onChain returns the link of chain to view id. A chain's ids fall from
-// its first (a view is read against one parsed before it, which has a
-// smaller id), so it is searched by halves.
-func onChain(chain []link, id uint64) (link, bool) {
-	i, ok := slices.BinarySearchFunc(chain, id, func(l link, id uint64) int { return cmp.Compare(id, l.id) })
-	if !ok {
-		return link{}, false
-	}
-	return chain[i], true
 }
 
 // agreed returns where the new body (body with edits) stops being old,

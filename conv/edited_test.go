@@ -827,32 +827,3 @@ func TestReparserStatsNeverDown(t *testing.T) {
 		}
 	}
 }
-
-// TestEditedBodiesBackLate: under load a body comes back only once the
-// capture has recorded it, dozens of requests later; a conversation's
-// request is still written over one of its earlier bodies up to where
-// their bytes agree (its whole history here), not written whole.
-func TestEditedBodiesBackLate(t *testing.T) {
-	seed := parseCopy(t, fixtures.SeedHistory())
-	body := truncated(t, seed, 150)
-	edits := editsOf(t, body, shapedTag)
-	p := NewReparser(64 << 20)
-	const late = 24 // requests between a body's and its coming back (more than 16 bases)
-	var held []editCall
-	for i := range late + 8 {
-		c := editThrough(t, p, body, cloneEdits(edits))
-		p.edited.mu.Lock()
-		lim := p.edited.tookLim
-		p.edited.mu.Unlock()
-		if i > late && lim < c.view.Messages[len(c.view.Messages)-1].End {
-			t.Fatalf("request %d was written over a body sharing %d of its bytes, want its whole history", i, lim)
-		}
-		if held = append(held, c); len(held) > late {
-			held[0].end()
-			held = held[1:]
-		}
-	}
-	for _, c := range held {
-		c.end()
-	}
-}
