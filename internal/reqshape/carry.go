@@ -26,8 +26,9 @@ type carry struct {
 	rule shapeRule // what the texts were shaped under
 	msgs []carried // by message index
 	// settled are its request's decisions (nil: not to be taken), and
-	// prints its messages' prints as they went out (nil: not made): the
-	// request's own, which no one changes once made.
+	// prints its messages' prints as they went out (nil: not made; a
+	// message's is taken only where it is printed): the request's own,
+	// which no one changes once made.
 	settled *settled
 	prints  []uint64
 	refs    atomic.Int32
@@ -46,11 +47,11 @@ type carried struct {
 	// (cand.after), set when the message has a block.
 	shaped *memoEntry
 	after  int32
-	// The print the message went out with (printed), and what it
-	// depended on besides the message's bytes: whether the message was
-	// counted as rendered and how its reasoning went (sent). A message
-	// with a <think> block carries no print.
-	print             uint64
+	// Whether the message carries the print it went out with (printed:
+	// the carry's prints hold it), and what that depended on besides the
+	// message's bytes: whether the message was counted as rendered and
+	// how its reasoning went (sent). A message with a <think> block
+	// carries no print.
 	printed, rendered bool
 	sent              sentAs
 }

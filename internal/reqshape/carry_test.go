@@ -422,7 +422,7 @@ func TestSettledOnlyAlike(t *testing.T) {
 	v := view(t, p)
 	cands := candsOf(v, cacheAwareRule(), newMemo(64))
 	defer putCands(cands)
-	if s := settleOf(v, cacheAwareRule(), inputs{prof: v4}, v4.Of(v), cands, prints{}, []blockKey{{1}}); s != nil {
+	if s := settleOf(v, cacheAwareRule(), inputs{prof: v4}, v4.Of(v), cands, []blockKey{{1}}); s != nil {
 		t.Fatal("decisions kept after a break shaped blocks")
 	}
 }

@@ -274,7 +274,7 @@ func shapeTaking(req *conv.Request, rule shapeRule, memo *memo, in inputs, take 
 	if res.Carry != nil {
 		// The candidates themselves become the carry's decisions, once the
 		// blocks and edits are copied out.
-		if res.Carry.settled = settleOf(req, rule, in, rd, cands, res.Prints, res.Batched); res.Carry.settled != nil {
+		if res.Carry.settled = settleOf(req, rule, in, rd, cands, res.Batched); res.Carry.settled != nil {
 			cands = nil
 		}
 	}
@@ -357,7 +357,9 @@ func atBreak(p int, cands []cand) []blockKey {
 // first k, whose blocks were taken as it decided them, without a look.
 func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering, parts []partPrints, from *carry, k int) prints {
 	p := prints{head: headPrint(req), msgs: make([]uint64, len(req.Messages))}
-	copy(p.msgs[:k], from.decidedPrints(k))
+	if k > 0 {
+		copy(p.msgs[:k], from.prints[:k])
+	}
 	j := 0
 	for j < len(cands) && cands[j].Message < k {
 		j++
@@ -381,7 +383,7 @@ func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering, parts []
 		// The same bytes, sent the same way (a message with a <think>
 		// block carries no print: carryOf).
 		if pc := from.at(i, m); pc != nil && pc.printed && pc.rendered == rendered && pc.sent == sent {
-			p.msgs[i] = pc.print
+			p.msgs[i] = from.prints[i]
 			continue
 		}
 		var h *partPrints
@@ -423,7 +425,7 @@ func carryOf(req *conv.Request, rule shapeRule, cands []cand, parts []partPrints
 			e.after, e.sent, e.shaped = int32(min(k.after, math.MaxInt32)), sentOf(k), k.shaped
 		}
 		if pr.msgs != nil && !think {
-			e.print, e.printed = pr.msgs[i], true
+			e.printed = true
 			e.rendered = rd.Rendered(i) && m.Role == conv.RoleAssistant
 		}
 		c.msgs[i] = e

@@ -31,8 +31,6 @@ type settled struct {
 	rd      profile.Rendering
 	batched map[blockKey]bool // the very set decided with (record replaces, never changes, a set)
 	floor   int               // the request's last signed message
-	n       int               // its messages
-	printed bool              // its messages carry their prints
 	// cands are its blocks as decided, in message order, without the
 	// strings of its body (Original, Shaped, Field: the taker's own
 	// message gives them) and with each edit's range made relative to its
@@ -47,7 +45,7 @@ type settled struct {
 // the body's), after a break shaped blocks in this request (the set the
 // next one reads differs), or when a shaped text is not the memo's own
 // (it would be the body's memory).
-func settleOf(req *conv.Request, rule shapeRule, in inputs, rd profile.Rendering, cands []cand, pr prints, batched []blockKey) *settled {
+func settleOf(req *conv.Request, rule shapeRule, in inputs, rd profile.Rendering, cands []cand, batched []blockKey) *settled {
 	if in.prof == nil || rule.Policy == PolicyKeepRecent || rule.ThinkTags || len(batched) > 0 {
 		return nil
 	}
@@ -65,7 +63,7 @@ func settleOf(req *conv.Request, rule shapeRule, in inputs, rd profile.Rendering
 			c.edit.End -= start
 		}
 	}
-	return &settled{prof: in.prof, rd: rd, batched: in.batched, floor: req.LastSigned(), n: len(req.Messages), printed: pr.msgs != nil, cands: cands}
+	return &settled{prof: in.prof, rd: rd, batched: in.batched, floor: req.LastSigned(), cands: cands}
 }
 
 // release gives the decisions' array back.
@@ -88,25 +86,15 @@ func (s *settled) release() {
 func settledPrefix(req *conv.Request, in inputs, rd profile.Rendering, from *carry, prints bool) int {
 	s := from.decided()
 	if s == nil || s.prof != in.prof || !sameSet(s.batched, in.batched) ||
-		prints && !s.printed || s.floor != req.LastSigned() {
+		prints && from.prints == nil || s.floor != req.LastSigned() {
 		return 0
 	}
-	lim := min(s.n, len(req.Messages)) - 1
+	lim := min(len(from.msgs), len(req.Messages)) - 1
 	k := 0
 	for k < lim && from.at(k, &req.Messages[k]) != nil {
 		k++
 	}
 	return rd.AgreeBefore(s.rd, k)
-}
-
-// decidedPrints returns the prints of from's first k messages (k > 0
-// only when its decisions were taken, which needs its prints when the
-// taker makes its own: settledPrefix).
-func (c *carry) decidedPrints(k int) []uint64 {
-	if k == 0 {
-		return nil
-	}
-	return c.prints[:k]
 }
 
 // sameSet reports whether a and b are the same map (not merely equal):
