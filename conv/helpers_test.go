@@ -91,3 +91,7 @@ func specMessage(i int, spec string) map[string]any {
 	}
 	return m
 }
+
+// parseReusing is parseKeyed without keys: every byte prev's messages
+// repeat is compared.
+func parseReusing(body []byte, prev *Request) (*Request, error) { return parseKeyed(body, nil, prev) }

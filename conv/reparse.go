@@ -1,6 +1,8 @@
 package conv
 
 import (
+	"github.com/zeebo/xxh3"
+
 	"bytes"
 	"fmt"
 	"hash/maphash"
@@ -51,7 +53,7 @@ type Reparser struct {
 	// request, and their messages taken from it or parsed.
 	// Each a counter of its own: a sum or difference of two read one
 	// after the other could go down between two reads of the stats.
-	repeated, whole, reused, fresh atomic.Int64
+	repeated, whole, reused, fresh, keyed atomic.Int64
 }
 
 // ReparseStats counts what a Reparser did since it was made.
@@ -61,8 +63,9 @@ type ReparseStats struct {
 	// requests at all).
 	Repeated, New int64
 	// Reused is the messages taken from an earlier request's view, Parsed
-	// those validated and parsed.
-	Reused, Parsed int64
+	// those validated and parsed. Keyed is the reused messages taken on
+	// the two bodies' keys (ParseKeyed), not compared.
+	Reused, Parsed, Keyed int64
 	// WrittenOver is the edited bodies (Request.Apply on a view of this
 	// Reparser, of 64 KiB and more) written over a body edited for an
 	// earlier request; Fresh those that found none to write over (a
@@ -79,7 +82,7 @@ type ReparseStats struct {
 func (p *Reparser) Stats() ReparseStats {
 	return ReparseStats{
 		Repeated: p.repeated.Load(), New: p.whole.Load(),
-		Reused: p.reused.Load(), Parsed: p.fresh.Load(),
+		Reused: p.reused.Load(), Parsed: p.fresh.Load(), Keyed: p.keyed.Load(),
 		WrittenOver: p.edited.over.Load(), Fresh: p.edited.fresh.Load(),
 		Kept: p.edited.kept.Load(), Written: p.edited.written.Load(),
 	}
@@ -97,6 +100,7 @@ func (p *Reparser) count(r *Request) {
 		p.repeated.Add(1)
 	}
 	p.reused.Add(int64(r.reused))
+	p.keyed.Add(int64(r.keyed))
 	p.fresh.Add(int64(len(r.Messages) - r.reused))
 }
 
@@ -122,7 +126,13 @@ func NewReparser(maxBytes int) *Reparser {
 var viewIDs atomic.Uint64
 
 // Parse returns ParseRequest(body).
-func (p *Reparser) Parse(body []byte) (*Request, error) {
+func (p *Reparser) Parse(body []byte) (*Request, error) { return p.ParseKeyed(body, BodyKeys{}) }
+
+// ParseKeyed returns ParseRequest(body), given the keys of body's blocks
+// taken as it was read (BodyKeys): the view keeps them, and the bytes its
+// keys share with the earlier request's from the start are not compared
+// again (only those after are). Keys of another body make a wrong view.
+func (p *Reparser) ParseKeyed(body []byte, keys BodyKeys) (*Request, error) {
 	k := maphash.Bytes(p.seed, body[:min(len(body), reparseKeyBytes)])
 	var buf [maxPerBeginning]*Request
 	p.mu.Lock()
@@ -137,7 +147,7 @@ func (p *Reparser) Parse(body []byte) (*Request, error) {
 		}
 	}()
 	prev := closest(cands, body)
-	r, err := parseReusing(body, prev)
+	r, err := parseKeyed(body, keys.keys, prev)
 	p.count(r)
 	if err == nil {
 		r.edited, r.id = p.edited, viewIDs.Add(1)
@@ -281,7 +291,7 @@ func (r *Request) ViewBytes() int {
 
 func (r *Request) viewBytes() int {
 	return 512 + cap(r.fields)*int(unsafe.Sizeof(Field{})) + cap(r.Messages)*int(unsafe.Sizeof(Message{})) +
-		r.spareCalls()*int(unsafe.Sizeof(ToolCall{})) + r.tallied().strBytes
+		r.spareCalls()*int(unsafe.Sizeof(ToolCall{})) + r.tallied().strBytes + cap(r.keys)*int(unsafe.Sizeof(xxh3.Uint128{}))
 }
 
 // parseReusing is ParseRequest(body), reusing the messages of prev (nil:
@@ -293,16 +303,21 @@ func (r *Request) viewBytes() int {
 // repeated messages, and the separators between them, are not checked
 // again: they are prev's body's bytes (checked when prev was parsed) and
 // ASCII. Only the rest of the body is.
-func parseReusing(body []byte, prev *Request) (*Request, error) {
+func parseKeyed(body []byte, keys []xxh3.Uint128, prev *Request) (r *Request, err error) {
+	defer func() {
+		if err == nil {
+			r.keys = keys
+		}
+	}()
 	if prev == nil {
 		return ParseRequest(body)
 	}
-	var same span
+	same := span{known: knownPrefix(keys, prev.keys)}
 	r, ok := walkTop(body, prev, &same)
 	if !ok || !utf8.Valid(body[:same.start]) || !utf8.Valid(body[same.end:]) {
 		return ParseRequest(body)
 	}
-	if same.exact > 0 && bytes.Equal(body[:same.start], prev.Body[:same.start]) {
+	if same.exact > 0 && (same.start <= same.known || bytes.Equal(body[:same.start], prev.Body[:same.start])) {
 		r.base, r.same = prev.id, same.exact
 	}
 	return r, nil
@@ -310,8 +325,10 @@ func parseReusing(body []byte, prev *Request) (*Request, error) {
 
 // span is a byte range of a body: the messages a body repeats of an
 // earlier one. Their first ones up to exact (0: none) are at the very
-// places they were, the separators between them the same bytes.
-type span struct{ start, end, exact int }
+// places they were, the separators between them the same bytes. The
+// first known bytes of the two bodies are the same by their keys
+// (BodyKeys): not compared.
+type span struct{ start, end, exact, known int }
 
 // walkTop reads the top-level object of body, validating each value as
 // ValidJSON would (the messages prev repeats excepted: they were), and
@@ -349,7 +366,7 @@ func walkTop(body []byte, prev *Request, same *span) (*Request, bool) {
 			}
 			msgs = gjson.Result{Type: gjson.JSON, Raw: s[v:vend], Index: v}
 			found = true
-		} else if pf, ok := prev.repeats(len(r.fields), key, body, v); ok {
+		} else if pf, ok := prev.repeats(len(r.fields), key, body, v, same.known); ok {
 			vend, fk = v+(pf.End-pf.Start), pf.key // the previous request's value, checked and keyed then
 		} else if vend, ok = validValue(body, v, MaxDepth-1); !ok {
 			return nil, false
@@ -385,7 +402,7 @@ func walkTop(body []byte, prev *Request, same *span) (*Request, bool) {
 // for UTF-8 with the rest of the body). The member at index i is looked
 // at first (the same layout), then the first of that name. Never
 // "messages".
-func (r *Request) repeats(i int, key string, body []byte, v int) (Field, bool) {
+func (r *Request) repeats(i int, key string, body []byte, v, known int) (Field, bool) {
 	if key == "messages" {
 		return Field{}, false
 	}
@@ -401,7 +418,7 @@ func (r *Request) repeats(i int, key string, body []byte, v int) (Field, bool) {
 		pf = f
 	}
 	val := r.Body[pf.Start:pf.End]
-	if len(val) == 0 || !bytes.HasPrefix(body[v:], val) {
+	if len(val) == 0 || !(v == pf.Start && pf.End <= known || bytes.HasPrefix(body[v:], val)) {
 		return Field{}, false
 	}
 	n := skipSpace(body, v+len(val))
@@ -494,24 +511,36 @@ func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (i
 		return i + 1, true
 	}
 	var movedCalls []ToolCall // the moved messages' tool calls, in one array
+	next := -1                // where the next message starts, when its bytes are known prev's
 	for idx := 0; i < len(body); idx++ {
 		// The message is written in place, at the end of the array: a
 		// long history's are moved, not copied three times each.
-		r.Messages = append(r.Messages, Message{})
-		m := &r.Messages[len(r.Messages)-1]
+		var m *Message
 		end := -1
 		if reuse && idx < len(prev.Messages) {
 			pm := &prev.Messages[idx]
 			raw := prev.Body[pm.Start:pm.End]
-			if e := i + len(raw); bytes.HasPrefix(body[i:], raw) && e < len(body) {
-				if n := skipSpace(body, e); n < len(body) && (body[n] == ',' || body[n] == ']') {
+			known := i == pm.Start && pm.End <= same.known // its bytes and those before it are prev's, by their keys
+			next = -1
+			if known && idx+1 < len(prev.Messages) && prev.Messages[idx+1].End <= same.known {
+				// So are the separator after it and the next message:
+				// the body is not read (cold by now) at either.
+				next = prev.Messages[idx+1].Start
+			}
+			if e := i + len(raw); (known || bytes.HasPrefix(body[i:], raw)) && e < len(body) {
+				if next >= 0 || separatorAt(body, e) {
 					if movedCalls == nil && len(pm.ToolCalls) > 0 {
 						movedCalls = callRoom(prev.toolCalls())
 					}
-					moved(m, pm, prev, s, i, &movedCalls)
+					r.Messages = append(r.Messages, *pm)
+					m = &r.Messages[len(r.Messages)-1]
+					moved(m, prev, s, i, &movedCalls)
 					r.reused++
 					end = e
-					if i == pm.Start && (idx == 0 || same.exact == prev.Messages[idx-1].End && bytes.Equal(body[same.exact:i], prev.Body[same.exact:i])) {
+					if known {
+						r.keyed++
+					}
+					if i == pm.Start && (idx == 0 || same.exact == prev.Messages[idx-1].End && (known || bytes.Equal(body[same.exact:i], prev.Body[same.exact:i]))) {
 						same.exact = e
 					}
 					if idx == 0 {
@@ -523,6 +552,8 @@ func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (i
 			reuse = end >= 0 // the first message that differs ends the reuse
 		}
 		if end < 0 {
+			r.Messages = append(r.Messages, Message{})
+			m = &r.Messages[len(r.Messages)-1]
 			e, ok := validValue(body, i, MaxDepth-2)
 			if !ok {
 				return 0, false
@@ -536,6 +567,10 @@ func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (i
 		r.tally.add(r.Messages, idx) // while m is in the cache
 		if len(r.Messages) > MaxMessages || r.tally.calls > MaxToolCalls {
 			return 0, false // ParseRequest says why
+		}
+		if next >= 0 {
+			i = next
+			continue
 		}
 		switch i = skipSpace(body, end); {
 		case i < len(body) && body[i] == ',':
@@ -551,17 +586,23 @@ func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (i
 	return 0, false
 }
 
-// moved writes to m prev's message pm placed at offset at of the new body s:
-// its byte ranges moved, and its strings that were prev's body's bytes
-// taken from the new body instead (the same bytes), so that the new view
-// holds no reference to the old body.
+// separatorAt reports whether an array's element that ends at e is
+// followed by a comma or the array's end.
+func separatorAt(body []byte, e int) bool {
+	n := skipSpace(body, e)
+	return n < len(body) && (body[n] == ',' || body[n] == ']')
+}
+
+// moved makes m, a copy of one of prev's messages, that message placed at
+// offset at of the new body s: its byte ranges moved, and its strings that
+// were prev's body's bytes taken from the new body instead (the same
+// bytes), so that the new view holds no reference to the old body.
 //
 // Its tool calls are copied to the end of *calls (room for the whole
 // view's, made once): one allocation for a history's calls, not one for
 // each message that has some.
-func moved(m, pm *Message, prev *Request, s string, at int, calls *[]ToolCall) {
-	*m = *pm
-	d := at - pm.Start
+func moved(m *Message, prev *Request, s string, at int, calls *[]ToolCall) {
+	d := at - m.Start
 	m.shift(d)
 	old := bodyString(prev.Body)
 	re := func(x string) string { return rebase(x, old, s, d) }

@@ -44,7 +44,7 @@ func checkReparse(t *testing.T, body []byte, prev *Request) {
 }
 
 // parseCopy parses a copy of body (the tests overwrite it).
-func parseCopy(t *testing.T, body []byte) *Request {
+func parseCopy(t testing.TB, body []byte) *Request {
 	t.Helper()
 	r, err := ParseRequest(bytes.Clone(body))
 	if err != nil {
@@ -547,10 +547,10 @@ func TestReparseRepeatedMembers(t *testing.T) {
 	}
 	// The walk takes it from the previous request: repeats finds it where
 	// the new body has it (and not a value that only starts the same).
-	if _, ok := prev.repeats(2, "tools", next, f.Start); !ok {
+	if _, ok := prev.repeats(2, "tools", next, f.Start, 0); !ok {
 		t.Fatal("repeats did not find the previous request's tools")
 	}
-	if _, ok := prev.repeats(1, "model", []byte(`{"model":"m2"}`), 9); ok {
+	if _, ok := prev.repeats(1, "model", []byte(`{"model":"m2"}`), 9, 0); ok {
 		t.Fatal(`repeats took "m2" for "m"`)
 	}
 	// And the walk uses it: a key marked in the previous view comes back

@@ -1,6 +1,8 @@
 package conv
 
 import (
+	"github.com/zeebo/xxh3"
+
 	"errors"
 	"fmt"
 	"sync"
@@ -77,6 +79,11 @@ type Request struct {
 	// the messages it repeats at their very places.
 	id, base uint64
 	same     int
+	// keys are the keys of Body's blocks (BodyKeys), when the Reparser
+	// was given them; keyed counts the messages it took from an earlier
+	// view on them, uncompared.
+	keys  []xxh3.Uint128
+	keyed int
 }
 
 // Field is one member of a request's top-level object: its key and the

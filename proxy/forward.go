@@ -33,7 +33,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, route *Route, pa
 	cw := newClientWriter(w, p.opts.ClientIdleTimeout)
 	w = cw
 	defer cw.extend() // the server's last write, after the handler, gets its own deadline
-	body, rest, err := p.readBody(cw.rc, r)
+	body, keys, rest, err := p.readBody(cw.rc, r)
 	if err != nil {
 		p.finish(call, nil, p.badBody(w, err))
 		return
@@ -42,7 +42,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, route *Route, pa
 		call.own(body)
 		call.ClientBody = body
 		if isChatPath(r.Method, path) {
-			p.parse(call, body)
+			p.parse(call, body, keys)
 		}
 	}
 	for {
@@ -67,8 +67,8 @@ func isChatPath(method, path string) bool {
 // A conversation's request repeats the history of its previous one: the
 // Reparser takes the messages it repeats from that one's view instead of
 // validating and parsing them again.
-func (p *Proxy) parse(call *Call, body []byte) {
-	view, err := p.reparse.Parse(body)
+func (p *Proxy) parse(call *Call, body []byte, keys conv.BodyKeys) {
+	view, err := p.reparse.ParseKeyed(body, keys)
 	if err != nil {
 		return
 	}
@@ -151,30 +151,30 @@ func safeTransform(ctx context.Context, t RequestTransform, call *Call, body []b
 // the client idle timeout and the whole within RequestBodyTimeout. A
 // larger body is not held: body is nil and rest streams all of it (what
 // was read included), each read within the idle timeout.
-func (p *Proxy) readBody(rc *http.ResponseController, r *http.Request) (body []byte, rest io.Reader, err error) {
+func (p *Proxy) readBody(rc *http.ResponseController, r *http.Request) (body []byte, keys conv.BodyKeys, rest io.Reader, err error) {
 	if r.Body == nil || r.Body == http.NoBody {
-		return []byte{}, nil, nil
+		return []byte{}, keys, nil, nil
 	}
 	limit := p.opts.MaxBodyBytes
 	br := &bodyReader{r: r.Body, rc: rc, idle: p.opts.ClientIdleTimeout}
 	if r.ContentLength > limit {
-		return nil, br, nil
+		return nil, keys, br, nil
 	}
 	br.total = time.Now().Add(p.opts.RequestBodyTimeout)
 	if n := r.ContentLength; n > 0 && n <= maxPrealloc {
 		// The usual body: its length declared, read into a buffer of
 		// that length (the server's body ends there, or fails short).
 		buf := bigbuf.Make(int(n)) // every byte read into, or the buffer dropped
-		_, err = io.ReadFull(br, buf)
+		err = readKeyed(br, buf, &keys)
 		if err == nil && r.ProtoMajor >= 2 {
 			err = endOfStream(br)
 		}
 		br.release()
 		if err != nil {
 			bigbuf.Release(buf) // no reader saw it
-			return nil, nil, err
+			return nil, keys, nil, err
 		}
-		return buf, nil, nil
+		return buf, keys, nil, nil
 	}
 	// A larger declared length, or none: the body grows as its bytes
 	// arrive, from maxPrealloc at most on the client's word alone.
@@ -187,14 +187,39 @@ func (p *Proxy) readBody(rc *http.ResponseController, r *http.Request) (body []b
 	switch {
 	case err != nil:
 		br.release()
-		return nil, nil, err
+		return nil, keys, nil, err
 	case int64(len(buf)) > limit:
 		br.total = time.Time{} // streamed through from here: idle-bounded only
-		return nil, io.MultiReader(bytes.NewReader(buf), br), nil
+		return nil, keys, io.MultiReader(bytes.NewReader(buf), br), nil
 	}
 	br.release()
-	return buf, nil, nil
+	return buf, keys, nil, nil
 }
+
+// readKeyed is io.ReadFull(r, buf), keying buf's bytes as they come
+// (conv.BodyKeys: each read's while they are in the cache), in reads of
+// at most keyedRead bytes.
+func readKeyed(r io.Reader, buf []byte, keys *conv.BodyKeys) error {
+	n := 0
+	var err error
+	for n < len(buf) && err == nil {
+		var m int
+		m, err = r.Read(buf[n:min(len(buf), n+keyedRead)])
+		n += m
+		keys.Add(buf, n)
+	}
+	switch {
+	case n == len(buf):
+		return nil
+	case n > 0 && err == io.EOF:
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// keyedRead bounds a read of a body keyed as it comes: its bytes are
+// still in the core's cache when they are keyed.
+const keyedRead = 128 << 10
 
 // endOfStream reads past a body's declared length, where only its end
 // may come. Over HTTP/1 the server's body ends there by itself (what

@@ -18,9 +18,9 @@ import (
 // made with that Metrics adds its Reparser, and the counters are their
 // sums (two proxies may share one Metrics).
 type reparseCollector struct {
-	mu                             sync.Mutex
-	rps                            []*conv.Reparser
-	requests, msgs, written, bytes *prometheus.Desc
+	mu                                    sync.Mutex
+	rps                                   []*conv.Reparser
+	requests, msgs, keyed, written, bytes *prometheus.Desc
 }
 
 // add counts rp's parses from now on.
@@ -38,6 +38,7 @@ func (c *reparseCollector) stats() conv.ReparseStats {
 	for _, rp := range c.rps {
 		s := rp.Stats()
 		t.Repeated, t.New, t.Reused, t.Parsed = t.Repeated+s.Repeated, t.New+s.New, t.Reused+s.Reused, t.Parsed+s.Parsed
+		t.Keyed += s.Keyed
 		t.WrittenOver, t.Fresh = t.WrittenOver+s.WrittenOver, t.Fresh+s.Fresh
 		t.Kept, t.Written = t.Kept+s.Kept, t.Written+s.Written
 	}
@@ -52,6 +53,9 @@ func newReparseCollector() *reparseCollector {
 		msgs: prometheus.NewDesc("shaperproxy_history_messages_total",
 			"Messages of chat requests, by whether they were taken from an earlier request's parse (reused) or validated and parsed (parsed).",
 			[]string{"how"}, nil),
+		keyed: prometheus.NewDesc("shaperproxy_history_keyed_messages_total",
+			"Of the messages taken from an earlier request's parse, those found the same by the keys of the two bodies' blocks, taken as the bodies were read, without comparing them.",
+			nil, nil),
 		written: prometheus.NewDesc("shaperproxy_edited_bodies_total",
 			"Request bodies of 64 KiB and more a transform edited, by whether they were written over the body edited for an earlier request of the conversation (written_over) or made whole (fresh).",
 			[]string{"how"}, nil),
@@ -64,6 +68,7 @@ func newReparseCollector() *reparseCollector {
 func (c *reparseCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.requests
 	ch <- c.msgs
+	ch <- c.keyed
 	ch <- c.written
 	ch <- c.bytes
 }
@@ -77,6 +82,7 @@ func (c *reparseCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.requests, s.New, "new")
 	counter(c.msgs, s.Reused, "reused")
 	counter(c.msgs, s.Parsed, "parsed")
+	ch <- prometheus.MustNewConstMetric(c.keyed, prometheus.CounterValue, float64(s.Keyed))
 	counter(c.written, s.WrittenOver, "written_over")
 	counter(c.written, s.Fresh, "fresh")
 	counter(c.bytes, s.Kept, "kept")

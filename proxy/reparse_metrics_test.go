@@ -1,10 +1,15 @@
 package proxy
 
 import (
+	"bytes"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/fixtures"
 )
 
 // TestHistoryMetrics: /metrics counts a conversation's next request as
@@ -36,6 +41,7 @@ func TestHistoryMetrics(t *testing.T) {
 		`shaperproxy_history_requests_total{how="repeated"}`:  1,
 		`shaperproxy_history_messages_total{how="reused"}`:    3,
 		`shaperproxy_history_messages_total{how="parsed"}`:    5,
+		`shaperproxy_history_keyed_messages_total`:            0, // no body a block long
 		`shaperproxy_edited_bodies_total{how="written_over"}`: 0,
 		`shaperproxy_edited_bodies_total{how="fresh"}`:        0,
 		`shaperproxy_edited_bytes_total{how="kept"}`:          0,
@@ -43,6 +49,77 @@ func TestHistoryMetrics(t *testing.T) {
 	} {
 		if got := metricValue(page, sample); got != want {
 			t.Errorf("%s = %v, want %v", sample, got, want)
+		}
+	}
+}
+
+// TestHistoryKeyed: a long history sent again is taken on the keys of
+// the blocks its body was read in, over real sockets; the upstream gets
+// the bytes the client sent both times; a body sent without its length
+// (read another way) is compared, and its view is still right.
+func TestHistoryKeyed(t *testing.T) {
+	var got [][]byte
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = append(got, b)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"choices":[{"message":{"role":"assistant","content":"ok"}}]}`))
+	}))
+	defer up.Close()
+	_, px := newTestProxy(t, up.URL, nil)
+	seed := fixtures.SeedHistory()
+	view, err := conv.ParseRequest(bytes.Clone(seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := view.Messages[len(view.Messages)-1]
+	grown := append(bytes.Clone(seed[:last.End]), `,{"role":"user","content":"go on"}`...)
+	grown = append(grown, seed[last.End:]...)
+	bodies := [][]byte{seed, grown}
+	for _, b := range bodies {
+		resp, _ := do(t, rawClient(), "POST", px.URL+"/v1/chat/completions", b, nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	page := metricsText(t, px.URL)
+	keyed, reused := metricValue(page, `shaperproxy_history_keyed_messages_total`), metricValue(page, `shaperproxy_history_messages_total{how="reused"}`)
+	// Every message of the first request ends in a whole block of both
+	// bodies but those in its last partial block.
+	want := 0
+	for _, m := range view.Messages {
+		if m.End <= len(seed)/(16<<10)*(16<<10) {
+			want++
+		}
+	}
+	if keyed != float64(want) || reused != float64(len(view.Messages)) {
+		t.Fatalf("%v messages keyed and %v reused, want %d and %d", keyed, reused, want, len(view.Messages))
+	}
+	// Without its length: read whole another way, not keyed, compared.
+	req, err := http.NewRequest("POST", px.URL+"/v1/chat/completions", io.MultiReader(bytes.NewReader(grown), strings.NewReader(" ")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := rawClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	bodies = append(bodies, append(bytes.Clone(grown), ' '))
+	page = metricsText(t, px.URL)
+	if k := metricValue(page, `shaperproxy_history_keyed_messages_total`); k != keyed {
+		t.Fatalf("a body read without its length keyed %v messages", k-keyed)
+	}
+	if r := metricValue(page, `shaperproxy_history_messages_total{how="reused"}`); r != reused+float64(len(view.Messages)+1) {
+		t.Fatalf("%v messages reused of the third request, want %d", r-reused, len(view.Messages)+1)
+	}
+	if len(got) != len(bodies) {
+		t.Fatalf("upstream got %d requests", len(got))
+	}
+	for i := range bodies {
+		if !bytes.Equal(got[i], bodies[i]) {
+			t.Fatalf("request %d changed on its way", i)
 		}
 	}
 }

@@ -192,6 +192,9 @@ func historyShare(ctx context.Context, c *http.Client, url string) string {
 	}
 	v := func(name, how string) float64 {
 		for _, m := range fams[name].GetMetric() {
+			if how == "" { // a counter without labels
+				return m.GetCounter().GetValue()
+			}
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "how" && l.GetValue() == how {
 					return m.GetCounter().GetValue()
@@ -210,8 +213,12 @@ func historyShare(ctx context.Context, c *http.Client, url string) string {
 	if k, w := v("shaperproxy_edited_bytes_total", "kept"), v("shaperproxy_edited_bytes_total", "written"); k+w > 0 {
 		kept = fmt.Sprintf(", their bytes kept in place %.1f%%", 100*k/(k+w))
 	}
-	return fmt.Sprintf("messages reused %s; edited bodies written over %s%s",
-		share(v("shaperproxy_history_messages_total", "reused"), v("shaperproxy_history_messages_total", "parsed")),
+	keyed := ""
+	if r, k := v("shaperproxy_history_messages_total", "reused"), v("shaperproxy_history_keyed_messages_total", ""); r > 0 {
+		keyed = fmt.Sprintf(" (taken on keys %.1f%%)", 100*k/r)
+	}
+	return fmt.Sprintf("messages reused %s%s; edited bodies written over %s%s",
+		share(v("shaperproxy_history_messages_total", "reused"), v("shaperproxy_history_messages_total", "parsed")), keyed,
 		share(v("shaperproxy_edited_bodies_total", "written_over"), v("shaperproxy_edited_bodies_total", "fresh")), kept)
 }
 
