@@ -9,6 +9,7 @@ import (
 
 	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
 	"github.com/shaperproxy/shaperproxy/internal/slicepool"
+	"github.com/zeebo/xxh3"
 )
 
 // editedBodies keeps the bodies Apply edited from a Reparser's views, so
@@ -64,7 +65,8 @@ type editedBodies struct {
 // One taken, or let go, leaves its link: id and chain.
 type keptBody struct {
 	id    uint64
-	chain []link // the view's bases, nearest first
+	chain []link         // the view's bases, nearest first
+	keys  []xxh3.Uint128 // the view's body's keys (BodyKeys; nil: none)
 	n     int
 	size  int       // the memory it holds once back: its buffer and edits
 	back  time.Time // when it came back
@@ -216,7 +218,11 @@ func (t *editedBodies) take(r *Request, n int) (out []byte, edits []keptEdit, li
 	best := -1
 	for i := len(t.free) - 1; i >= 0 && i >= len(t.free)-maxScan; i-- {
 		k := t.free[i]
-		l := shared(chain, k)
+		// The bytes the two views share by their bases, or by their
+		// bodies' keys: requests sent at once by one conversation (or
+		// by several with one history) are each other's siblings, and
+		// their chains need not meet within maxChain.
+		l := max(shared(chain, k), knownPrefix(r.keys, k.keys))
 		if k.fits(n) && (l > lim || l == lim && best >= 0 && l > 0 && cap(k.out) < cap(t.free[best].out)) {
 			best, lim = i, l
 		}
@@ -334,7 +340,7 @@ func (t *editedBodies) link(r *Request) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	k := &keptBody{id: r.id}
+	k := &keptBody{id: r.id, keys: r.keys}
 	k.chain = t.chainOf(k.links[:0], r)
 	t.add(k)
 }
@@ -376,7 +382,7 @@ func (t *editedBodies) keep(r *Request, out []byte, edits []Edit) {
 	if k == nil || k.out != nil || k.edits != nil {
 		// None (forgotten, or not linked), or a body of the view
 		// edited again: the later one is kept.
-		k = &keptBody{id: r.id}
+		k = &keptBody{id: r.id, keys: r.keys}
 		k.chain = t.chainOf(k.links[:0], r)
 		t.add(k)
 	}
@@ -400,7 +406,7 @@ func (t *editedBodies) back(k *keptBody, b []byte) {
 		drop = append(drop, b)
 	} else {
 		k.out = b[:k.n] // its capacity the buffer's: what it holds, and may hold
-		k.size = len(b) + cap(k.edits)*24
+		k.size = len(b) + cap(k.edits)*24 + cap(k.keys)*16
 		k.back = time.Now()
 		t.free = append(t.free, k)
 		t.bytes += k.size

@@ -827,3 +827,78 @@ func TestReparserStatsNeverDown(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyOverKeyed: a request whose view has no base (its chain meets
+// no other's) still writes over a body back in the table when the two
+// views' keys show their first bytes the same — all of it for the same
+// history, up to the first block that differs for another — and the
+// result is exactly ApplyEdits'.
+func TestApplyOverKeyed(t *testing.T) {
+	seed := parseCopy(t, fixtures.SeedHistory())
+	body := truncated(t, seed, 200)
+	for _, c := range []struct {
+		name  string
+		other []byte
+		whole bool
+	}{
+		{"the same history", bytes.Clone(body), true},
+		{"a byte other in block 3", func() []byte { b := bytes.Clone(body); b[3*keyBlock+100] = ' '; return b }(), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := NewReparser(32 << 20)
+			keyed := func(body []byte, prev bool) editCall {
+				b := bigbuf.Make(len(body))
+				copy(b, body)
+				var r *Request
+				var err error
+				if prev {
+					r, err = p.ParseKeyed(b, keysOf(b))
+				} else if r, err = parseKeyed(b, keysOf(b).keys, nil); err == nil { // no base
+					r.edited, r.id = p.edited, viewIDs.Add(1)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				edits := reasoningEdits(r, shapedTag)
+				want := ApplyEdits(bytes.Clone(body), cloneEdits(edits))
+				v, err := r.Apply(edits)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(v.Body, want) {
+					t.Fatal("edited body differs from ApplyEdits")
+				}
+				return editCall{body: b, out: v.Body, view: r}
+			}
+			first := keyed(body, true)
+			first.end() // its edited body back in the table
+			kept := p.edited.kept.Load()
+			next := keyed(c.other, false)
+			defer next.end()
+			if next.view.base != 0 {
+				t.Fatal("the second view has a base")
+			}
+			if taken(p) != first.view.id {
+				t.Fatalf("went over view %d's body, want %d's", taken(p), first.view.id)
+			}
+			// What is kept: the edited body up to where the client bodies'
+			// keys stop agreeing (an edit across that point cut before it).
+			lim := len(body) / keyBlock * keyBlock
+			if !c.whole {
+				lim = 3 * keyBlock
+			}
+			want := lim
+			for _, e := range reasoningEdits(next.view, shapedTag) {
+				switch {
+				case e.End <= lim:
+					want += len(e.Repl) - (e.End - e.Start)
+				case e.Start < lim:
+					want -= lim - e.Start
+				}
+			}
+			if n := p.edited.kept.Load() - kept; n != int64(want) {
+				t.Fatalf("%d bytes kept of %d, want %d", n, len(next.out), want)
+			}
+		})
+	}
+}

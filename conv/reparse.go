@@ -1,8 +1,6 @@
 package conv
 
 import (
-	"github.com/zeebo/xxh3"
-
 	"bytes"
 	"fmt"
 	"hash/maphash"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
 	"github.com/tidwall/gjson"
+	"github.com/zeebo/xxh3"
 )
 
 // Reparser parses requests as ParseRequest does, reusing what it parsed
@@ -294,8 +293,10 @@ func (r *Request) viewBytes() int {
 		r.spareCalls()*int(unsafe.Sizeof(ToolCall{})) + r.tallied().strBytes + cap(r.keys)*int(unsafe.Sizeof(xxh3.Uint128{}))
 }
 
-// parseReusing is ParseRequest(body), reusing the messages of prev (nil:
-// none) that body repeats at their place. Anything it does not read the
+// parseKeyed is ParseRequest(body), reusing the messages of prev (nil:
+// none) that body repeats at their place: those in the first bytes that
+// keys (body's blocks' BodyKeys, nil: none) show the same as prev's are
+// taken without a comparison, the others compared. Anything it does not read the
 // simple way (a repeated or escaped top-level key, anything invalid) is
 // left to ParseRequest, which also words the errors.
 //
@@ -401,7 +402,8 @@ func walkTop(body []byte, prev *Request, same *span) (*Request, bool) {
 // value is neither checked nor hashed again (its bytes are still checked
 // for UTF-8 with the rest of the body). The member at index i is looked
 // at first (the same layout), then the first of that name. Never
-// "messages".
+// "messages". A value at its very place within the first known bytes
+// (the same by the bodies' keys) is not compared.
 func (r *Request) repeats(i int, key string, body []byte, v, known int) (Field, bool) {
 	if key == "messages" {
 		return Field{}, false

@@ -1,8 +1,6 @@
 package conv
 
 import (
-	"github.com/zeebo/xxh3"
-
 	"errors"
 	"fmt"
 	"sync"
@@ -10,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/tidwall/gjson"
+	"github.com/zeebo/xxh3"
 )
 
 // ErrNotChat is returned by ParseRequest when a body is not a chat
