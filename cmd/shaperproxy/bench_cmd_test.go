@@ -52,13 +52,18 @@ func TestQuickCostRun(t *testing.T) {
 	// is re-sent, so most of its messages are taken from the previous
 	// parse (89–100% in runs under -race; the first of each beginning, and
 	// concurrent ones, are parsed whole).
-	shares := regexp.MustCompile(`\| messages reused ([0-9.]+)% of [0-9]+;`).FindAllStringSubmatch(s, -1)
+	// Of them, the seed's are taken on its body's keys (all but the
+	// first of a beginning, and the last partial block's).
+	shares := regexp.MustCompile(`\| messages reused ([0-9.]+)% of [0-9]+ \(taken on keys ([0-9.]+)%\);`).FindAllStringSubmatch(s, -1)
 	if len(shares) != 2 {
 		t.Fatalf("the history row has %d shares of reused messages, want 2:\n%s", len(shares), s)
 	}
 	for _, m := range shares {
 		if v, _ := strconv.ParseFloat(m[1], 64); v < 50 {
 			t.Errorf("messages reused %s%%: the history row does not read the proxy's counters", m[1])
+		}
+		if v, _ := strconv.ParseFloat(m[2], 64); v <= 0 {
+			t.Errorf("messages taken on keys %s%%: the history row does not read the proxy's keyed counter", m[2])
 		}
 	}
 }
