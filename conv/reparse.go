@@ -296,9 +296,9 @@ func (r *Request) viewBytes() int {
 // parseKeyed is ParseRequest(body), reusing the messages of prev (nil:
 // none) that body repeats at their place: those in the first bytes that
 // keys (body's blocks' BodyKeys, nil: none) show the same as prev's are
-// taken without a comparison, the others compared. Anything it does not read the
-// simple way (a repeated or escaped top-level key, anything invalid) is
-// left to ParseRequest, which also words the errors.
+// taken without a comparison, the others compared. Anything it does not
+// read the simple way (a repeated or escaped top-level key, anything
+// invalid) is left to ParseRequest, which also words the errors.
 //
 // The body must be valid UTF-8, as ParseRequest requires. The bytes of the
 // repeated messages, and the separators between them, are not checked
@@ -513,17 +513,16 @@ func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (i
 		return i + 1, true
 	}
 	var movedCalls []ToolCall // the moved messages' tool calls, in one array
-	next := -1                // where the next message starts, when its bytes are known prev's
 	for idx := 0; i < len(body); idx++ {
 		// The message is written in place, at the end of the array: a
 		// long history's are moved, not copied three times each.
 		var m *Message
 		end := -1
+		next := -1 // where the next message starts, when its bytes are known prev's
 		if reuse && idx < len(prev.Messages) {
 			pm := &prev.Messages[idx]
 			raw := prev.Body[pm.Start:pm.End]
 			known := i == pm.Start && pm.End <= same.known // its bytes and those before it are prev's, by their keys
-			next = -1
 			if known && idx+1 < len(prev.Messages) && prev.Messages[idx+1].End <= same.known {
 				// So are the separator after it and the next message:
 				// the body is not read (cold by now) at either.
@@ -570,7 +569,7 @@ func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (i
 		if len(r.Messages) > MaxMessages || r.tally.calls > MaxToolCalls {
 			return 0, false // ParseRequest says why
 		}
-		if next >= 0 {
+		if next >= 0 && end >= 0 {
 			i = next
 			continue
 		}
