@@ -80,7 +80,8 @@ func (r *Request) ID() uint64 { return r.id }
 
 // Repeats reports whether r's first n messages are, byte for byte and at
 // the same places, the first n messages of the view numbered id (ID): the
-// Reparser read r against that view and compared them. A hook that kept
+// Reparser read r against that view and compared them (or their bodies'
+// keys, ParseKeyed). A hook that kept
 // what it found in an earlier request's messages can then go on from
 // there instead of reading the history again, or hashing it to find out
 // whether it is the same. False when the Reparser did not read r against
