@@ -13,8 +13,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
+	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/sse"
 	"github.com/tidwall/gjson"
 )
@@ -59,6 +61,20 @@ func TestExpectContinueNotForwarded(t *testing.T) {
 // request, not as a cancelled client. (Before: an empty 200, or a 400
 // recorded as client_cancelled.)
 func TestHalfClosedClientGetsBadRequest(t *testing.T) {
+	// A short body, and one of several reads (keyed as they come) cut
+	// in its third block.
+	for _, c := range []struct {
+		declared int
+		sent     string
+	}{
+		{100, `{"model":`},
+		{300_000, `{"model":"` + strings.Repeat("m", 40_000)},
+	} {
+		halfClosed(t, c.declared, c.sent)
+	}
+}
+
+func halfClosed(t *testing.T, declared int, sent string) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { t.Error("upstream reached") }))
 	defer up.Close()
 	_, px := newTestProxy(t, up.URL, nil)
@@ -68,7 +84,7 @@ func TestHalfClosedClientGetsBadRequest(t *testing.T) {
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"model\":")
+	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n%s", declared, sent)
 	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
@@ -368,6 +384,38 @@ func TestHeldEventsBounded(t *testing.T) {
 		case <-fin.ended:
 			t.Fatalf("%s: the session was asked to end a stream it gave up", name)
 		default:
+		}
+	}
+}
+
+// TestReadKeyed: reading a body keyed as it comes ends as io.ReadFull
+// does — the whole buffer, a body cut short (io.ErrUnexpectedEOF, also
+// from a reader that says only io.EOF), none at all (io.EOF), another
+// error as it is — whatever the reads' lengths.
+func TestReadKeyed(t *testing.T) {
+	body := bytes.Repeat([]byte("0123456789abcdef"), 20_000) // 320 KB: reads of 128 KiB, blocks keyed
+	for _, c := range []struct {
+		name string
+		r    io.Reader
+		want error
+	}{
+		{"whole", bytes.NewReader(body), nil},
+		{"whole, a byte a read", iotest.OneByteReader(bytes.NewReader(body[:40_000])), nil},
+		{"cut short", bytes.NewReader(body[:200_000]), io.ErrUnexpectedEOF},
+		{"none", bytes.NewReader(nil), io.EOF},
+		{"an error", iotest.TimeoutReader(bytes.NewReader(body)), iotest.ErrTimeout},
+	} {
+		n := len(body)
+		if c.name == "whole, a byte a read" {
+			n = 40_000
+		}
+		buf := make([]byte, n)
+		var keys conv.BodyKeys
+		if err := readKeyed(c.r, buf, &keys); err != c.want {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+		if c.want == nil && !bytes.Equal(buf, body[:n]) {
+			t.Errorf("%s: the bytes read differ", c.name)
 		}
 	}
 }
