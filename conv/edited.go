@@ -66,7 +66,7 @@ type editedBodies struct {
 type keptBody struct {
 	id    uint64
 	chain []link         // the view's bases, nearest first
-	keys  []xxh3.Uint128 // the view's body's keys (BodyKeys; nil: none)
+	keys  []xxh3.Uint128 // the view's body's keys (BodyKeys; nil: none), once it has a body: a link holds none
 	n     int
 	size  int       // the memory it holds once back: its buffer and edits
 	back  time.Time // when it came back
@@ -118,7 +118,7 @@ func newEditedBodies(max int) *editedBodies {
 func (t *editedBodies) detach(k *keptBody) ([]byte, []keptEdit) {
 	out, edits := k.out, k.edits
 	t.bytes -= k.size
-	k.out, k.edits, k.size = nil, nil, 0
+	k.out, k.edits, k.keys, k.size = nil, nil, nil, 0
 	return out, edits
 }
 
@@ -340,7 +340,7 @@ func (t *editedBodies) link(r *Request) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	k := &keptBody{id: r.id, keys: r.keys}
+	k := &keptBody{id: r.id}
 	k.chain = t.chainOf(k.links[:0], r)
 	t.add(k)
 }
@@ -382,11 +382,11 @@ func (t *editedBodies) keep(r *Request, out []byte, edits []Edit) {
 	if k == nil || k.out != nil || k.edits != nil {
 		// None (forgotten, or not linked), or a body of the view
 		// edited again: the later one is kept.
-		k = &keptBody{id: r.id, keys: r.keys}
+		k = &keptBody{id: r.id}
 		k.chain = t.chainOf(k.links[:0], r)
 		t.add(k)
 	}
-	k.n, k.edits = len(out), kept
+	k.n, k.edits, k.keys = len(out), kept, r.keys
 	t.mu.Unlock()
 	// Reaches k, not out: k holds no byte of it until it is back.
 	if !bigbuf.Reclaim(out, func(b []byte) { t.back(k, b) }) {

@@ -872,6 +872,18 @@ func TestApplyOverKeyed(t *testing.T) {
 			}
 			first := keyed(body, true)
 			first.end() // its edited body back in the table
+			// Only a body back holds its view's keys: the links of views
+			// parsed and never edited (up to maxKept) hold none.
+			unedited, err := p.ParseKeyed(append(bytes.Clone(body), ' '), keysOf(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.edited.mu.Lock()
+			linkKeys, backKeys := p.edited.byID[unedited.id].keys, p.edited.byID[first.view.id].keys
+			p.edited.mu.Unlock()
+			if linkKeys != nil || backKeys == nil {
+				t.Fatalf("a link holds %d keys, a body back %d", len(linkKeys), len(backKeys))
+			}
 			kept := p.edited.kept.Load()
 			next := keyed(c.other, false)
 			defer next.end()
