@@ -334,6 +334,9 @@ func (r *Request) Recycle() {
 // recycle gives r's message array back (Recycle), whoever made it, and
 // the array of the tool calls the Reparser moved into it.
 func (r *Request) recycle() {
+	if r.arr != nil && r.arr.shared.Load() {
+		return // other views read it, and the calls its messages point into (sharedArray)
+	}
 	if cs := r.callArray; cap(cs) >= minRecycledCalls {
 		r.callArray = nil
 		cs = cs[:cap(cs)]

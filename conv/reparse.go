@@ -305,9 +305,13 @@ func (r *Request) viewBytes() int {
 // again: they are prev's body's bytes (checked when prev was parsed) and
 // ASCII. Only the rest of the body is.
 func parseKeyed(body []byte, keys []xxh3.Uint128, prev *Request) (r *Request, err error) {
+	// The first messages whose strings may be body's bytes (the others
+	// are memory of their own: taken from a view that owns its strings).
+	fresh := 0
 	defer func() {
 		if err == nil {
 			r.keys = keys
+			r.share(fresh)
 		}
 	}()
 	if prev == nil {
@@ -317,6 +321,9 @@ func parseKeyed(body []byte, keys []xxh3.Uint128, prev *Request) (r *Request, er
 	r, ok := walkTop(body, prev, &same)
 	if !ok || !utf8.Valid(body[:same.start]) || !utf8.Valid(body[same.end:]) {
 		return ParseRequest(body)
+	}
+	if prev.arr != nil {
+		fresh = r.reused // moved or shared from prev, they are its strings
 	}
 	if same.exact > 0 && (same.start <= same.known || bytes.Equal(body[:same.start], prev.Body[:same.start])) {
 		r.base, r.same = prev.id, same.exact
@@ -458,6 +465,11 @@ func trimSpaceEnd(body []byte, start, end int) int {
 // conversation's next request), fitted when that guess left much more
 // room than it used (a short request read against a long one).
 func (r *Request) walkMessages(body []byte, v int, prev *Request, same *span) (int, bool) {
+	if prev.arr != nil {
+		if n, keyed := sharedRun(body, skipSpace(body, v+1), prev, same.known); n > 0 {
+			return r.walkShared(body, prev, same, n, keyed)
+		}
+	}
 	var sp *[]Message
 	if len(prev.Messages) < exactBelow {
 		sp = scratchMessages.Get().(*[]Message)
@@ -505,15 +517,21 @@ func putScratch(sp *[]Message) {
 
 // walkElements is walkMessages' walk, appending to r.Messages.
 func (r *Request) walkElements(body []byte, v int, prev *Request, same *span) (int, bool) {
-	s := bodyString(body)
-	reuse := true
 	r.tally = newTally()
 	i := skipSpace(body, v+1)
 	if i < len(body) && body[i] == ']' {
 		return i + 1, true
 	}
+	return r.walkFrom(body, i, 0, prev, same, true)
+}
+
+// walkFrom walks the messages array from message idx, which starts at
+// body[i], appending to r.Messages (which holds the idx before it, folded
+// into r.tally); with reuse, taking what it can of prev's messages.
+func (r *Request) walkFrom(body []byte, i, idx int, prev *Request, same *span, reuse bool) (int, bool) {
+	s := bodyString(body)
 	var movedCalls []ToolCall // the moved messages' tool calls, in one array
-	for idx := 0; i < len(body); idx++ {
+	for ; i < len(body); idx++ {
 		// The message is written in place, at the end of the array: a
 		// long history's are moved, not copied three times each.
 		var m *Message

@@ -23,8 +23,22 @@ import (
 // checkReparse parses body reusing prev and compares the result with
 // ParseRequest's: the same view or the same error. prev's body is then
 // overwritten, and the view must not change: it holds none of prev's
-// memory.
+// memory. A long prev is tried first as a Reparser's view of it is too,
+// one that later views share (share).
 func checkReparse(t *testing.T, body []byte, prev *Request) {
+	t.Helper()
+	if prev != nil && len(prev.Messages) >= minShared {
+		shared := parseCopy(t, prev.Body)
+		shared.share(0)
+		checkReparseOnce(t, bytes.Clone(body), shared)
+		if !reflect.DeepEqual(shared.Messages, prev.Messages) {
+			t.Fatal("a view read against the shared one changed its messages")
+		}
+	}
+	checkReparseOnce(t, body, prev)
+}
+
+func checkReparseOnce(t *testing.T, body []byte, prev *Request) {
 	t.Helper()
 	want, werr := ParseRequest(body)
 	got, gerr := parseReusing(body, prev)
@@ -738,26 +752,34 @@ func TestReparserReleasedConcurrently(t *testing.T) {
 // includes.)
 func BenchmarkReparserRepeat(b *testing.B) {
 	seed := fixtures.SeedHistory()
-	rp := NewReparser(32 << 20)
-	fresh := func() []byte {
-		body := bigbuf.Make(len(seed))
-		copy(body, seed)
-		return body
-	}
-	first := fresh()
-	if _, err := rp.Parse(first); err != nil {
-		b.Fatal(err)
-	}
-	bigbuf.Release(first)
-	b.SetBytes(int64(len(seed)))
-	for b.Loop() {
-		b.StopTimer()
-		body := fresh()
-		b.StartTimer()
-		if _, err := rp.Parse(body); err != nil {
-			b.Fatal(err)
-		}
-		bigbuf.Release(body)
+	for _, keyed := range []bool{false, true} {
+		b.Run(map[bool]string{false: "compared", true: "keyed"}[keyed], func(b *testing.B) {
+			rp := NewReparser(32 << 20)
+			fresh := func() ([]byte, BodyKeys) {
+				body := bigbuf.Make(len(seed))
+				copy(body, seed)
+				var k BodyKeys
+				if keyed { // as the proxy keys a body while it reads it
+					k.Add(body, len(body))
+				}
+				return body, k
+			}
+			first, k := fresh()
+			if _, err := rp.ParseKeyed(first, k); err != nil {
+				b.Fatal(err)
+			}
+			bigbuf.Release(first)
+			b.SetBytes(int64(len(seed)))
+			for b.Loop() {
+				b.StopTimer()
+				body, k := fresh()
+				b.StartTimer()
+				if _, err := rp.ParseKeyed(body, k); err != nil {
+					b.Fatal(err)
+				}
+				bigbuf.Release(body)
+			}
+		})
 	}
 }
 
@@ -902,8 +924,10 @@ func TestReparserRecyclesCalls(t *testing.T) {
 	}
 	mk := func(n int) []byte {
 		// A long first message: a body bigbuf counts, whose last release
-		// it sees.
-		s := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", bigbuf.MinSize) + `"},` + strings.Join(msgs[:n], ",") + `]}`
+		// it sees. A field before the messages grows past the bytes that
+		// find the earlier request (reparseKeyBytes): the messages move,
+		// and are not shared (TestReparserShares).
+		s := `{"model":"m","x":"` + strings.Repeat("z", reparseKeyBytes+n) + `","messages":[{"role":"user","content":"` + strings.Repeat("x", bigbuf.MinSize) + `"},` + strings.Join(msgs[:n], ",") + `]}`
 		b := bigbuf.Make(len(s))
 		copy(b, s)
 		return b

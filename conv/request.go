@@ -67,6 +67,11 @@ type Request struct {
 	callArray []ToolCall
 	// reused counts the messages a Reparser took from an earlier view.
 	reused int
+	// arr is the message array Messages is the head of when later views
+	// of the conversation may share it (sharedArray; nil: none may). Its
+	// messages' strings are then memory of their own, never a body's
+	// (own).
+	arr *sharedArray
 
 	// edited is the table of the Reparser that parsed the view (nil:
 	// none), where Apply keeps the bodies it edits and writes the next
