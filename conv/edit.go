@@ -37,13 +37,14 @@ import (
 func (r *Request) Apply(edits []Edit) (*Request, error) {
 	sortEdits(edits)
 	body, ok := []byte(nil), false
+	var head derivedHead
 	if r.edited != nil {
-		body, ok = r.edited.writeOver(r, edits)
+		body, head, ok = r.edited.writeOver(r, edits)
 	}
 	if !ok {
 		body = ApplyEdits(r.Body, edits)
 	}
-	v, ok := r.derive(body, edits)
+	v, ok := r.derive(body, edits, head)
 	if !ok {
 		var err error
 		if v, err = ParseRequest(body); err != nil {
@@ -51,7 +52,7 @@ func (r *Request) Apply(edits []Edit) (*Request, error) {
 		}
 	}
 	if r.edited != nil {
-		r.edited.keep(r, body, edits)
+		r.edited.keep(r, body, edits, v)
 	}
 	return v, nil
 }
@@ -67,7 +68,14 @@ type editPlan struct {
 // derive builds the view of body (r.Body with the sorted edits applied)
 // from r; ok is false when an edit is not one derive handles, or the
 // edited parts are not valid.
-func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
+//
+// head (none: its zero value) is the message array of the view of an
+// earlier body that body was written over, its first messages those the
+// view of body would have (editedBodies.writeOver): they are neither
+// copied nor derived again, and the array is the view's when it has the
+// room.
+func (r *Request) derive(body []byte, edits []Edit, h derivedHead) (*Request, bool) {
+	head := h.msgs
 	plan, ok := r.plan(edits)
 	defer plan.release()
 	if !ok {
@@ -75,6 +83,7 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 	}
 	sh := shifter{edits: edits}
 	n := &Request{Body: body, Model: r.Model, Stream: r.Stream, msgDup: r.msgDup, derived: true}
+	n.owned = r.arr != nil && !plan.reread // and every reasoning it puts in is an edit's text (below)
 	n.fields = make([]Field, len(r.fields))
 	for i, f := range r.fields {
 		// The member ranges come in body order, as the shifter needs.
@@ -82,13 +91,37 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 	}
 	sh = shifter{edits: edits}
 	s := bodyString(body)
-	n.Messages = messageArray(len(r.Messages)) // every element written below
+	from := len(head)
+	if cap(head) >= len(r.Messages) {
+		n.Messages = head[:len(r.Messages)] // every element from len(head) on written below
+	} else {
+		// Every element written below. With room for the next request's
+		// messages when the array may go on with the body (keep).
+		room := len(r.Messages)
+		if r.arr != nil {
+			room += room/8 + 8
+		}
+		n.Messages = messageRoom(room)[:len(r.Messages)]
+		copy(n.Messages, head)
+	}
 	// The edits Apply makes in place change no role, tool call or
 	// signature: the tally is r's, its strings' bytes moved by the edits
 	// (a message read again is folded anew, below). Folding each message
 	// again would read its role from the new body, cold by then.
 	n.tally = r.tallied()
-	for i := range r.Messages {
+	if h.whole {
+		n.tally.strBytes += h.grow // what the head's edits added, known
+	} else {
+		for i := range from { // the head's edited messages: only what they hold
+			switch plan.msg[i] {
+			case 1:
+				n.tally.strBytes += len(head[i].Reasoning) - len(r.Messages[i].Reasoning)
+			case 3:
+				n.tally.strBytes += len(head[i].Content) - len(r.Messages[i].Content)
+			}
+		}
+	}
+	for i := from; i < len(r.Messages); i++ {
 		m := &n.Messages[i] // written in place: copied once
 		*m = r.Messages[i]
 		start, end := sh.at(m.Start), sh.at(m.End)
@@ -104,6 +137,7 @@ func (r *Request) derive(body []byte, edits []Edit) (*Request, bool) {
 			if e.known {
 				m.Reasoning = e.text // the token's text (String): no decoding
 			} else {
+				n.owned = false // the edited body's bytes
 				m.Reasoning = gjson.Parse(s[m.ReasoningStart:m.ReasoningEnd]).Str
 			}
 			n.tally.strBytes += len(m.Reasoning) - was
@@ -331,23 +365,14 @@ func (r *Request) Recycle() {
 	}
 }
 
-// recycle gives r's message array back (Recycle), whoever made it, and
-// the array of the tool calls the Reparser moved into it.
+// recycle gives r's message array back (Recycle), whoever made it,
+// unless later views share it (sharedArray). The array of the tool calls
+// the Reparser moved (Request.callArray) is left to the collector: the
+// copies of the messages that point into it, in a view that copied a
+// shared head or a view Apply derived (which the edited bodies' table
+// keeps, editedBodies.keep), may outlive r.
 func (r *Request) recycle() {
-	if r.arr != nil && r.arr.shared.Load() {
-		return // other views read it, and the calls its messages point into (sharedArray)
-	}
-	if cs := r.callArray; cap(cs) >= minRecycledCalls {
-		r.callArray = nil
-		cs = cs[:cap(cs)]
-		if poisonViews {
-			for i := range cs {
-				cs[i] = ToolCall{ID: poisonRole, Type: poisonRole, Name: poisonRole, Arguments: poisonRole}
-			}
-		}
-		callArrays.Put(cs)
-	}
-	if cap(r.Messages) < minRecycled {
+	if r.arr != nil && r.arr.shared.Load() || cap(r.Messages) < minRecycled {
 		return
 	}
 	ms := r.Messages[:cap(r.Messages)]
@@ -358,25 +383,6 @@ func (r *Request) recycle() {
 		}
 	}
 	messageArrays.Put(ms)
-}
-
-// callArrays are the arrays of tool calls the Reparser's views moved
-// their messages' calls into (a long agent history's are tens of
-// kilobytes), given back with their views (recycle) for the next ones.
-var callArrays slicepool.Pool[ToolCall]
-
-// minRecycledCalls is the fewest tool calls whose array is recycled.
-const minRecycledCalls = 64
-
-// callRoom returns an empty array with room for n tool calls, recycled
-// when one fits (one more than twice as large goes back for a longer
-// history); its room may hold an earlier view's calls, which appends
-// write over.
-func callRoom(n int) []ToolCall {
-	if n < minRecycledCalls {
-		return make([]ToolCall, 0, n)
-	}
-	return callArrays.Get(n, 2*n)[:0]
 }
 
 // poisonViews is set in test binaries (Recycle).

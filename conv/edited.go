@@ -3,9 +3,11 @@ package conv
 import (
 	"bytes"
 	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
 	"github.com/shaperproxy/shaperproxy/internal/slicepool"
@@ -73,6 +75,13 @@ type keptBody struct {
 	out   []byte
 	edits []keptEdit     // nil in a link
 	links [maxChain]link // chain's array
+	// msgs is the message array of the view of out (Apply's), for the
+	// view of the body written over it: the messages the two bodies have
+	// the same, at the same places, are not derived again (derive). grow
+	// is what its edits added to the memory its strings hold (the view's
+	// tally less its request's).
+	msgs []Message
+	grow int
 }
 
 // link is a base of a view: its id, and how many first bytes of the two
@@ -118,7 +127,7 @@ func newEditedBodies(max int) *editedBodies {
 func (t *editedBodies) detach(k *keptBody) ([]byte, []keptEdit) {
 	out, edits := k.out, k.edits
 	t.bytes -= k.size
-	k.out, k.edits, k.keys, k.size = nil, nil, nil, 0
+	k.out, k.edits, k.keys, k.size, k.msgs = nil, nil, nil, 0, nil
 	return out, edits
 }
 
@@ -174,19 +183,31 @@ func editedLen(body []byte, edits []Edit) int {
 // bytes when there is one: its bytes are kept up to where the two agree,
 // the rest written. ok is false when none holds it (the caller edits into
 // a buffer of bigbuf's free list).
-func (t *editedBodies) writeOver(r *Request, edits []Edit) (out []byte, ok bool) {
+//
+// head is the message array of the view of the body written over, its
+// first len(head) messages those of out's view: r's messages that lie
+// before where the two agree, edited alike, at the same places in out,
+// whose view made from r would be the same (derive takes them).
+func (t *editedBodies) writeOver(r *Request, edits []Edit) (out []byte, head derivedHead, ok bool) {
 	n := editedLen(r.Body, edits)
 	if n < bigbuf.MinSize {
-		return nil, false
+		return nil, head, false
 	}
-	old, oldEdits, lim := t.take(r, n)
+	old, oldEdits, k, lim := t.take(r, n)
 	if old == nil {
 		t.fresh.Add(1)
 		t.written.Add(int64(n))
-		return nil, false
+		return nil, head, false
 	}
 	out, _ = bigbuf.Resized(old, n) // take checked that it holds n
 	q, w, j := agreed(old, oldEdits, r.Body, lim, edits)
+	if k.msgs != nil {
+		m := sort.Search(len(r.Messages), func(i int) bool { return r.Messages[i].End > q })
+		head.msgs = k.msgs[:min(m, len(k.msgs))]
+		if len(head.msgs) == len(k.msgs) {
+			head.grow, head.whole = k.grow, true
+		}
+	}
 	t.kept.Add(int64(w))
 	t.written.Add(int64(n - w))
 	keptEdits.Put(oldEdits)
@@ -198,7 +219,17 @@ func (t *editedBodies) writeOver(r *Request, edits []Edit) (out []byte, ok bool)
 	}
 	copy(out[w:], r.Body[at:])
 	t.over.Add(1)
-	return out, true
+	return out, head, true
+}
+
+// derivedHead is what writeOver gives derive of the view of the body
+// written over: msgs, its messages that the view of the new body has
+// the same (their array, with its room), and, when they are all of that
+// view's (whole), what its edits added to its strings' memory (grow).
+type derivedHead struct {
+	msgs  []Message
+	grow  int
+	whole bool
 }
 
 // take finds, among the latest bodies back, the one whose view shares
@@ -208,7 +239,7 @@ func (t *editedBodies) writeOver(r *Request, edits []Edit) (out []byte, ok bool)
 // oldest that holds n bytes, and takes it with its edits: the table's
 // reference becomes the caller's. It returns how many first bytes of r
 // are that body's view's (0: none).
-func (t *editedBodies) take(r *Request, n int) (out []byte, edits []keptEdit, lim int) {
+func (t *editedBodies) take(r *Request, n int) (out []byte, edits []keptEdit, view keptView, lim int) {
 	var buf [maxChain]link
 	var drop [][]byte
 	defer func() { release(drop) }()
@@ -235,11 +266,12 @@ func (t *editedBodies) take(r *Request, n int) (out []byte, edits []keptEdit, li
 		}
 	}
 	if best < 0 {
-		return nil, nil, 0
+		return nil, nil, view, 0
 	}
 	k := t.free[best]
 	t.taken, t.tookLim = k.id, lim
 	t.free = slices.Delete(t.free, best, best+1)
+	view = keptView{k.msgs, k.grow}
 	out, edits = t.detach(k) // its link stays, for the chains of the views that repeat it
 	// The bodies of r's bases but the latest spareBases go back to the
 	// free list, for any large body: r's conversation goes on from r
@@ -255,7 +287,13 @@ func (t *editedBodies) take(r *Request, n int) (out []byte, edits []keptEdit, li
 			return true
 		})
 	}
-	return out, edits, lim
+	return out, edits, view, lim
+}
+
+// keptView is what a kept body holds of its view (keptBody.msgs, grow).
+type keptView struct {
+	msgs []Message
+	grow int
 }
 
 // chainOf appends r's chain to dst (room for maxChain): its base, and
@@ -280,17 +318,24 @@ func (t *editedBodies) chainOf(dst []link, r *Request) []link {
 // shared returns how many first bytes the view whose chain is chain
 // shares with k's view: as many as with k's when k is on its chain, else
 // as with the nearest base the two chains share (0: none).
+//
+// A base is parsed before the views read against it, so the ids of a
+// chain, nearest first, go down: the nearest base the two share is found
+// in one walk down both (take asks it of up to maxScan bodies a request).
 func shared(chain []link, k *keptBody) int {
 	for _, l := range chain {
 		if l.id == k.id {
 			return l.lim
 		}
 	}
-	for _, m := range k.chain { // nearest first: the most bytes
-		for _, l := range chain {
-			if l.id == m.id {
-				return min(l.lim, m.lim)
-			}
+	for i, j := 0, 0; i < len(chain) && j < len(k.chain); {
+		switch l, m := chain[i], k.chain[j]; {
+		case l.id == m.id:
+			return min(l.lim, m.lim)
+		case l.id > m.id:
+			i++
+		default:
+			j++
 		}
 	}
 	return 0
@@ -366,12 +411,16 @@ func (t *editedBodies) add(k *keptBody) {
 	}
 }
 
-// keep records out, r.Body with edits applied (a bigbuf buffer), for the
-// requests that repeat r: it comes to the table when every holder let it
-// go.
-func (t *editedBodies) keep(r *Request, out []byte, edits []Edit) {
+// keep records out, r.Body with edits applied (a bigbuf buffer), and v,
+// its view, for the requests that repeat r: it comes to the table when
+// every holder let it go, and v's message array with it (v is not
+// recycled: Request.Recycle).
+func (t *editedBodies) keep(r *Request, out []byte, edits []Edit, v *Request) {
 	if r.id == 0 || cap(out) < bigbuf.MinSize || bigbuf.SizeOf(len(out)) > t.max/4 {
 		return
+	}
+	if v.owned { // its strings are no body's: nothing that goes back, nor out (bigbuf may hand it back in another buffer)
+		v.derived = false // its array goes on with the body
 	}
 	kept := keptEdits.Get(len(edits), 4*len(edits)+16)[:0]
 	for _, e := range edits {
@@ -387,6 +436,9 @@ func (t *editedBodies) keep(r *Request, out []byte, edits []Edit) {
 		t.add(k)
 	}
 	k.n, k.edits, k.keys = len(out), kept, r.keys
+	if v.owned {
+		k.msgs, k.grow = v.Messages, v.tally.strBytes-r.tallied().strBytes
+	}
 	t.mu.Unlock()
 	// Reaches k, not out: k holds no byte of it until it is back.
 	if !bigbuf.Reclaim(out, func(b []byte) { t.back(k, b) }) {
@@ -406,7 +458,7 @@ func (t *editedBodies) back(k *keptBody, b []byte) {
 		drop = append(drop, b)
 	} else {
 		k.out = b[:k.n] // its capacity the buffer's: what it holds, and may hold
-		k.size = len(b) + cap(k.edits)*24 + cap(k.keys)*16
+		k.size = len(b) + cap(k.edits)*24 + cap(k.keys)*16 + cap(k.msgs)*int(unsafe.Sizeof(Message{}))
 		k.back = time.Now()
 		t.free = append(t.free, k)
 		t.bytes += k.size

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/shaperproxy/shaperproxy/fixtures"
 	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
@@ -20,6 +21,7 @@ import (
 type editCall struct {
 	body, out []byte
 	view      *Request
+	edited    *Request // Apply's view of out
 }
 
 func (c editCall) end() {
@@ -69,7 +71,7 @@ func editAgainst(t *testing.T, p *Reparser, body []byte, edits []Edit, prev *Req
 		t.Fatal(err)
 	}
 	sameView(t, v, pv)
-	return editCall{body: b, out: v.Body, view: r}
+	return editCall{body: b, out: v.Body, view: r, edited: v}
 }
 
 func cloneEdits(es []Edit) []Edit {
@@ -85,7 +87,8 @@ func reasoningEdits(r *Request, tag func(i int) string) []Edit {
 	var es []Edit
 	for i, m := range r.Messages {
 		if m.ReasoningStart >= 0 && m.ReasoningEnd-m.ReasoningStart > 300 {
-			es = append(es, Edit{Start: m.ReasoningStart, End: m.ReasoningEnd, Repl: quote(tag(i))})
+			// Made as the shaper makes it: the edit carries its text.
+			es = append(es, QuoteString(tag(i)).Replace(m.ReasoningStart, m.ReasoningEnd))
 		}
 	}
 	return es
@@ -173,9 +176,9 @@ func TestApplyOverDifferingEdits(t *testing.T) {
 	cases := map[string]func() ([]byte, []Edit){
 		"same length, other bytes": func() ([]byte, []Edit) {
 			es := cloneEdits(base)
-			r := bytes.Clone(es[3].Repl)
-			r[2] ^= 1 // still a valid JSON string of letters
-			es[3].Repl = r
+			text := []byte(es[3].text)
+			text[1] ^= 1 // still letters: a token of the same length
+			es[3] = QuoteString(string(text)).Replace(es[3].Start, es[3].End)
 			return a, es
 		},
 		"one edit fewer": func() ([]byte, []Edit) {
@@ -563,6 +566,7 @@ func TestApplyOverStress(t *testing.T) {
 		for _, o := range open {
 			o.end()
 		}
+		checkChainsGoDown(t, p.edited)
 		over += p.edited.over.Load()
 	}
 	if over < 100 {
@@ -584,7 +588,11 @@ func stressEdits(t *testing.T, body []byte, rng *rand.Rand) []Edit {
 			case variant == 2 && i%3 == 0:
 				tag += "!"
 			}
-			es = append(es, Edit{Start: m.ReasoningStart, End: m.ReasoningEnd, Repl: quote(tag)})
+			if variant == 0 || rng.IntN(20) > 0 { // as the shaper makes it (the edit carries its text), or as another transform may
+				es = append(es, QuoteString(tag).Replace(m.ReasoningStart, m.ReasoningEnd))
+			} else {
+				es = append(es, Edit{Start: m.ReasoningStart, End: m.ReasoningEnd, Repl: quote(tag)})
+			}
 			if rng.IntN(6) == 0 { // an insertion just after the replaced string
 				es = append(es, Edit{Start: m.ReasoningEnd, End: m.ReasoningEnd, Repl: []byte(" ")})
 			}
@@ -868,7 +876,7 @@ func TestApplyOverKeyed(t *testing.T) {
 				if !bytes.Equal(v.Body, want) {
 					t.Fatal("edited body differs from ApplyEdits")
 				}
-				return editCall{body: b, out: v.Body, view: r}
+				return editCall{body: b, out: v.Body, view: r, edited: v}
 			}
 			first := keyed(body, true)
 			first.end() // its edited body back in the table
@@ -913,4 +921,132 @@ func TestApplyOverKeyed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkChainsGoDown fails unless each chain the table knows goes down
+// from its view's id, nearest base first, as shared's walk needs.
+func checkChainsGoDown(t *testing.T, e *editedBodies) {
+	t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	chains := 0
+	for id, k := range e.byID {
+		last := id
+		for _, l := range k.chain {
+			if l.id >= last {
+				t.Fatalf("view %d's chain %v does not go down", id, k.chain)
+			}
+			last = l.id
+		}
+		if len(k.chain) > 1 {
+			chains++
+		}
+	}
+	if chains == 0 {
+		t.Fatal("no chain of two bases or more to check")
+	}
+}
+
+// TestSharedWalk: shared's one walk down two chains finds what looking
+// up each base of one chain in the other finds.
+func TestSharedWalk(t *testing.T) {
+	slow := func(chain []link, k *keptBody) int {
+		for _, l := range chain {
+			if l.id == k.id {
+				return l.lim
+			}
+		}
+		for _, m := range k.chain {
+			for _, l := range chain {
+				if l.id == m.id {
+					return min(l.lim, m.lim)
+				}
+			}
+		}
+		return 0
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	down := func(from uint64, n int) []link { // ids going down, some skipped
+		var c []link
+		for id := from - 1; id > 0 && len(c) < n; id-- {
+			if rng.IntN(3) > 0 {
+				c = append(c, link{id, 1 + rng.IntN(1<<20)})
+			}
+		}
+		return c
+	}
+	found := 0
+	for range 20000 {
+		k := &keptBody{id: 1 + uint64(rng.IntN(40))}
+		k.chain = down(k.id, rng.IntN(maxChain+1))
+		chain := down(1+uint64(rng.IntN(40)), rng.IntN(maxChain+1))
+		want := slow(chain, k)
+		if got := shared(chain, k); got != want {
+			t.Fatalf("chain %v, k %d with %v: %d, want %d", chain, k.id, k.chain, got, want)
+		}
+		if want > 0 {
+			found++
+		}
+	}
+	if found < 5000 {
+		t.Fatalf("only %d of the random chains met", found)
+	}
+}
+
+// TestApplyDerivesOverHead: the view Apply makes of a body written over
+// an earlier one takes the earlier view's message array, its messages
+// before where the two bodies agree not derived again — only when that
+// view holds no string of a body (its request's strings its own, every
+// edit's text given) — and reads as ParseRequest reads the body
+// (editThrough checks every view).
+func TestApplyDerivesOverHead(t *testing.T) {
+	seed := parseCopy(t, fixtures.SeedHistory())
+	plain := func(body []byte) []Edit { // edits without their texts, as a transform may make them
+		es := editsOf(t, body, shapedTag)
+		for i := range es {
+			es[i] = Edit{Start: es[i].Start, End: es[i].End, Repl: es[i].Repl}
+		}
+		return es
+	}
+	known := func(body []byte) []Edit { return editsOf(t, body, shapedTag) }
+	for _, c := range []struct {
+		name   string
+		n      int // messages of the first request
+		edits  func([]byte) []Edit
+		shared bool
+	}{
+		{"a long history, the shaper's edits", 100, known, true},
+		{"edits without their texts", 100, plain, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := NewReparser(32 << 20)
+			var last editCall
+			for k := range 4 {
+				body := truncated(t, seed, c.n+2*k)
+				call := editThrough(t, p, body, c.edits(body))
+				if k > 0 {
+					same := unsafe.SliceData(call.edited.Messages) == unsafe.SliceData(last.edited.Messages)
+					if same != c.shared {
+						t.Fatalf("request %d: the earlier view's array taken %v, want %v", k, same, c.shared)
+					}
+				}
+				call.end()
+				last = call
+			}
+		})
+	}
+	// The earlier body's view is the head only as far as the two agree:
+	// the same history with one reasoning shaped otherwise in the middle.
+	p := NewReparser(32 << 20)
+	body := truncated(t, seed, 120)
+	es := editsOf(t, body, shapedTag)
+	editThrough(t, p, body, es).end()
+	mid := len(es) / 2
+	es2 := cloneEdits(es)
+	es2[mid] = QuoteString("shaped otherwise").Replace(es[mid].Start, es[mid].End)
+	c := editThrough(t, p, body, es2) // its view checked against ParseRequest's
+	if c.edited.Messages[len(c.edited.Messages)-1].Index != len(c.edited.Messages)-1 {
+		t.Fatal("the view's last message is not its own")
+	}
+	c.end()
 }

@@ -549,7 +549,7 @@ func (r *Request) walkFrom(body []byte, i, idx int, prev *Request, same *span, r
 			if e := i + len(raw); (known || bytes.HasPrefix(body[i:], raw)) && e < len(body) {
 				if next >= 0 || separatorAt(body, e) {
 					if movedCalls == nil && len(pm.ToolCalls) > 0 {
-						movedCalls = callRoom(prev.toolCalls())
+						movedCalls = make([]ToolCall, 0, prev.toolCalls())
 					}
 					r.Messages = append(r.Messages, *pm)
 					m = &r.Messages[len(r.Messages)-1]

@@ -72,6 +72,11 @@ type Request struct {
 	// messages' strings are then memory of their own, never a body's
 	// (own).
 	arr *sharedArray
+	// owned says a view Apply derived holds no string of a body: those of
+	// a view that owns its strings (arr), the edits' texts (Edit.text),
+	// nothing read from the edited body (editedBodies.keep keeps only
+	// such a view's array with the body).
+	owned bool
 
 	// edited is the table of the Reparser that parsed the view (nil:
 	// none), where Apply keeps the bodies it edits and writes the next

@@ -34,10 +34,8 @@ type sharedArray struct {
 	// used is how many of its elements views hold (the longest view's
 	// count), or claimed while a parse appends past it.
 	used atomic.Int64
-	// shared is set once a second view holds its messages, or copies of
-	// them whose tool calls are in the array of them the first view
-	// moved them into (Request.callArray): it is then never recycled (one
-	// view's release would give it back under another), nor that array.
+	// shared is set once a second view holds it: it is then never
+	// recycled (one view's release would give it back under another).
 	shared atomic.Bool
 }
 
@@ -133,9 +131,6 @@ func (r *Request) walkShared(body []byte, prev *Request, same *span, n, keyed in
 			}
 		}()
 	} else {
-		if cap(prev.callArray) > 0 {
-			a.shared.Store(true) // the copies' calls are in prev's array of them
-		}
 		r.Messages = append(messageRoom(len(pm)+len(pm)/8+8), pm[:n]...)
 		clear(r.Messages[n:cap(r.Messages)]) // a recycled array's room holds an earlier view's messages
 	}
