@@ -22,6 +22,9 @@ var ErrNotChat = errors.New("conv: not a chat completions request")
 // Body's memory, so the caller must not change Body while the view, or a
 // string taken from it, is in use (a string kept long after the request,
 // in a cache, should be cloned so that it does not hold the whole body).
+// A Reparser's view of a long history is the exception: its messages'
+// strings are a copy of their own, shared with the conversation's later
+// views (conv/shared.go).
 // Its only other state is a cache of Turns filled once; its methods are
 // safe for concurrent use.
 type Request struct {

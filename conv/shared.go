@@ -22,7 +22,7 @@ import (
 // An agent's request adds a message or two to hundreds: the view of the
 // seed's 631 messages, 141 KB of Message structs, was moved message by
 // message on every request (rebasing each string onto the new body),
-// about 6% of the proxy's CPU time with every feature on.
+// about 7% of the proxy's CPU time with every feature on.
 
 // minShared is the fewest messages of a view whose array later views
 // share. A shorter history's views are copied, as cheap as sharing, and
@@ -43,10 +43,10 @@ type sharedArray struct {
 const claimed = -1
 
 // share makes r's view, when it is long or already holds a head of a
-// sharedArray, one that later views share: its
-// strings from message fresh on (those that may be its body's bytes) are
-// copied into memory of their own, and its array, unless it is already
-// another view's, gets a sharedArray.
+// sharedArray, one that later views share: its strings from message
+// fresh on (those that may be its body's bytes) are copied into memory of
+// their own, and its array, unless it is already another view's, gets a
+// sharedArray.
 func (r *Request) share(fresh int) {
 	if r.arr == nil && len(r.Messages) < minShared {
 		return
