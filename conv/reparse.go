@@ -320,6 +320,9 @@ func parseKeyed(body []byte, keys []xxh3.Uint128, prev *Request) (r *Request, er
 	same := span{known: knownPrefix(keys, prev.keys)}
 	r, ok := walkTop(body, prev, &same)
 	if !ok || !utf8.Valid(body[:same.start]) || !utf8.Valid(body[same.end:]) {
+		if r != nil {
+			r.unclaim(prev)
+		}
 		return ParseRequest(body)
 	}
 	if prev.arr != nil {
@@ -344,7 +347,7 @@ type span struct{ start, end, exact, known int }
 //
 // same is set to the bytes of the messages taken from prev, the white
 // space and commas between them included (empty when there are none).
-func walkTop(body []byte, prev *Request, same *span) (*Request, bool) {
+func walkTop(body []byte, prev *Request, same *span) (_ *Request, done bool) {
 	s := bodyString(body)
 	i := skipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
@@ -353,6 +356,11 @@ func walkTop(body []byte, prev *Request, same *span) (*Request, bool) {
 	// Room for the previous request's fields and one more: a client
 	// sends the same fields request after request.
 	r := &Request{Body: body, fields: make([]Field, 0, max(len(prev.fields)+1, 4))}
+	defer func() {
+		if !done {
+			r.unclaim(prev) // the messages were read, what follows them failed
+		}
+	}()
 	var msgs gjson.Result
 	var keys keySet
 	found := false

@@ -58,28 +58,41 @@ func (r *Request) share(fresh int) {
 	}
 }
 
-// own copies the bytes of r's messages from index from on into a string
-// of their own and points their strings (and their tool calls') there,
-// off r.Body: a later view that shares them must not read a body its
-// own request does not hold. Strings that are not r.Body's (decoded,
-// joined, the package's roles) stay as they are.
+// own copies the bytes of each of r's messages from index from on into a
+// string of its own and points the message's strings (and its tool
+// calls') there, off r.Body: a later view that shares them must not read
+// a body its own request does not hold. Strings that are not r.Body's
+// (decoded, joined, the package's roles) stay as they are.
+//
+// One copy a message, not one for them all: a view that takes a few of
+// them (a short request read against a long one) keeps only theirs,
+// which its own body holds too — the bounds that count a view by its body
+// then count what its strings keep.
 func (r *Request) own(from int) {
-	ms := r.Messages
-	if from >= len(ms) {
-		return
-	}
-	lo, hi := ms[from].Start, ms[len(ms)-1].End
-	mem := string(r.Body[lo:hi])
 	old := bodyString(r.Body)
-	re := func(x string) string { return rebase(x, old, mem, -lo) }
-	for j := from; j < len(ms); j++ {
-		m := &ms[j]
+	for j := from; j < len(r.Messages); j++ {
+		m := &r.Messages[j]
+		mem := string(r.Body[m.Start:m.End]) // a copy
+		re := func(x string) string { return rebase(x, old, mem, -m.Start) }
 		m.Role, m.Name, m.Reasoning, m.Content, m.ToolCallID = re(m.Role), re(m.Name), re(m.Reasoning), re(m.Content), re(m.ToolCallID)
 		for k := range m.ToolCalls { // the message's own calls, or this view's moved ones
 			tc := &m.ToolCalls[k]
 			tc.ID, tc.Type, tc.Name, tc.Arguments = re(tc.ID), re(tc.Type), re(tc.Name), re(tc.Arguments)
 		}
 	}
+}
+
+// unclaim gives back the room past its head that r claimed in prev's
+// array (walkShared) when r is not the view made after all (what follows
+// the messages failed the parse): its messages there hold strings of its
+// body, never copied (own).
+func (r *Request) unclaim(prev *Request) {
+	if r.arr == nil || r.arr != prev.arr {
+		return
+	}
+	clear(r.Messages[r.reused:])
+	r.arr.used.Store(int64(r.reused))
+	r.arr = nil
 }
 
 // sharedRun returns how many of prev's first messages body holds at their
@@ -131,8 +144,8 @@ func (r *Request) walkShared(body []byte, prev *Request, same *span, n, keyed in
 			}
 		}()
 	} else {
-		r.Messages = append(messageRoom(len(pm)+len(pm)/8+8), pm[:n]...)
-		clear(r.Messages[n:cap(r.Messages)]) // a recycled array's room holds an earlier view's messages
+		r.Messages = append(messageRoom(n+n/8+8), pm[:n]...) // room for a conversation's next messages; more grows it
+		clear(r.Messages[n:cap(r.Messages)])                 // a recycled array's room holds an earlier view's messages
 	}
 	r.reused, r.keyed = n, keyed
 	if n == len(pm) {

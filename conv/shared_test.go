@@ -229,3 +229,82 @@ func TestSharedEndsAtBlock(t *testing.T) {
 		t.Fatalf("read against the full body: %v, ParseRequest: %v", gerr, werr)
 	}
 }
+
+// TestSharedClaimGivenBack: a body whose messages the walk took, claiming
+// the room past the head of a shared array, and that then fails the walk
+// after them (an invalid value, invalid UTF-8, a repeated key left to
+// ParseRequest) gives the room back: the array's count is the longest
+// view's again, and after an invalid body the next request appends in
+// place.
+func TestSharedClaimGivenBack(t *testing.T) {
+	seed := parseCopy(t, fixtures.SeedHistory())
+	for name, tail := range map[string]string{
+		"invalid value":  `,"x":tru}`,
+		"invalid utf-8":  ",\"x\":\"\xff\"}",
+		"a repeated key": `,"model":"m"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			rp := NewReparser(32 << 20)
+			body := func(n int) []byte { return truncated(t, seed, n) }
+			if _, err := rp.Parse(body(60)); err != nil {
+				t.Fatal(err)
+			}
+			second, err := rp.Parse(body(61)) // copies the first's fitted array, with room
+			if err != nil || second.arr == nil {
+				t.Fatalf("second: %v", err)
+			}
+			bad := body(62)
+			bad = append(bad[:len(bad)-1], tail...) // after the messages and tools
+			want, werr := ParseRequest(bytes.Clone(bad))
+			got, err := rp.Parse(bad)
+			if (err == nil) != (werr == nil) || err != nil && err.Error() != werr.Error() {
+				t.Fatalf("the bad body: %v, ParseRequest: %v", err, werr)
+			}
+			if err == nil {
+				sameView(t, got, want)
+			}
+			if used := second.arr.used.Load(); used != int64(len(second.Messages)) {
+				t.Fatalf("the array's count is %d after the walk failed, want %d", used, len(second.Messages))
+			}
+			if err == nil {
+				return // the Reparser keeps ParseRequest's view in second's place
+			}
+			next, err := rp.Parse(body(62))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if unsafe.SliceData(next.Messages) != unsafe.SliceData(second.Messages) || next.reused != 61 {
+				t.Fatalf("after a failed parse the next request did not append in place (%d reused)", next.reused)
+			}
+		})
+	}
+}
+
+// TestSharedShortView: a short request read against a long view it shares
+// a first message with gets room for about its own messages, not the long
+// view's, and holds about what ParseRequest's view holds.
+func TestSharedShortView(t *testing.T) {
+	sys := `{"role":"system","content":"` + strings.Repeat("Follow the rules. ", 200) + `"}`
+	msgs := []string{sys}
+	for i := range 300 {
+		msgs = append(msgs, fmt.Sprintf(`{"role":"user","content":"question %d %s"}`, i, strings.Repeat("q", 500)))
+	}
+	mk := func(ms []string) []byte { return []byte(`{"model":"m","messages":[` + strings.Join(ms, ",") + `]}`) }
+	rp := NewReparser(32 << 20)
+	if _, err := rp.Parse(mk(msgs)); err != nil {
+		t.Fatal(err)
+	}
+	body := mk([]string{sys, `{"role":"user","content":"a new question"}`})
+	v, err := rp.Parse(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := parseCopy(t, body)
+	sameView(t, v, want)
+	if v.reused != 1 || cap(v.Messages) > 16 {
+		t.Fatalf("%d messages reused, room for %d", v.reused, cap(v.Messages))
+	}
+	if got, w := v.ViewBytes(), want.ViewBytes(); got > 2*w {
+		t.Fatalf("the view holds %d bytes besides its body, ParseRequest's %d", got, w)
+	}
+}
