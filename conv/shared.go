@@ -86,8 +86,12 @@ func (r *Request) own(from int) {
 // array (walkShared) when r is not the view made after all (what follows
 // the messages failed the parse): its messages there hold strings of its
 // body, never copied (own).
+//
+// A view that claimed holds more than the head it took (walkShared claims
+// only for messages after it); one that took the head as it is claimed
+// nothing, and the array's count is another view's.
 func (r *Request) unclaim(prev *Request) {
-	if r.arr == nil || r.arr != prev.arr {
+	if r.arr == nil || r.arr != prev.arr || len(r.Messages) == r.reused {
 		return
 	}
 	clear(r.Messages[r.reused:])
@@ -121,13 +125,23 @@ func sharedRun(body []byte, i int, prev *Request, known int) (n, keyed int) {
 
 // walkShared is walkMessages for a body that repeats prev's first n
 // messages at their places (sharedRun; keyed of them known by the keys):
-// the view's messages are the head of prev's array, its new ones
-// appended in place when no other view appended past that head, else
-// after a copy of it.
+// the view's messages are the head of prev's array. A body that has
+// nothing after them takes the head as it is (a retry, a sibling sent at
+// once); one that has more appends them in place when no other view
+// appended past that head (it claims the room), else after a copy of it.
 func (r *Request) walkShared(body []byte, prev *Request, same *span, n, keyed int) (end int, ok bool) {
 	a, pm := prev.arr, prev.Messages
-	if n < cap(pm) && a.used.CompareAndSwap(int64(n), claimed) {
+	i := skipSpace(body, pm[n-1].End)
+	if i >= len(body) || body[i] != ',' && body[i] != ']' {
+		return 0, false
+	}
+	more := body[i] == ','
+	switch {
+	case !more:
 		a.shared.Store(true) // before prev's body is released: this parse retains it
+		r.Messages, r.arr = pm[:n], a
+	case n < cap(pm) && a.used.CompareAndSwap(int64(n), claimed):
+		a.shared.Store(true)
 		r.Messages = pm[:n]
 		defer func() {
 			inPlace := unsafe.SliceData(r.Messages) == unsafe.SliceData(pm)
@@ -143,7 +157,7 @@ func (r *Request) walkShared(body []byte, prev *Request, same *span, n, keyed in
 				a.used.Store(int64(n))
 			}
 		}()
-	} else {
+	default:
 		r.Messages = append(messageRoom(n+n/8+8), pm[:n]...) // room for a conversation's next messages; more grows it
 		clear(r.Messages[n:cap(r.Messages)])                 // a recycled array's room holds an earlier view's messages
 	}
@@ -158,11 +172,8 @@ func (r *Request) walkShared(body []byte, prev *Request, same *span, n, keyed in
 		}
 	}
 	same.start, same.end, same.exact = pm[0].Start, pm[n-1].End, pm[n-1].End
-	switch i := skipSpace(body, pm[n-1].End); {
-	case i < len(body) && body[i] == ',':
-		return r.walkFrom(body, skipSpace(body, i+1), n, prev, same, false)
-	case i < len(body) && body[i] == ']':
+	if !more {
 		return i + 1, true
 	}
-	return 0, false
+	return r.walkFrom(body, skipSpace(body, i+1), n, prev, same, false)
 }

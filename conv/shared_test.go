@@ -80,6 +80,12 @@ func TestReparserShares(t *testing.T) {
 	if b.reused != n || b.Messages[n].Content != "another question" || a.Messages[n].Content == "another question" {
 		t.Fatal("the second request read the first's message")
 	}
+	// A request the same as the last takes its array as it is: no claim,
+	// no copy.
+	same, _ := parse(rp, mk(n, "")) // read against a or b, the latest
+	if p := unsafe.SliceData(same.Messages); p != unsafe.SliceData(a.Messages) && p != unsafe.SliceData(b.Messages) || same.reused != n {
+		t.Fatalf("a request that adds nothing copied the head (%d reused)", same.reused)
+	}
 	// A request whose last message differs shares what comes before it.
 	c, cw := parse(rp, mk(n, `{"role":"user","content":"edited"}`))
 	if c.reused != n-1 || c.Messages[n-1].Content != "edited" || last.Messages[n-1].Content == "edited" {
@@ -275,6 +281,17 @@ func TestSharedClaimGivenBack(t *testing.T) {
 			}
 			if unsafe.SliceData(next.Messages) != unsafe.SliceData(second.Messages) || next.reused != 61 {
 				t.Fatalf("after a failed parse the next request did not append in place (%d reused)", next.reused)
+			}
+			// A body that adds nothing to next's first 61 messages takes
+			// them without a claim; failing after them, it gives nothing
+			// back: next's 62 stay counted.
+			short := body(61)
+			short = append(short[:len(short)-1], tail...)
+			if _, err := rp.Parse(short); err == nil {
+				t.Fatal("the short bad body parsed")
+			}
+			if used := second.arr.used.Load(); used != int64(len(next.Messages)) {
+				t.Fatalf("the array's count is %d after a head taken as it was failed, want %d", used, len(next.Messages))
 			}
 		})
 	}
