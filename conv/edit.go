@@ -92,7 +92,7 @@ func (r *Request) derive(body []byte, edits []Edit, h derivedHead) (*Request, bo
 	sh = shifter{edits: edits}
 	s := bodyString(body)
 	from := len(head)
-	if cap(head) >= len(r.Messages) {
+	if cap(head) >= len(r.Messages) && cap(head) <= 2*len(r.Messages)+16 { // not a long view's array for a short one
 		n.Messages = head[:len(r.Messages)] // every element from len(head) on written below
 	} else {
 		// Every element written below. With room for the next request's

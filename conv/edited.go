@@ -193,7 +193,7 @@ func (t *editedBodies) writeOver(r *Request, edits []Edit) (out []byte, head der
 	if n < bigbuf.MinSize {
 		return nil, head, false
 	}
-	old, oldEdits, k, lim := t.take(r, n)
+	old, oldEdits, kept, lim := t.take(r, n)
 	if old == nil {
 		t.fresh.Add(1)
 		t.written.Add(int64(n))
@@ -201,12 +201,11 @@ func (t *editedBodies) writeOver(r *Request, edits []Edit) (out []byte, head der
 	}
 	out, _ = bigbuf.Resized(old, n) // take checked that it holds n
 	q, w, j := agreed(old, oldEdits, r.Body, lim, edits)
-	if k.msgs != nil {
+	if kept.msgs != nil {
 		m := sort.Search(len(r.Messages), func(i int) bool { return r.Messages[i].End > q })
-		head.msgs = k.msgs[:min(m, len(k.msgs))]
-		if len(head.msgs) == len(k.msgs) {
-			head.grow, head.whole = k.grow, true
-		}
+		head = kept
+		head.msgs = kept.msgs[:min(m, len(kept.msgs))]
+		head.whole = len(head.msgs) == len(kept.msgs)
 	}
 	t.kept.Add(int64(w))
 	t.written.Add(int64(n - w))
@@ -222,10 +221,11 @@ func (t *editedBodies) writeOver(r *Request, edits []Edit) (out []byte, head der
 	return out, head, true
 }
 
-// derivedHead is what writeOver gives derive of the view of the body
-// written over: msgs, its messages that the view of the new body has
-// the same (their array, with its room), and, when they are all of that
-// view's (whole), what its edits added to its strings' memory (grow).
+// derivedHead is what a kept body holds of its view (take) and what
+// writeOver gives derive of it: msgs, its messages that the view of the
+// new body has the same (their array, with its room), and what its edits
+// added to its strings' memory (grow), which holds for the head when it
+// is all of that view's messages (whole).
 type derivedHead struct {
 	msgs  []Message
 	grow  int
@@ -239,7 +239,7 @@ type derivedHead struct {
 // oldest that holds n bytes, and takes it with its edits: the table's
 // reference becomes the caller's. It returns how many first bytes of r
 // are that body's view's (0: none).
-func (t *editedBodies) take(r *Request, n int) (out []byte, edits []keptEdit, view keptView, lim int) {
+func (t *editedBodies) take(r *Request, n int) (out []byte, edits []keptEdit, view derivedHead, lim int) {
 	var buf [maxChain]link
 	var drop [][]byte
 	defer func() { release(drop) }()
@@ -271,7 +271,7 @@ func (t *editedBodies) take(r *Request, n int) (out []byte, edits []keptEdit, vi
 	k := t.free[best]
 	t.taken, t.tookLim = k.id, lim
 	t.free = slices.Delete(t.free, best, best+1)
-	view = keptView{k.msgs, k.grow}
+	view = derivedHead{msgs: k.msgs, grow: k.grow}
 	out, edits = t.detach(k) // its link stays, for the chains of the views that repeat it
 	// The bodies of r's bases but the latest spareBases go back to the
 	// free list, for any large body: r's conversation goes on from r
@@ -288,12 +288,6 @@ func (t *editedBodies) take(r *Request, n int) (out []byte, edits []keptEdit, vi
 		})
 	}
 	return out, edits, view, lim
-}
-
-// keptView is what a kept body holds of its view (keptBody.msgs, grow).
-type keptView struct {
-	msgs []Message
-	grow int
 }
 
 // chainOf appends r's chain to dst (room for maxChain): its base, and

@@ -1050,3 +1050,27 @@ func TestApplyDerivesOverHead(t *testing.T) {
 	}
 	c.end()
 }
+
+// TestApplyHeadNotTooLarge: a request of few messages whose edited body
+// goes over a long history's (its bytes near the long one's: one long
+// message) takes its first messages but not its array, whose room the
+// view would hold.
+func TestApplyHeadNotTooLarge(t *testing.T) {
+	seed := parseCopy(t, fixtures.SeedHistory())
+	p := NewReparser(32 << 20)
+	long := truncated(t, seed, 300)
+	first := editThrough(t, p, long, editsOf(t, long, shapedTag))
+	first.end()
+	short := truncated(t, seed, 40)
+	cut := bytes.LastIndex(short, []byte(`],"tools"`))
+	pad := len(first.out)*3/4 - len(short)
+	body := append(append(bytes.Clone(short[:cut]), fmt.Sprintf(`,{"role":"user","content":%q}`, strings.Repeat("p", pad))...), short[cut:]...)
+	c := editThrough(t, p, body, editsOf(t, body, shapedTag)) // checked against ParseRequest's view
+	if taken(p) != first.view.id {
+		t.Fatal("the short request did not go over the long one's body")
+	}
+	if n := len(c.edited.Messages); cap(c.edited.Messages) > 2*n+16 {
+		t.Fatalf("a view of %d messages holds room for %d", n, cap(c.edited.Messages))
+	}
+	c.end()
+}
