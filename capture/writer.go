@@ -193,8 +193,8 @@ type segState struct {
 	// message was first parsed), so a history is not hashed again per
 	// request.
 	blobs map[conv.RawKey]uint32
-	// last are the blobs of the last request encoded, by place, tried
-	// before blobs.
+	// last are the blobs of the requests encoded, by place (the last
+	// key seen at each), tried before blobs.
 	last     resolved.Places[conv.RawKey, uint32]
 	nextBlob uint32
 }
@@ -703,8 +703,8 @@ func (w *Writer) encodeRequest(r *Record, spans []span) {
 			if ord, ok = w.seg.blobs[k]; !ok {
 				ord = w.addBlob(k, elem)
 			}
+			w.seg.last.Set(i, k, ord) // a place the last request had the same keeps its pair
 		}
-		w.seg.last.Set(i, k, ord)
 		ords = append(ords, ord)
 	}
 	w.fr.ords = ords

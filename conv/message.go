@@ -18,6 +18,16 @@ type Message struct {
 	Role string
 	// Start and End delimit the message's JSON value within Request.Body.
 	Start, End int
+	// key is RawKeyOf the message's bytes (Body[Start:End]), computed
+	// when they are read and carried with the message when it moves (the
+	// Reparser, Apply): readers that key or hash whole messages (the
+	// capture's blobs, the guard's prefix check, the shaper's memo and
+	// print memo, where a wrong key would change what goes upstream) use
+	// it instead of hashing a history again on every request. It lies
+	// next to Start and End, in their cache line: a loop over a long
+	// history's messages that reads the three (the capture's spans, a
+	// prefix check) takes one line of each message, not two.
+	key RawKey
 	// Name is the optional "name" string.
 	Name string
 
@@ -68,13 +78,6 @@ type Message struct {
 	ToolCallID string
 
 	dup bool // the message object repeats a key
-	// key is RawKeyOf the message's bytes (Body[Start:End]), computed
-	// when they are read and carried with the message when it moves (the
-	// Reparser, Apply): readers that key or hash whole messages (the
-	// capture's blobs, the guard's prefix check, the shaper's memo and
-	// print memo, where a wrong key would change what goes upstream) use
-	// it instead of hashing a history again on every request.
-	key RawKey
 }
 
 // RawKey returns RawKeyOf(Body[m.Start:m.End]) of the message's request.

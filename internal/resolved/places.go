@@ -1,13 +1,18 @@
 package resolved
 
-// Places remembers, for each place of the last sequence it was given (a
-// request's messages, by index), a key and the value resolved for it: a
-// conversation's next request repeats most of them at the same places,
-// and comparing a key costs less than a lookup in a map. The zero Places
-// is ready to use; it is not safe for concurrent use (callers hold their
-// own lock, or use it from one goroutine).
+// Places remembers, for each place (a request's messages, by index), the
+// last key set there and the value resolved for it: a conversation's next
+// request repeats most of them at the same places, and comparing a key
+// costs less than a lookup in a map. A place keeps its pair until another
+// is set there: a request that repeats the last one's places finds them
+// where they are, and nothing is cleared or copied per request (for a
+// history of hundreds of messages that was most of the cost). A value
+// must therefore stay right for its key as long as the Places is used (a
+// pure function of the key, or one its user checks). The zero Places is
+// ready to use; it is not safe for concurrent use (callers hold their own
+// lock, or use it from one goroutine).
 type Places[K comparable, V any] struct {
-	prev, cur []placed[K, V] // the last sequence's places, and this one's
+	s []placed[K, V]
 }
 
 type placed[K comparable, V any] struct {
@@ -16,40 +21,31 @@ type placed[K comparable, V any] struct {
 	ok bool
 }
 
-// MaxPlaces bounds the places kept: a longer sequence keeps none.
+// MaxPlaces bounds the places kept: the places of a longer sequence past
+// it are none.
 const MaxPlaces = 1 << 14
 
-// Begin starts a sequence of n places: Get reads the previous
-// sequence's, Set writes this one's.
+// Begin readies the places of a sequence of n, keeping what they hold.
 func (p *Places[K, V]) Begin(n int) {
-	p.prev, p.cur = p.cur, p.prev[:0]
-	if n > MaxPlaces {
-		p.cur = nil
-		return
+	if n = min(n, MaxPlaces); n > len(p.s) {
+		p.s = append(p.s, make([]placed[K, V], n-len(p.s))...)
 	}
-	if cap(p.cur) < n {
-		p.cur = make([]placed[K, V], n)
-		return
-	}
-	p.cur = p.cur[:n]
-	clear(p.cur)
 }
 
-// Get returns the value the previous sequence had at place i, when it
-// had k there (a negative i is no place: never found).
+// Get returns the value set at place i with k, when k is the key last set
+// there (a negative i is no place: never found).
 func (p *Places[K, V]) Get(i int, k K) (V, bool) {
-	if uint(i) < uint(len(p.prev)) && p.prev[i].ok && p.prev[i].k == k {
-		return p.prev[i].v, true
+	if uint(i) < uint(len(p.s)) && p.s[i].ok && p.s[i].k == k {
+		return p.s[i].v, true
 	}
 	var zero V
 	return zero, false
 }
 
-// Set records k and its value v at place i of this sequence (ignored past
-// its end, where a later Begin may have started a shorter one, and for a
-// negative i).
+// Set records k and its value v at place i (ignored past the places
+// begun, and for a negative i).
 func (p *Places[K, V]) Set(i int, k K, v V) {
-	if uint(i) < uint(len(p.cur)) {
-		p.cur[i] = placed[K, V]{k, v, true}
+	if uint(i) < uint(len(p.s)) {
+		p.s[i] = placed[K, V]{k, v, true}
 	}
 }

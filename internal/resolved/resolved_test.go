@@ -65,16 +65,17 @@ func TestBounded(t *testing.T) {
 	}
 }
 
-// TestPlaces: a value is found at its place in the previous sequence only
-// under the same key, not from older sequences, not a place never set, and
-// not past the bound.
+// TestPlaces: a value is found at its place under the key last set there,
+// whatever sequences began since (a place keeps its pair until another is
+// set), not under another key, not at a place never set, not past the
+// places begun nor past the bound.
 func TestPlaces(t *testing.T) {
 	var p Places[string, int]
 	p.Begin(3)
 	p.Set(0, "a", 1)
 	p.Set(2, "c", 3) // place 1 never set
-	p.Set(5, "x", 9) // past the end: ignored
-	p.Begin(4)
+	p.Set(5, "x", 9) // past the places begun: ignored
+	p.Begin(2)       // a shorter sequence: the places past it keep their pairs
 	if v, ok := p.Get(0, "a"); !ok || v != 1 {
 		t.Fatalf("place 0: %d, %v", v, ok)
 	}
@@ -84,26 +85,31 @@ func TestPlaces(t *testing.T) {
 	if _, ok := p.Get(1, ""); ok {
 		t.Fatal("found a place never set")
 	}
-	if _, ok := p.Get(3, "a"); ok {
-		t.Fatal("found past the previous sequence")
+	if _, ok := p.Get(5, "x"); ok {
+		t.Fatal("found a pair set past the places begun")
 	}
-	p.Set(1, "b", 2)
+	p.Set(0, "b", 2)
 	p.Begin(4)
 	if _, ok := p.Get(0, "a"); ok {
-		t.Fatal("found a place of the sequence before the previous one")
+		t.Fatal("found a pair set over since")
 	}
-	if v, ok := p.Get(1, "b"); !ok || v != 2 {
-		t.Fatalf("place 1: %d, %v", v, ok)
+	if v, ok := p.Get(0, "b"); !ok || v != 2 {
+		t.Fatalf("place 0: %d, %v", v, ok)
+	}
+	if v, ok := p.Get(2, "c"); !ok || v != 3 {
+		t.Fatalf("place 2, set two sequences ago: %d, %v", v, ok)
 	}
 	p.Set(-1, "n", 7) // no place: ignored
 	if _, ok := p.Get(-1, "n"); ok {
 		t.Fatal("found at a negative place")
 	}
-	p.Set(0, "a", 1)
-	p.Begin(MaxPlaces + 1)
-	p.Set(0, "z", 26)
-	p.Begin(1)
-	if _, ok := p.Get(0, "z"); ok {
-		t.Fatal("a sequence past the bound kept its places")
+	p.Begin(MaxPlaces + 10)
+	p.Set(MaxPlaces, "z", 26)
+	if _, ok := p.Get(MaxPlaces, "z"); ok || len(p.s) != MaxPlaces {
+		t.Fatalf("places past the bound: %d kept", len(p.s))
+	}
+	p.Set(MaxPlaces-1, "y", 25)
+	if v, ok := p.Get(MaxPlaces-1, "y"); !ok || v != 25 {
+		t.Fatalf("the last place within the bound: %d, %v", v, ok)
 	}
 }
