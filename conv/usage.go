@@ -31,6 +31,9 @@ type UsageWatcher struct {
 	model string // the model a usage-bearing payload named
 	tail  []byte // the end of a non-stream body
 	body  int64  // body bytes seen
+	// answer is the non-stream body read whole (whole), once Raw read it.
+	answer Answer
+	whole  bool
 }
 
 var usageKey = []byte(`"usage"`)
@@ -102,22 +105,35 @@ func (w *UsageWatcher) Raw() []byte {
 // Model returns the model named next to the usage, or "".
 func (w *UsageWatcher) Model() string { return w.model }
 
+// Answer returns what the non-stream body said (ReadAnswer), read once
+// Raw was called, or nil: a stream, or a body over 64 KiB (of which the
+// watcher keeps the end). It points into the body, which the watcher no
+// longer writes: valid as long as the caller keeps it.
+func (w *UsageWatcher) Answer() *Answer {
+	if !w.whole {
+		return nil
+	}
+	return &w.answer
+}
+
 // fromBody reads the usage of a whole body, or finds it in the body's
 // tail when the body was longer.
 func (w *UsageWatcher) fromBody() {
 	if int64(len(w.tail)) == w.body {
-		// Read in place: the tail is not written again, so the usage and
-		// the model may keep pointing into it.
-		r := gjson.GetMany(AsString(w.tail), "usage", "model")
-		if u := r[0]; u.IsObject() {
-			if u.Index > 0 { // where gjson found it: no copy
-				w.last = w.tail[u.Index : u.Index+len(u.Raw) : u.Index+len(u.Raw)] // no room to append into the body
+		// Read in place, once for every reader of the call's end (Answer):
+		// the tail is not written again, so the usage, the model and the
+		// answer may keep pointing into it.
+		w.answer = ReadAnswer(w.tail)
+		w.whole = true
+		if u := w.answer.Usage; u.IsObject() {
+			if end := u.Index + len(u.Raw); u.Index > 0 && end <= len(w.tail) && AsString(w.tail[u.Index:end]) == u.Raw { // where gjson found it: no copy
+				w.last = w.tail[u.Index:end:end] // no room to append into the body
 			} else {
 				w.last = []byte(u.Raw)
 			}
 		}
-		if r[1].Type == gjson.String {
-			w.model = OwnModel(r[1].String()) // as noteModel: the model keys long-lived caches
+		if m := w.answer.Model; m.Type == gjson.String {
+			w.model = OwnModel(m.String()) // as noteModel: the model keys long-lived caches
 		}
 		w.tail = nil
 		return

@@ -277,6 +277,10 @@ type End struct {
 	// when it reported none; UsageModel is the model named beside it.
 	Usage      []byte
 	UsageModel string
+	// Answer is what a non-stream body of up to 64 KiB said, read once
+	// for every sink (conv.ReadAnswer: its usage, model and first choice),
+	// nil otherwise. It points into the body: valid during End.
+	Answer *conv.Answer
 }
 
 // Observer watches calls. Its methods run on the request path and must

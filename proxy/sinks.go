@@ -93,7 +93,7 @@ func (s sinkList) Body(p []byte) {
 }
 
 func (s sinkList) End(end End) {
-	s.watch(func(w *conv.UsageWatcher) { end.Usage, end.UsageModel = w.Raw(), w.Model() })
+	s.watch(func(w *conv.UsageWatcher) { end.Usage, end.UsageModel, end.Answer = w.Raw(), w.Model(), w.Answer() })
 	for i, k := range s.s {
 		if k != nil {
 			s.end(i, k, end)

@@ -17,7 +17,8 @@ import (
 
 // TestEndCarriesUsage: the observers get, with the end of each call, the
 // usage the response reported, read once by the proxy: from a stream's
-// usage chunk, a plain body, and a gzip body (decoded).
+// usage chunk, a plain body, and a gzip body (decoded); and a body's
+// answer (conv.Answer), read in the same pass.
 func TestEndCarriesUsage(t *testing.T) {
 	const usage = `{"prompt_tokens":12,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":8}}`
 	stream := "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\n" +
@@ -52,6 +53,19 @@ func TestEndCarriesUsage(t *testing.T) {
 			end := obs.waitEnd(t)
 			if string(end.Usage) != usage || end.UsageModel != tc.model {
 				t.Fatalf("end usage %s (model %q), want %s (%q)", end.Usage, end.UsageModel, usage, tc.model)
+			}
+			// A body's answer, read once for every sink; none for a stream.
+			if tc.ctype == "text/event-stream" {
+				if end.Answer != nil {
+					t.Fatal("a stream's end carries an answer")
+				}
+				return
+			}
+			if end.Answer == nil {
+				t.Fatal("a body's end carries no answer")
+			}
+			if c, ok := end.Answer.Choice(); !ok || c.Content != "hi" {
+				t.Fatalf("the end's answer read %+v, %v", c, ok)
 			}
 		})
 	}

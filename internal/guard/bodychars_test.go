@@ -26,14 +26,21 @@ func TestBodyCharsAsAssembled(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := stepChars(asm.Response().Choices[0])
-		got, ok := bodyChars([]byte(body))
-		if !ok || got != want {
-			t.Errorf("%s: got %d (%v), want %d", body, got, ok, want)
+		// Read here, and from what the proxy read for every sink.
+		read := conv.ReadAnswer([]byte(body))
+		for _, a := range []*conv.Answer{nil, &read} {
+			got, ok := bodyChars([]byte(body), a)
+			if !ok || got != want {
+				t.Errorf("%s (answer given: %v): got %d (%v), want %d", body, a != nil, got, ok, want)
+			}
 		}
 	}
-	for _, bad := range []string{`{"choices":[`, `{"choices":[]}`, `{"error":{"message":"x"}}`} {
-		if n, ok := bodyChars([]byte(bad)); ok {
-			t.Errorf("%s: got %d, want no measure", bad, n)
+	for _, bad := range []string{`{"choices":[`, `{"choices":[]}`, `{"error":{"message":"x"}}`, `{"choices":[{"index":0,"message":{"content":"x"}}]`} {
+		read := conv.ReadAnswer([]byte(bad))
+		for _, a := range []*conv.Answer{nil, &read} {
+			if n, ok := bodyChars([]byte(bad), a); ok {
+				t.Errorf("%s (answer given: %v): got %d, want no measure", bad, a != nil, n)
+			}
 		}
 	}
 }

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/ledger"
@@ -244,27 +242,21 @@ func (s *guardSink) Body(p []byte) {
 }
 
 // bodyChars is stepChars of a non-stream body's first choice; false when
-// the body is not JSON or has no choice. The usual body (one choice, a
-// message with string content) is read where it lies; any other goes
-// through the assembler, which says what the first choice is.
-func bodyChars(body []byte) (int, bool) {
+// the body is not JSON or has no choice. a is what the proxy read of the
+// body for every sink (proxy.End.Answer), nil when it read none (the
+// body is then read here). The usual body (one choice, a message with
+// string content) is read where it lies; any other goes through the
+// assembler, which says what the first choice is.
+func bodyChars(body []byte, a *conv.Answer) (int, bool) {
 	if !conv.ValidJSON(body) {
 		return 0, false
 	}
-	var first gjson.Result // read only while body lives
-	n := 0
-	if choices := gjson.Get(conv.AsString(body), "choices"); choices.IsArray() {
-		choices.ForEach(func(_, c gjson.Result) bool { // no slice of the choices: two at most are looked at
-			n++
-			first = c
-			return n < 2
-		})
+	if a == nil {
+		read := conv.ReadAnswer(body)
+		a = &read
 	}
-	if n == 1 && first.Get("index").Int() == 0 {
-		msg := first.Get("message")
-		if c := msg.Get("content"); msg.IsObject() && (c.Type == gjson.String || c.Type == gjson.Null) {
-			return stepChars(conv.Choice{Reasoning: conv.DeltaReasoning(msg), Content: c.Str}), true
-		}
+	if c, ok := a.Choice(); ok {
+		return stepChars(c), true
 	}
 	asm := conv.NewAssembler()
 	if asm.AddBody(body) != nil {
@@ -285,7 +277,7 @@ func (s *guardSink) End(end proxy.End) {
 		return
 	}
 	if s.body != nil {
-		n, ok := bodyChars(s.body)
+		n, ok := bodyChars(s.body, end.Answer)
 		if !ok {
 			return
 		}
