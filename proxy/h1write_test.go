@@ -200,7 +200,8 @@ type closeCounter struct {
 func (c *closeCounter) Close() error { c.closes++; return nil }
 
 // TestWriteRequestClosesBody: the body is closed once, written or not
-// (the proxy's held bodies go back on their close).
+// (the proxy's held bodies go back on their close), and a write that
+// fails gives the connection's error.
 func TestWriteRequestClosesBody(t *testing.T) {
 	for _, fail := range []bool{false, true} {
 		req := postTo("http://127.0.0.1:1/v1", "", http.Header{})
@@ -218,12 +219,29 @@ func TestWriteRequestClosesBody(t *testing.T) {
 		if (err != nil) != fail || body.closes != 1 {
 			t.Fatalf("fail=%v: err %v, %d closes", fail, err, body.closes)
 		}
+		if fail && !errors.Is(err, errOnFire) {
+			t.Fatalf("the connection's error came wrapped out of sight: %v (%T)", err, err)
+		}
+	}
+	// A write that fails while the body is copied (the head went into the
+	// buffer): the connection's error as it is, where req.Write hides it
+	// in a type of its own.
+	big := bytes.Repeat([]byte("x"), 64<<10)
+	mk := func() *http.Request { return postTo("http://127.0.0.1:1/v1", string(big), http.Header{}) }
+	err := writeRequest(bufio.NewWriter(failWriter{}), mk())
+	if !errors.Is(err, errOnFire) {
+		t.Fatalf("a failed body copy: %v (%T), want the connection's error", err, err)
+	}
+	if werr := mk().Write(bufio.NewWriter(failWriter{})); werr == nil || werr.Error() != err.Error() || errors.Is(werr, errOnFire) {
+		t.Fatalf("req.Write's error %v (%T): the same text, wrapped, was expected", werr, werr)
 	}
 }
 
 type failWriter struct{}
 
-func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk on fire") }
+var errOnFire = errors.New("disk on fire")
+
+func (failWriter) Write([]byte) (int, error) { return 0, errOnFire }
 
 // TestWriteRequestTraced: a request with a client trace goes through
 // req.Write, which calls it.

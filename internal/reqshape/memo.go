@@ -30,11 +30,13 @@ type memo struct {
 	// bytes too, for the cache-aware policy's fingerprints (in two
 	// generations, not in recency order: see printMemo).
 	prints *printMemo
-	// last are the entries of the last request's blocks by place (at:
-	// two a message), tried before the map: a conversation's next
-	// request has its history's blocks at the same places. An entry
-	// found there is made the most recent all the same, or a history in
-	// use would age out of the map.
+	// last is the entry last set at each block's place (at: two a
+	// message), whichever request set it, tried before the map: a
+	// conversation's next request has its history's blocks at the same
+	// places. An entry is right for its key even once it left the map
+	// (then MoveToFront moves nothing). An entry found there is made the
+	// most recent all the same, or a history in use would age out of the
+	// map.
 	last resolved.Places[memoKey, *list.Element]
 }
 

@@ -154,9 +154,9 @@ type printMemo struct {
 	mu       sync.Mutex
 	cur, old map[conv.RawKey]partPrints
 	max      int
-	// last are the parts of the last request's messages, by place, tried
-	// before the maps (a message found there is not looked up: its
-	// generation is not renewed).
+	// last is the parts last set at each message's place, whichever
+	// request set them, tried before the maps (a message found there is
+	// not looked up: its generation is not renewed).
 	last resolved.Places[conv.RawKey, partPrints]
 }
 
