@@ -19,12 +19,13 @@ import (
 // h1Transport sends a request to a plain-HTTP upstream over a kept-alive
 // HTTP/1.1 connection in the caller's goroutine: the request is written
 // as net/http's Request.Write writes it (writeRequest: the same bytes)
-// and the answer read with net/http's own ReadResponse. http.Transport runs a reading and a writing goroutine per
-// connection and hands every request and answer between them and the
-// caller (four hand-offs and their wake-ups a request); for a small
-// request that is a tenth of the proxy's CPU (issue 15). Here the
-// handler's goroutine does it all, and a connection is checked before it
-// is used again instead of being watched while idle.
+// and the answer read with net/http's own ReadResponse. http.Transport
+// runs a reading and a writing goroutine per connection and hands every
+// request and answer between them and the caller (four hand-offs and
+// their wake-ups a request); for a small request that is a tenth of the
+// proxy's CPU (issue 15). Here the handler's goroutine does it all, and a
+// connection is checked before it is used again instead of being watched
+// while idle.
 //
 // A body over maxInlineBody is written from a goroutine of its own while
 // the answer is read (one hand-off, against the megabyte it carries), in

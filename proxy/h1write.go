@@ -163,9 +163,8 @@ func writeHead(bw *bufio.Writer, req *http.Request, host, ruri string) {
 		writeField(bw, "User-Agent", ua)
 	}
 	if req.ContentLength > 0 || req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch {
-		var n [20]byte
 		bw.WriteString("Content-Length: ")
-		bw.Write(strconv.AppendInt(n[:0], req.ContentLength, 10))
+		bw.Write(strconv.AppendInt(bw.AvailableBuffer(), req.ContentLength, 10)) // the digits in bw's own room: no allocation
 		bw.WriteString("\r\n")
 	}
 	var room [maxSortedOnStack]string
@@ -187,11 +186,14 @@ func writeHead(bw *bufio.Writer, req *http.Request, host, ruri string) {
 	bw.WriteString("\r\n")
 }
 
+// newlineToSpace is net/http's headerNewlineToSpace.
+var newlineToSpace = strings.NewReplacer("\n", " ", "\r", " ")
+
 // writeField writes "k: v" with v as Header.Write sends a value: line
 // breaks turned into spaces, outer blanks trimmed.
 func writeField(bw *bufio.Writer, k, v string) {
 	if strings.ContainsAny(v, "\r\n") {
-		v = strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
+		v = newlineToSpace.Replace(v)
 	}
 	bw.WriteString(k)
 	bw.WriteString(": ")
