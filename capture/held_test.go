@@ -438,3 +438,40 @@ func TestQueueCountsHeaders(t *testing.T) {
 		t.Fatalf("%d bytes still counted once the records were taken", got)
 	}
 }
+
+// TestRecordTimesFromCallStart: a call's records are timed by its start
+// plus their offsets (no clock read a record); an end whose duration was
+// not measured is timed when it is taken.
+func TestRecordTimesFromCallStart(t *testing.T) {
+	w, dir := openTest(t, Options{})
+	o := NewObserver(w, false)
+	start := time.Now().Add(-time.Hour).Round(time.Microsecond)
+	call := &proxy.Call{ID: "t", Route: "r", Chat: true, Stream: true, Start: start}
+	sink := o.Request(call, &proxy.Upstream{Method: "POST", URL: "http://up/v1/chat/completions", Body: []byte(`{"stream":true}`)})
+	sink.Response(&proxy.ResponseInfo{Status: 200, Stream: true})
+	sink.Event(&sse.Event{Raw: []byte("data: {}\n\n")}, 0, 1500*time.Millisecond)
+	sink.End(proxy.End{Outcome: proxy.OutcomeComplete, Status: 200, Duration: 2 * time.Second})
+	undated := &proxy.Call{ID: "u", Route: "r", Chat: true, Start: start}
+	before := time.Now()
+	o.Request(undated, &proxy.Upstream{Method: "POST", URL: "http://up/v1/chat/completions", Body: []byte(`{}`)}).End(proxy.End{Outcome: proxy.OutcomeComplete})
+	mustFlush(t, w)
+	n := 0
+	for _, l := range scanAll(t, openReaderTest(t, dir)) {
+		r := l.Record
+		switch {
+		case r.Call == "t":
+			n++
+			if want := start.Add(r.Offset); !r.Time.Equal(want) || r.Offset < time.Hour && r.Kind != KindEvent && r.Kind != KindEnd {
+				t.Errorf("%s record: time %v offset %v, want the call's start plus the offset (%v)", r.Kind, r.Time, r.Offset, want)
+			}
+		case r.Kind == KindEnd:
+			n++
+			if r.Time.Before(before) {
+				t.Errorf("undated end timed %v, before it was taken (%v)", r.Time, before)
+			}
+		}
+	}
+	if n != 5 {
+		t.Fatalf("%d records checked, want 5", n)
+	}
+}

@@ -69,11 +69,13 @@ func (o *Observer) Request(call *proxy.Call, up *proxy.Upstream) proxy.ResponseS
 	if o.clientRequests && !call.Retry {
 		r := base
 		r.Kind, r.Where, r.Offset = KindClientRequest, whereClient, 0
+		r.Time = recordTime(call, 0)
 		r.Method, r.URL, r.Header, r.Data = call.Method, call.Path, call.Header, call.ClientBody
 		o.w.enqueueQuiet(requestQ(r, call.ClientView(), call.Hold())) // as the wire's below: the client body's view saves the writer a parse
 	}
 	r := base
 	r.Kind, r.Where, r.Offset = KindRequest, whereWire, call.Since()
+	r.Time = recordTime(call, r.Offset)
 	r.Method, r.URL, r.Header, r.Data = up.Method, up.URL, up.Header, up.Body
 	r.ReasoningShaped, r.ReasoningRaw = call.Reasoning.Shaped, call.Reasoning.Raw
 	r.Purpose, r.Conversation = call.Purpose, call.Conversation
@@ -141,7 +143,9 @@ func (s *captureSink) keep(q queued) {
 			s.room = heldPool.Get().(*heldRecords)
 			s.held = s.room[:0]
 		}
-		q.Time = time.Now()
+		if q.Time.IsZero() {
+			q.Time = time.Now()
+		}
 		s.held = append(s.held, q)
 		s.heldBytes += int(n)
 		return
@@ -160,8 +164,19 @@ func (s *captureSink) release() {
 
 func (s *captureSink) record(kind Kind, at time.Duration) Record {
 	r := s.base
-	r.Kind, r.Offset, r.Where = kind, at, s.where
+	r.Kind, r.Offset, r.Where, r.Time = kind, at, s.where, recordTime(s.call, at)
 	return r
+}
+
+// recordTime is the wall clock at offset at into call: its start plus
+// the offset (measured on the monotonic clock), which spares a record
+// the clock's reading (two of it, wall and monotonic, where an offset
+// takes one). A call without a start leaves it to the writer.
+func recordTime(call *proxy.Call, at time.Duration) time.Time {
+	if call.Start.IsZero() {
+		return time.Time{}
+	}
+	return call.Start.Add(at)
 }
 
 func (s *captureSink) Response(info *proxy.ResponseInfo) {
@@ -201,6 +216,9 @@ func (s *captureSink) Body(p []byte) {
 
 func (s *captureSink) End(end proxy.End) {
 	r := s.record(KindEnd, end.Duration)
+	if end.Duration == 0 {
+		r.Time = time.Time{} // not measured: the time it is taken
+	}
 	r.Status, r.Outcome, r.Bytes, r.Events, r.Err, r.Usage = end.Status, string(end.Outcome), end.Bytes, end.Events, end.Err, end.Usage
 	r.Purpose, r.Conversation = s.call.Purpose, s.call.Conversation
 	if s.hold {

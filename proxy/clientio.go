@@ -27,10 +27,19 @@ func newClientWriter(w http.ResponseWriter, idle time.Duration) *clientWriter {
 }
 
 func (c *clientWriter) extend() {
-	if t, ok := c.dl.next(time.Now(), c.idle, time.Time{}); ok {
+	if t, ok := c.dl.next(monoNow(), c.idle, time.Time{}); ok {
 		_ = c.rc.SetWriteDeadline(t)
 	}
 }
+
+// monoNow is the time now for deadlines and idle times: time.Now reads
+// the wall clock and the monotonic one, this only the monotonic one
+// (added to a reading of both taken once), and a deadline with a
+// monotonic reading is kept by that one. It is not a wall-clock time to
+// record (the wall clock may be set meanwhile).
+func monoNow() time.Time { return clockBase.Add(time.Since(clockBase)) }
+
+var clockBase = time.Now()
 
 // deadline spares the connection a deadline change per read or write
 // (each one takes the poller's lock and moves a runtime timer; a small
@@ -106,7 +115,7 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 	if b.done.Load() {
 		return 0, io.EOF
 	}
-	if d, ok := b.dl.next(time.Now(), b.idle, b.total); ok {
+	if d, ok := b.dl.next(monoNow(), b.idle, b.total); ok {
 		_ = b.rc.SetReadDeadline(d)
 	}
 	n, err := b.r.Read(p)

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -39,5 +40,21 @@ func TestDeadlineTotalCaps(t *testing.T) {
 	at, ok = d.next(t0.Add(2*time.Second), time.Minute, time.Time{})
 	if !ok || !at.Equal(t0.Add(2*time.Second+time.Minute+time.Minute/8)) {
 		t.Fatalf("after clearing the total: %v %v", at, ok)
+	}
+}
+
+// monoNow is now, read on the monotonic clock, and carries that reading
+// (deadlines and idle times are kept by it).
+func TestMonoNow(t *testing.T) {
+	for range 100 {
+		before := time.Now()
+		got := monoNow()
+		after := time.Now()
+		if got.Before(before) || got.After(after) {
+			t.Fatalf("monoNow %v, not between %v and %v", got, before, after)
+		}
+		if !strings.Contains(got.String(), " m=") {
+			t.Fatalf("monoNow %v has no monotonic reading", got)
+		}
 	}
 }

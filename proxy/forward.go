@@ -160,7 +160,7 @@ func (p *Proxy) readBody(rc *http.ResponseController, r *http.Request) (body []b
 	if r.ContentLength > limit {
 		return nil, keys, br, nil
 	}
-	br.total = time.Now().Add(p.opts.RequestBodyTimeout)
+	br.total = monoNow().Add(p.opts.RequestBodyTimeout)
 	if n := r.ContentLength; n > 0 && n <= maxPrealloc {
 		// The usual body: its length declared, read into a buffer of
 		// that length (the server's body ends there, or fails short).

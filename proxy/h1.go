@@ -205,7 +205,7 @@ func hostPort(host string) string {
 // get returns an idle connection to key that is still open and has
 // nothing unread, or a new one.
 func (t *h1Transport) get(ctx context.Context, key string) (*h1Conn, error) {
-	now := time.Now()
+	now := monoNow()
 	for {
 		t.mu.Lock()
 		cs := t.idle[key]
@@ -241,7 +241,7 @@ func (t *h1Transport) get(ctx context.Context, key string) (*h1Conn, error) {
 // any is kept, a timer closes those kept longer than the idle timeout
 // (between one and 1.5 idle timeouts after their last use).
 func (t *h1Transport) put(c *h1Conn) {
-	c.since, c.reused = time.Now(), false
+	c.since, c.reused = monoNow(), false
 	t.mu.Lock()
 	if len(t.idle[c.key]) >= t.maxIdle || t.nIdle >= t.maxIdleTotal {
 		t.mu.Unlock()
@@ -259,7 +259,7 @@ func (t *h1Transport) put(c *h1Conn) {
 // closeExpired closes the connections kept longer than the idle timeout,
 // and those the upstream closed meanwhile.
 func (t *h1Transport) closeExpired() {
-	now := time.Now()
+	now := monoNow()
 	var drop []*h1Conn
 	t.mu.Lock()
 	for k, cs := range t.idle {
@@ -304,6 +304,13 @@ type h1Conn struct {
 	got    int64 // bytes read for it
 	since  time.Time
 	reused bool
+	// rdl is the read deadline set on the connection (zero: none). The
+	// header's deadline is moved only once less than the header timeout
+	// is left (deadline's rule), and it stays set after the header when
+	// the answer's body is already read with it and no idle connection
+	// can outlive it (keepDeadline): a small answer costs no deadline
+	// change at all most of the time, where it cost two.
+	rdl deadline
 
 	// While a body written aside (sendAside) may still be going out, the
 	// header's deadline is set by the writer once it is done, unless the
@@ -362,6 +369,22 @@ func (w countingConn) ReadFrom(r io.Reader) (int64, error) {
 
 func (c *h1Conn) close() { _ = c.conn.Close() }
 
+// setReadDeadline sets the connection's read deadline (zero: none).
+func (c *h1Conn) setReadDeadline(t time.Time) {
+	c.rdl.at = t
+	_ = c.conn.SetReadDeadline(t)
+}
+
+// keepDeadline reports whether the header's deadline may stay set past
+// resp's header: its body is all in the reader's buffer (no read of it
+// reaches the connection), and the deadline, at least the header timeout
+// away when set, cannot pass while the connection waits idle (kept at
+// most 1.5 idle timeouts, then closed) and make its check fail.
+func (c *h1Conn) keepDeadline(resp *http.Response) bool {
+	return resp.ContentLength >= 0 && int64(c.br.Buffered()) >= resp.ContentLength &&
+		c.t.headerTimeout > c.t.idleTimeout*3/2
+}
+
 // roundTrip writes req and reads the answer's header. wrote is how much
 // of the request reached the connection.
 func (c *h1Conn) roundTrip(req *http.Request) (_ *http.Response, wrote int64, err error) {
@@ -391,18 +414,22 @@ func (c *h1Conn) roundTrip(req *http.Request) (_ *http.Response, wrote int64, er
 		if c.wrote == 0 || ctx.Err() != nil {
 			return nil, c.wrote, werr
 		}
-		_ = c.conn.SetReadDeadline(time.Now().Add(earlyAnswerWait))
+		c.setReadDeadline(time.Now().Add(earlyAnswerWait))
 		if resp, err = c.readHeader(req); err != nil {
 			return nil, c.wrote, werr
 		}
 		resp.Close = true // the connection is in no state to be used again
-		_ = c.conn.SetReadDeadline(time.Time{})
+		c.setReadDeadline(time.Time{})
 	case c.t.headerTimeout > 0:
-		_ = c.conn.SetReadDeadline(time.Now().Add(c.t.headerTimeout))
+		if d, ok := c.rdl.next(monoNow(), c.t.headerTimeout, time.Time{}); ok {
+			_ = c.conn.SetReadDeadline(d)
+		}
 		if resp, err = c.readHeader(req); err != nil {
 			return nil, c.wrote, headerError(ctx, err)
 		}
-		_ = c.conn.SetReadDeadline(time.Time{})
+		if !c.keepDeadline(resp) {
+			c.setReadDeadline(time.Time{})
+		}
 	default:
 		if resp, err = c.readHeader(req); err != nil {
 			return nil, c.wrote, err
@@ -446,7 +473,7 @@ func (c *h1Conn) roundTripAside(req *http.Request, stop func() bool) (*http.Resp
 		}
 		return nil, c.wrote, headerError(ctx, err)
 	}
-	_ = c.conn.SetReadDeadline(time.Time{})
+	c.setReadDeadline(time.Time{})
 	resp.Body = &h1Body{r: resp.Body, c: c, stop: stop, ctx: ctx, keep: !resp.Close && !req.Close, write: w}
 	return resp, 0, nil
 }
@@ -477,7 +504,7 @@ func (c *h1Conn) sendAside(req *http.Request) *h1Write {
 		if wait > 0 {
 			c.dl.Lock()
 			if !c.headerRead {
-				_ = c.conn.SetReadDeadline(time.Now().Add(wait))
+				c.setReadDeadline(time.Now().Add(wait))
 			}
 			c.dl.Unlock()
 		}

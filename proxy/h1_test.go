@@ -1010,3 +1010,122 @@ func TestH1SweepDropsConnectionsClosedByUpstream(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // past the first sweep (200 ms), within the idle timeout
 	nothingKept(t, tr)
 }
+
+// deadlineConn counts the read deadlines set on it (cleared ones apart).
+type deadlineConn struct {
+	net.Conn
+	set, cleared *atomic.Int64
+}
+
+func (c *deadlineConn) SetReadDeadline(t time.Time) error {
+	if t.IsZero() {
+		c.cleared.Add(1)
+	} else {
+		c.set.Add(1)
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+// SyscallConn is the connection's own: the transport checks it idle.
+func (c *deadlineConn) SyscallConn() (syscall.RawConn, error) {
+	return c.Conn.(syscall.Conn).SyscallConn()
+}
+
+// countDeadlines dials deadlineConns counting into set and cleared.
+func countDeadlines(set, cleared *atomic.Int64) func(context.Context, string, string) (net.Conn, error) {
+	var d net.Dialer
+	return func(ctx context.Context, n, a string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, n, a)
+		if err != nil {
+			return nil, err
+		}
+		return &deadlineConn{Conn: c, set: set, cleared: cleared}, nil
+	}
+}
+
+// The header's read deadline is set once for many small answers, each
+// read whole with its header, and stays set between them; it is cleared
+// after the header whenever the body is still to come or an idle
+// connection could outlive it, and a header that never comes on a
+// reused connection still times out.
+func TestH1HeaderDeadlineKept(t *testing.T) {
+	testH1(t, 0, time.Minute, 1) // skips where the transport is not used
+	t.Run("small answers", func(t *testing.T) {
+		up := newRawUpstream(t, keepAnswering(okAnswer))
+		var set, cleared atomic.Int64
+		tr, _ := testH1Dial(t, countDeadlines(&set, &cleared), time.Minute, time.Second, 4)
+		for range 20 {
+			if got := bodyOf(t)(post(within(t), tr, up.url())); got != "{}" {
+				t.Fatalf("body %q", got)
+			}
+		}
+		if up.conns.Load() != 1 || set.Load() != 1 || cleared.Load() != 0 {
+			t.Fatalf("connections %d, deadlines set %d, cleared %d; want 1, 1, 0", up.conns.Load(), set.Load(), cleared.Load())
+		}
+	})
+	t.Run("a slow body after a kept deadline", func(t *testing.T) {
+		const header = 300 * time.Millisecond
+		up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+			if _, ok := u.readRequest(br); !ok {
+				return
+			}
+			_, _ = io.WriteString(c, okAnswer)
+			if _, ok := u.readRequest(br); !ok {
+				return
+			}
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+			for i := range 4 { // the last piece comes two header timeouts after the header
+				time.Sleep(header * 2 / 3)
+				_, _ = fmt.Fprintf(c, "7\r\ndata:%d\n\r\n", i)
+			}
+			_, _ = io.WriteString(c, "0\r\n\r\n")
+			_, _ = br.ReadByte()
+		})
+		var set, cleared atomic.Int64
+		tr, _ := testH1Dial(t, countDeadlines(&set, &cleared), header, header/3, 4)
+		if got := bodyOf(t)(post(within(t), tr, up.url())); got != "{}" {
+			t.Fatalf("body %q", got)
+		}
+		if got := bodyOf(t)(post(within(t), tr, up.url())); got != "data:0\ndata:1\ndata:2\ndata:3\n" {
+			t.Fatalf("stream %q", got)
+		}
+		if up.conns.Load() != 1 || cleared.Load() != 1 {
+			t.Fatalf("connections %d, deadlines cleared %d; want 1, 1 (after the stream's header)", up.conns.Load(), cleared.Load())
+		}
+	})
+	t.Run("a header that never comes", func(t *testing.T) {
+		hold := make(chan struct{})
+		defer close(hold)
+		up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+			if _, ok := u.readRequest(br); !ok {
+				return
+			}
+			_, _ = io.WriteString(c, okAnswer)
+			u.readRequest(br)
+			<-hold
+		})
+		tr, _ := testH1(t, 300*time.Millisecond, 100*time.Millisecond, 4)
+		if got := bodyOf(t)(post(within(t), tr, up.url())); got != "{}" {
+			t.Fatalf("body %q", got)
+		}
+		var err error
+		inTime(t, func() { _, err = post(within(t), tr, up.url()) })
+		if err == nil || !strings.Contains(err.Error(), "timeout awaiting response headers") || up.conns.Load() != 1 {
+			t.Fatalf("err %v on %d connections: want a timeout awaiting the header on the one kept", err, up.conns.Load())
+		}
+	})
+	t.Run("idle longer than the header timeout", func(t *testing.T) {
+		up := newRawUpstream(t, keepAnswering(okAnswer))
+		var set, cleared atomic.Int64
+		tr, _ := testH1Dial(t, countDeadlines(&set, &cleared), 50*time.Millisecond, time.Minute, 4)
+		for range 2 {
+			if got := bodyOf(t)(post(within(t), tr, up.url())); got != "{}" {
+				t.Fatalf("body %q", got)
+			}
+			time.Sleep(100 * time.Millisecond) // a deadline left set would pass meanwhile and fail the idle check
+		}
+		if up.conns.Load() != 1 || cleared.Load() != 2 {
+			t.Fatalf("connections %d, deadlines cleared %d; want 1, 2", up.conns.Load(), cleared.Load())
+		}
+	})
+}
