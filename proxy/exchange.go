@@ -38,7 +38,7 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 	}
 	defer resp.Body.Close()
 	call.times = callTimes{header: call.Since()}
-	p.metrics.counter(p.metrics.bytes, "upstream").Add(float64(len(body)))
+	p.metrics.bytesTo(&p.metrics.bytesUpstream, "upstream").Add(float64(len(body)))
 	info := &ResponseInfo{
 		Status: resp.StatusCode, Header: resp.Header,
 		Stream:  isEventStream(resp.Header),
@@ -50,11 +50,13 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 	// question makes included.
 	upBody := resp.Body
 	ir := &idleReader{r: upBody, d: p.opts.StreamIdleTimeout, start: call.Start}
-	ir.t = time.AfterFunc(p.opts.StreamIdleTimeout, func() {
-		ir.fired.Store(true)
-		_ = upBody.Close() // a read waiting on the upstream returns; the transport drops the connection
-	})
-	defer ir.t.Stop()
+	if !inMemory(upBody) { // a body already read whole has no silence to time
+		ir.t = time.AfterFunc(p.opts.StreamIdleTimeout, func() {
+			ir.fired.Store(true)
+			_ = upBody.Close() // a read waiting on the upstream returns; the transport drops the connection
+		})
+		defer ir.t.Stop()
+	}
 	resp.Body = readCloser{ir, upBody}
 	if p.askRetry(call, resp, ir) {
 		sinks.End(End{Outcome: OutcomeRetried, Status: resp.StatusCode, Duration: call.Since()})
@@ -134,7 +136,7 @@ func (p *Proxy) askRetry(call *Call, resp *http.Response, ir *idleReader) bool {
 	}
 	// Stop reports whether the timer was running: neither fired nor
 	// stopped by the body's end.
-	running := ir.t.Stop()
+	running := ir.stop()
 	if !running && ir.fired.Load() {
 		return false // the upstream went quiet while the head was read
 	}
@@ -144,7 +146,7 @@ func (p *Proxy) askRetry(call *Call, resp *http.Response, ir *idleReader) bool {
 		}
 	}
 	if running {
-		ir.t.Reset(ir.d) // the rest of the body goes to the client, under the timer
+		ir.reset() // the rest of the body goes to the client, under the timer
 	}
 	return false
 }
@@ -547,6 +549,25 @@ type idleReader struct {
 	fired atomic.Bool // the timer closed the body: reads fail with errIdle
 }
 
+// stop stops the timer (none: a body read whole), reporting whether it
+// was running.
+func (i *idleReader) stop() bool { return i.t != nil && i.t.Stop() }
+
+// reset starts the timer again, if there is one.
+func (i *idleReader) reset() {
+	if i.t != nil {
+		i.t.Reset(i.d)
+	}
+}
+
+// inMemory reports whether body says it is all in memory already (an
+// h1Body whose answer came whole with its header): its reads cannot
+// wait on the upstream.
+func inMemory(body io.Reader) bool {
+	m, ok := body.(interface{ inMemory() bool })
+	return ok && m.inMemory()
+}
+
 func (i *idleReader) Read(p []byte) (int, error) {
 	n, err := i.r.Read(p)
 	if err != nil {
@@ -556,11 +577,11 @@ func (i *idleReader) Read(p []byte) (int, error) {
 		// ending its stream cleanly (over TLS its close_notify can arrive
 		// before the connection is gone), which must not pass for a whole
 		// answer. A read that ended before the timer fired keeps its end.
-		if !i.t.Stop() && i.fired.Load() {
+		if !i.stop() && i.fired.Load() {
 			err = errIdle
 		}
 	} else {
-		i.t.Reset(i.d)
+		i.reset()
 	}
 	if n > 0 && i.first == 0 {
 		i.first = max(time.Since(i.start), 1)

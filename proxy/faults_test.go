@@ -513,3 +513,54 @@ func TestPanickingObserver(t *testing.T) {
 		up.Close()
 	}
 }
+
+// TestIdleTimeoutNonStreamBody: over plain HTTP (the proxy's own
+// transport), a non-stream answer whose body came whole with its header
+// is read without the idle timer, and one whose body is still to come is
+// cut by it when the upstream goes quiet.
+func TestIdleTimeoutNonStreamBody(t *testing.T) {
+	released := make(chan struct{}, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Query().Get("quiet") == "" {
+			_, _ = io.WriteString(w, `{"ok":true}`)
+			return
+		}
+		w.Header().Set("Content-Length", "100")
+		_, _ = io.WriteString(w, `{"ok":`)
+		_ = http.NewResponseController(w).Flush()
+		<-r.Context().Done()
+		released <- struct{}{}
+	}))
+	t.Cleanup(up.Close)
+	obs := &recordingObserver{}
+	_, px := newTestProxy(t, up.URL, func(o *Options) {
+		o.StreamIdleTimeout = 150 * time.Millisecond
+		o.Observers = []Observer{obs}
+	})
+	resp, body := do(t, rawClient(), "POST", px.URL+"/v1/chat/completions", []byte(chatBody), nil)
+	if resp.StatusCode != http.StatusOK || string(body) != `{"ok":true}` {
+		t.Fatalf("whole answer: %d %q", resp.StatusCode, body)
+	}
+	if end := obs.waitEnd(t); end.Outcome != OutcomeComplete {
+		t.Fatalf("whole answer: outcome %s (%s)", end.Outcome, end.Err)
+	}
+	resp2, err := rawClient().Post(px.URL+"/v1/chat/completions?quiet=1", "application/json", strings.NewReader(chatBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	inTime(t, func() { got, err = io.ReadAll(resp2.Body) })
+	resp2.Body.Close()
+	if err == nil || string(got) != `{"ok":` {
+		t.Fatalf("quiet answer: got %q, err %v; want its beginning then a cut", got, err)
+	}
+	if end := obs.waitEnds(t, 2)[1]; end.Outcome != OutcomeTimeout || end.Err != errIdle.Error() {
+		t.Fatalf("quiet answer: outcome %s (%s)", end.Outcome, end.Err)
+	}
+	select {
+	case <-released:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream's request was not cancelled")
+	}
+}

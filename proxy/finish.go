@@ -20,9 +20,10 @@ func (p *Proxy) finish(call *Call, info *ResponseInfo, end End) {
 	status := strconv.Itoa(end.Status)
 	m := p.metrics
 	m.counter(m.requests, call.Route, methodLabel(call.Method), status, string(end.Outcome), model).Inc()
-	m.observer(m.duration, call.Route, model).Observe(end.Duration.Seconds())
-	m.counter(m.bytes, "client").Add(float64(end.Bytes))
-	p.observeTimes(call, info, end, model)
+	ts := m.timersOf(call.Route, model)
+	ts.observer(&ts.duration, m.duration).Observe(end.Duration.Seconds())
+	m.bytesTo(&m.bytesClient, "client").Add(float64(end.Bytes))
+	p.observeTimes(call, info, end, ts)
 	if end.Outcome == OutcomeUpstreamError || end.Outcome == OutcomeTimeout {
 		if end.Status != 0 && info != nil {
 			m.counter(m.upstreamErrors, call.Route, string(end.Outcome)).Inc()
@@ -34,22 +35,22 @@ func (p *Proxy) finish(call *Call, info *ResponseInfo, end End) {
 // observeTimes records when the upstream answered: its response header,
 // the first byte of its body, the first token of a chat stream, and how
 // long a stream ran after its header.
-func (p *Proxy) observeTimes(call *Call, info *ResponseInfo, end End, model string) {
+func (p *Proxy) observeTimes(call *Call, info *ResponseInfo, end End, ts *callTimers) {
 	m := p.metrics
 	t := call.times
 	if t.header > 0 {
-		m.observer(m.header, call.Route, model).Observe(t.header.Seconds())
+		ts.observer(&ts.header, m.header).Observe(t.header.Seconds())
 	}
 	if t.firstByte > 0 {
-		m.observer(m.firstByte, call.Route, model).Observe(t.firstByte.Seconds())
+		ts.observer(&ts.firstByte, m.firstByte).Observe(t.firstByte.Seconds())
 	}
 	if t.firstToken > 0 {
-		m.observer(m.firstToken, call.Route, model).Observe(t.firstToken.Seconds())
+		ts.observer(&ts.firstToken, m.firstToken).Observe(t.firstToken.Seconds())
 	}
 	if info != nil && info.Stream {
-		m.counter(m.streams, call.Route, model).Inc()
+		ts.streamCount().Inc()
 		if t.header > 0 && end.Duration > t.header {
-			m.observer(m.streamDuration, call.Route, model).Observe((end.Duration - t.header).Seconds())
+			ts.observer(&ts.streamDuration, m.streamDuration).Observe((end.Duration - t.header).Seconds())
 		}
 	}
 }

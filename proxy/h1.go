@@ -381,8 +381,13 @@ func (c *h1Conn) setReadDeadline(t time.Time) {
 // away when set, cannot pass while the connection waits idle (kept at
 // most 1.5 idle timeouts, then closed) and make its check fail.
 func (c *h1Conn) keepDeadline(resp *http.Response) bool {
-	return resp.ContentLength >= 0 && int64(c.br.Buffered()) >= resp.ContentLength &&
-		c.t.headerTimeout > c.t.idleTimeout*3/2
+	return c.bodyBuffered(resp) && c.t.headerTimeout > c.t.idleTimeout*3/2
+}
+
+// bodyBuffered reports whether resp's body, of a declared length, is all
+// in the reader's buffer: reading it never reaches the connection.
+func (c *h1Conn) bodyBuffered(resp *http.Response) bool {
+	return resp.ContentLength >= 0 && int64(c.br.Buffered()) >= resp.ContentLength
 }
 
 // roundTrip writes req and reads the answer's header. wrote is how much
@@ -435,7 +440,7 @@ func (c *h1Conn) roundTrip(req *http.Request) (_ *http.Response, wrote int64, er
 			return nil, c.wrote, err
 		}
 	}
-	resp.Body = &h1Body{r: resp.Body, c: c, stop: stop, ctx: ctx, keep: !resp.Close && !req.Close}
+	resp.Body = &h1Body{r: resp.Body, c: c, stop: stop, ctx: ctx, keep: !resp.Close && !req.Close, whole: c.bodyBuffered(resp)}
 	return resp, c.wrote, nil
 }
 
@@ -576,6 +581,7 @@ type h1Body struct {
 	ctx   context.Context
 	keep  bool
 	write *h1Write // the request's body written aside, or nil
+	whole bool     // all of it was in the reader's buffer with the header
 
 	done   atomic.Bool // the connection went back or was closed
 	closed atomic.Bool
@@ -594,6 +600,10 @@ func (b *h1Body) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// inMemory reports that the body came whole with its header: no read
+// of it waits on the upstream (the stream idle timer needs no start).
+func (b *h1Body) inMemory() bool { return b.whole }
 
 func (b *h1Body) Close() error {
 	b.closed.Store(true)

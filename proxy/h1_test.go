@@ -1129,3 +1129,39 @@ func TestH1HeaderDeadlineKept(t *testing.T) {
 		}
 	})
 }
+
+// An answer whose body came whole with its header says it is in memory
+// (the proxy starts no idle timer for it); a body still to come, or one
+// without a declared length, does not.
+func TestH1BodyInMemory(t *testing.T) {
+	up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+		for _, answer := range []string{
+			okAnswer,
+			"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n{}",
+			"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+		} {
+			if _, ok := u.readRequest(br); !ok {
+				return
+			}
+			_, _ = io.WriteString(c, answer)
+			if strings.Contains(answer, "Length: 4") {
+				time.Sleep(50 * time.Millisecond)
+				_, _ = io.WriteString(c, "{}")
+			}
+		}
+	})
+	tr, _ := testH1(t, time.Minute, time.Second, 4)
+	for i, want := range []bool{true, false, false} {
+		resp, err := post(within(t), tr, up.url())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := inMemory(resp.Body); got != want {
+			t.Errorf("answer %d: in memory %v, want %v", i, got, want)
+		}
+		if _, err := io.ReadAll(resp.Body); err != nil {
+			t.Fatalf("answer %d: %v", i, err)
+		}
+		resp.Body.Close()
+	}
+}

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shaperproxy/shaperproxy/internal/resolved"
 )
@@ -47,4 +49,48 @@ func (m *Metrics) observer(vec *prometheus.HistogramVec, lv ...string) prometheu
 		return vec.WithLabelValues(lv...)
 	}
 	return getChild(m.children, vec, lv, func() any { return vec.WithLabelValues(lv...) }).(prometheus.Observer)
+}
+
+// lazyChild is a child resolved at its first use (a series appears when
+// something is counted in it, as with WithLabelValues) and kept: later
+// uses are one atomic load. Two first uses at once resolve the same
+// child (a vector's WithLabelValues gives one child per label values).
+type lazyChild[T any] struct{ p atomic.Pointer[T] }
+
+func (l *lazyChild[T]) get(resolve func() T) T {
+	if p := l.p.Load(); p != nil {
+		return *p
+	}
+	v := resolve()
+	l.p.Store(&v)
+	return v
+}
+
+// callTimers are a route and model's timing children: finish looks them
+// up once a call, where it looked up each (three to five lookups).
+type callTimers struct {
+	vecs                                                    *Metrics
+	route, model                                            string
+	duration, header, firstByte, firstToken, streamDuration lazyChild[prometheus.Observer]
+	streams                                                 lazyChild[prometheus.Counter]
+}
+
+// timersOf returns the timing children of route and model.
+func (m *Metrics) timersOf(route, model string) *callTimers {
+	return m.timers.Get([2]string{route, model}, func() *callTimers {
+		return &callTimers{vecs: m, route: route, model: model}
+	})
+}
+
+func (t *callTimers) observer(l *lazyChild[prometheus.Observer], vec *prometheus.HistogramVec) prometheus.Observer {
+	return l.get(func() prometheus.Observer { return vec.WithLabelValues(t.route, t.model) })
+}
+
+func (t *callTimers) streamCount() prometheus.Counter {
+	return t.streams.get(func() prometheus.Counter { return t.vecs.streams.WithLabelValues(t.route, t.model) })
+}
+
+// bytesTo is the bytes counter of a direction ("upstream" or "client").
+func (m *Metrics) bytesTo(l *lazyChild[prometheus.Counter], direction string) prometheus.Counter {
+	return l.get(func() prometheus.Counter { return m.bytes.WithLabelValues(direction) })
 }

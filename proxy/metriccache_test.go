@@ -43,3 +43,34 @@ func TestMetricChildrenBounded(t *testing.T) {
 		t.Fatal("child after a restart is not the vector's")
 	}
 }
+
+// TestCallTimers: a route and model's timing children are the vectors'
+// own, made at their first use (a series appears only once counted in),
+// and a call's lookups allocate nothing.
+func TestCallTimers(t *testing.T) {
+	m := NewMetrics()
+	ts := m.timersOf("r", "m")
+	if m.timersOf("r", "m") != ts || m.timersOf("r", "n") == ts {
+		t.Fatal("timers mixed up")
+	}
+	if ts.firstToken.p.Load() != nil || ts.streams.p.Load() != nil {
+		t.Fatal("children made before their first use")
+	}
+	if ts.observer(&ts.duration, m.duration) != m.duration.WithLabelValues("r", "m") ||
+		ts.observer(&ts.header, m.header) != m.header.WithLabelValues("r", "m") ||
+		ts.streamCount() != m.streams.WithLabelValues("r", "m") {
+		t.Fatal("a timer is not the vector's child")
+	}
+	if m.bytesTo(&m.bytesClient, "client") != m.bytes.WithLabelValues("client") ||
+		m.bytesTo(&m.bytesUpstream, "upstream") != m.bytes.WithLabelValues("upstream") {
+		t.Fatal("a bytes counter is not the vector's child")
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		ts := m.timersOf("r", "m")
+		ts.observer(&ts.duration, m.duration).Observe(1)
+		ts.observer(&ts.firstByte, m.firstByte).Observe(1)
+		m.bytesTo(&m.bytesClient, "client").Add(1)
+	}); n != 0 {
+		t.Errorf("%v allocations a call", n)
+	}
+}

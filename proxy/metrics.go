@@ -42,6 +42,9 @@ type Metrics struct {
 	models          *labelSet
 	hosts           *labelSet
 	children        *children // the vectors' children by label values (metriccache.go)
+	timers          *resolved.Cache[[2]string, *callTimers]
+	bytesUpstream   lazyChild[prometheus.Counter]
+	bytesClient     lazyChild[prometheus.Counter]
 	reparse         *reparseCollector
 }
 
@@ -60,7 +63,7 @@ var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5
 // NewMetrics returns a fresh set of metrics in its own registry.
 func NewMetrics() *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry(), models: newLabelSet(maxModels), hosts: newLabelSet(maxHosts), children: resolved.New[childKey, any](maxChildren),
-		reparse: newReparseCollector()}
+		timers: resolved.New[[2]string, *callTimers](maxChildren), reparse: newReparseCollector()}
 	m.newCallMetrics()
 	m.newTimingMetrics()
 	m.newTunnelMetrics()
