@@ -458,6 +458,11 @@ func bodyOver(req *http.Request, n int64) bool {
 // wrote is meaningful only with an error (the write is over by then).
 func (c *h1Conn) roundTripAside(req *http.Request, stop func() bool) (*http.Response, int64, error) {
 	ctx := req.Context()
+	if !c.rdl.at.IsZero() {
+		// A deadline kept from a small answer: the header's deadline
+		// counts from the end of the write, which may take longer.
+		c.setReadDeadline(time.Time{})
+	}
 	c.headerRead = false
 	w := c.sendAside(req)
 	resp, err := c.readHeader(req)

@@ -1114,6 +1114,37 @@ func TestH1HeaderDeadlineKept(t *testing.T) {
 			t.Fatalf("err %v on %d connections: want a timeout awaiting the header on the one kept", err, up.conns.Load())
 		}
 	})
+	t.Run("a slow large body after a kept deadline", func(t *testing.T) {
+		const header = 300 * time.Millisecond
+		body := bytes.Repeat([]byte("x"), 1<<20)
+		up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+			smallBuffers(c)
+			if _, ok := u.readRequest(br); !ok {
+				return
+			}
+			_, _ = io.WriteString(c, okAnswer)
+			r, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			buf := make([]byte, 64<<10)
+			for { // the body's write outlasts the deadline the first answer left
+				time.Sleep(header / 8)
+				if _, err := io.ReadFull(r.Body, buf); err != nil {
+					break
+				}
+			}
+			_, _ = io.WriteString(c, okAnswer)
+			_, _ = br.ReadByte()
+		})
+		tr, _ := testH1Dial(t, dialSmall, header, header/3, 4)
+		if got := bodyOf(t)(post(within(t), tr, up.url())); got != "{}" {
+			t.Fatalf("body %q", got)
+		}
+		if got := bodyOf(t)(postBody(within(t), tr, up.url(), body)); got != "{}" || up.conns.Load() != 1 {
+			t.Fatalf("large body: answer %q on %d connections, want {} on one", got, up.conns.Load())
+		}
+	})
 	t.Run("idle longer than the header timeout", func(t *testing.T) {
 		up := newRawUpstream(t, keepAnswering(okAnswer))
 		var set, cleared atomic.Int64
