@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -84,6 +85,11 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 			return err
 		}
 		sz.cost.satRounds, sz.cost.satDur = n, d
+	}
+	if o.Profile != "" { // the children write into it and say nothing when they cannot
+		if err := os.MkdirAll(o.Profile, 0o700); err != nil {
+			return fmt.Errorf("bench: the profiles' directory: %w", err)
+		}
 	}
 	e, err := newEnv(o)
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -301,5 +303,28 @@ func TestStolenShare(t *testing.T) {
 	c1 := readCPUClock()
 	if !c0.ok || !c1.ok || c1.total < c0.total || c1.steal < c0.steal || c0.steal > c0.total {
 		t.Fatalf("/proc/stat read as %+v then %+v", c0, c1)
+	}
+}
+
+// TestProfileDir: -profile makes its directory, as the children only
+// create files in it (and wrote none into a directory that did not exist):
+// a path that cannot be one is refused before anything runs; a child's
+// profiles are written there.
+func TestProfileDir(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := Run(t.Context(), io.Discard, Options{Only: "cost:small", Profile: filepath.Join(file, "profiles")})
+	if err == nil || !strings.Contains(err.Error(), "profiles' directory") {
+		t.Fatalf("a directory under a file: %v, want a clear error", err)
+	}
+	dir := t.TempDir()
+	t.Setenv(ProfileEnv, dir)
+	startProfile("proxy+all")()
+	for _, name := range []string{"cpu-proxy-all.pprof", "allocs-proxy-all.pprof"} {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
