@@ -475,3 +475,31 @@ func TestRecordTimesFromCallStart(t *testing.T) {
 		t.Fatalf("%d records checked, want 5", n)
 	}
 }
+
+// TestCallRecordsSlowStart: a call whose upstream request went out more
+// than a minute after its start (a slow upload, slow transforms) still
+// shows its client request, timed at the start.
+func TestCallRecordsSlowStart(t *testing.T) {
+	w, dir := openTest(t, Options{})
+	o := NewObserver(w, true)
+	call := &proxy.Call{
+		ID: "slow", Route: "r", Chat: true, Start: time.Now().Add(-2 * time.Minute),
+		Method: "POST", Path: "/v1/chat/completions", ClientBody: []byte(`{"a":1}`),
+	}
+	sink := o.Request(call, &proxy.Upstream{Method: "POST", URL: "http://up/v1/chat/completions", Body: []byte(`{"a":1}`)})
+	sink.Response(&proxy.ResponseInfo{Status: 200})
+	sink.Body([]byte(`{}`))
+	sink.End(proxy.End{Outcome: proxy.OutcomeComplete, Status: 200, Duration: call.Since()})
+	mustFlush(t, w)
+	recs, err := openReaderTest(t, dir).CallRecords("slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, l := range recs {
+		kinds = append(kinds, l.Record.Kind.String())
+	}
+	if got, want := strings.Join(kinds, " "), "client_request request response body end"; got != want {
+		t.Fatalf("CallRecords: %q, want %q", got, want)
+	}
+}

@@ -226,8 +226,9 @@ func (r *Reader) backward(f *Filter, fn func(Located) bool, resolve bool) error 
 
 // CallRecords returns every record of a call, oldest first. It walks back
 // from the end of the log until the call's upstream request, and a minute
-// before it (for the client request), so a recent call is found quickly
-// and a missing one costs a read of the whole log.
+// before the call's start (for the client request, timed at the start,
+// however long the body's upload and the transforms took), so a recent
+// call is found quickly and a missing one costs a read of the whole log.
 func (r *Reader) CallRecords(call string) ([]Located, error) {
 	if err := r.refresh(); err != nil {
 		return nil, err
@@ -237,7 +238,7 @@ func (r *Reader) CallRecords(call string) ([]Located, error) {
 	err := r.backward(&f, func(l Located) bool {
 		out = append(out, l)
 		if l.Record.Kind == KindRequest && f.Since.IsZero() {
-			f.Since = l.Record.Time.Add(-time.Minute)
+			f.Since = l.Record.Time.Add(-l.Record.Offset - time.Minute)
 		}
 		return true
 	}, true)

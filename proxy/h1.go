@@ -242,6 +242,12 @@ func (t *h1Transport) get(ctx context.Context, key string) (*h1Conn, error) {
 // (between one and 1.5 idle timeouts after their last use).
 func (t *h1Transport) put(c *h1Conn) {
 	c.since, c.reused = monoNow(), false
+	if !c.rdl.at.IsZero() && c.rdl.at.Sub(c.since) < t.idleTimeout*3/2 {
+		// A deadline kept from an answer whose header was slow to come (or
+		// whose reading was slow) would pass while the connection waits,
+		// and the idle check would drop a good connection.
+		c.setReadDeadline(time.Time{})
+	}
 	t.mu.Lock()
 	if len(t.idle[c.key]) >= t.maxIdle || t.nIdle >= t.maxIdleTotal {
 		t.mu.Unlock()
@@ -378,8 +384,10 @@ func (c *h1Conn) setReadDeadline(t time.Time) {
 // keepDeadline reports whether the header's deadline may stay set past
 // resp's header: its body is all in the reader's buffer (no read of it
 // reaches the connection), and the deadline, at least the header timeout
-// away when set, cannot pass while the connection waits idle (kept at
-// most 1.5 idle timeouts, then closed) and make its check fail.
+// away when set, can outlast the connection's wait in the pool (at most
+// 1.5 idle timeouts, then closed): one that would pass meanwhile, and
+// make the idle check fail, is cleared when the connection is put back
+// (a header that took long leaves less of it).
 func (c *h1Conn) keepDeadline(resp *http.Response) bool {
 	return c.bodyBuffered(resp) && c.t.headerTimeout > c.t.idleTimeout*3/2
 }

@@ -1145,6 +1145,32 @@ func TestH1HeaderDeadlineKept(t *testing.T) {
 			t.Fatalf("large body: answer %q on %d connections, want {} on one", got, up.conns.Load())
 		}
 	})
+	t.Run("a slow header, then idle within the idle timeout", func(t *testing.T) {
+		const header, idle = 400 * time.Millisecond, 200 * time.Millisecond // kept: header > 1.5 idle
+		up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+			for first := true; ; first = false {
+				if _, ok := u.readRequest(br); !ok {
+					return
+				}
+				if first {
+					time.Sleep(300 * time.Millisecond) // leaves the kept deadline 100 ms + its slack
+				}
+				if _, err := io.WriteString(c, okAnswer); err != nil {
+					return
+				}
+			}
+		})
+		tr, _ := testH1(t, header, idle, 4)
+		for i := range 2 {
+			if got := bodyOf(t)(post(within(t), tr, up.url())); got != "{}" {
+				t.Fatalf("answer %d: body %q", i, got)
+			}
+			time.Sleep(170 * time.Millisecond) // within the idle timeout, past the deadline the first answer left
+		}
+		if n := up.conns.Load(); n != 1 {
+			t.Fatalf("connections %d, want 1: a connection reused within the idle timeout", n)
+		}
+	})
 	t.Run("idle longer than the header timeout", func(t *testing.T) {
 		up := newRawUpstream(t, keepAnswering(okAnswer))
 		var set, cleared atomic.Int64
