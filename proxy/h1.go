@@ -243,9 +243,11 @@ func (t *h1Transport) get(ctx context.Context, key string) (*h1Conn, error) {
 func (t *h1Transport) put(c *h1Conn) {
 	c.since, c.reused = monoNow(), false
 	if !c.rdl.at.IsZero() && c.rdl.at.Sub(c.since) < t.idleTimeout*3/2 {
-		// A deadline kept from an answer whose header was slow to come (or
-		// whose reading was slow) would pass while the connection waits,
-		// and the idle check would drop a good connection.
+		// A deadline kept past a small answer (keepDeadline) that would
+		// pass while the connection waits here (up to 1.5 idle timeouts,
+		// closeExpired's sweep) would make the idle check drop a good
+		// connection: a header timeout not well over the idle timeout, or
+		// a header that took long to come.
 		c.setReadDeadline(time.Time{})
 	}
 	t.mu.Lock()
@@ -313,9 +315,10 @@ type h1Conn struct {
 	// rdl is the read deadline set on the connection (zero: none). The
 	// header's deadline is moved only once less than the header timeout
 	// is left (deadline's rule), and it stays set after the header when
-	// the answer's body is already read with it and no idle connection
-	// can outlive it (keepDeadline): a small answer costs no deadline
-	// change at all most of the time, where it cost two.
+	// the answer's body is already read with it (keepDeadline), unless it
+	// would pass while the connection waits in the pool (put): a small
+	// answer costs no deadline change at all most of the time, where it
+	// cost two.
 	rdl deadline
 
 	// While a body written aside (sendAside) may still be going out, the
@@ -382,15 +385,10 @@ func (c *h1Conn) setReadDeadline(t time.Time) {
 }
 
 // keepDeadline reports whether the header's deadline may stay set past
-// resp's header: its body is all in the reader's buffer (no read of it
-// reaches the connection), and the deadline, at least the header timeout
-// away when set, can outlast the connection's wait in the pool (at most
-// 1.5 idle timeouts, then closed): one that would pass meanwhile, and
-// make the idle check fail, is cleared when the connection is put back
-// (a header that took long leaves less of it).
-func (c *h1Conn) keepDeadline(resp *http.Response) bool {
-	return c.bodyBuffered(resp) && c.t.headerTimeout > c.t.idleTimeout*3/2
-}
+// resp's header: its body is all in the reader's buffer, so no read of it
+// reaches the connection. One that would pass while the connection waits
+// in the pool, and make the idle check fail, is cleared by put.
+func (c *h1Conn) keepDeadline(resp *http.Response) bool { return c.bodyBuffered(resp) }
 
 // bodyBuffered reports whether resp's body, of a declared length, is all
 // in the reader's buffer: reading it never reaches the connection.

@@ -1044,10 +1044,11 @@ func countDeadlines(set, cleared *atomic.Int64) func(context.Context, string, st
 }
 
 // The header's read deadline is set once for many small answers, each
-// read whole with its header, and stays set between them; it is cleared
-// after the header whenever the body is still to come or an idle
-// connection could outlive it, and a header that never comes on a
-// reused connection still times out.
+// read whole with its header, and stays set between them. It is cleared
+// after the header whenever the body is still to come, before a large
+// body's write, and when the connection goes back to the pool if it would
+// pass while it waits there; a header that never comes on a reused
+// connection still times out.
 func TestH1HeaderDeadlineKept(t *testing.T) {
 	testH1(t, 0, time.Minute, 1) // skips where the transport is not used
 	t.Run("small answers", func(t *testing.T) {
@@ -1162,10 +1163,12 @@ func TestH1HeaderDeadlineKept(t *testing.T) {
 		})
 		tr, _ := testH1(t, header, idle, 4)
 		for i := range 2 {
+			if i > 0 {
+				time.Sleep(170 * time.Millisecond) // within the idle timeout, past the deadline the first answer left
+			}
 			if got := bodyOf(t)(post(within(t), tr, up.url())); got != "{}" {
 				t.Fatalf("answer %d: body %q", i, got)
 			}
-			time.Sleep(170 * time.Millisecond) // within the idle timeout, past the deadline the first answer left
 		}
 		if n := up.conns.Load(); n != 1 {
 			t.Fatalf("connections %d, want 1: a connection reused within the idle timeout", n)
