@@ -51,6 +51,9 @@ type Options struct {
 	// (the proxy variants, the reverse proxy, the upstream) write their CPU
 	// and allocation profiles (ProfileEnv).
 	Profile string
+	// Without names features of proxy+all to turn off (comma-separated:
+	// capture, guard, shaping): which one holds a figure up, measured.
+	Without string
 	// Saturation, when set ("ROUNDSxDURATION", e.g. "40x600ms"), replaces
 	// the rounds of the cost section's saturation runs: shorter rounds,
 	// more of them, leave less of the machine's drift inside a round.
@@ -77,6 +80,9 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 	quick, subprocess, only := o.Quick, o.Subprocess, o.Only
 	sz := pick(quick)
 	if err := checkOnly(only, sections); err != nil {
+		return err
+	}
+	if err := checkWithout(o.Without); err != nil {
 		return err
 	}
 	if o.Saturation != "" {
@@ -113,6 +119,9 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 		where = "proxies in the benchmark's process"
 	}
 	fmt.Fprintf(out, "shaperproxy bench (%s, GOMAXPROCS=%d, %s; direct = straight to the fake upstream, proxy = through shaperproxy)\n\n", mode(quick), gomaxprocs(), where)
+	if o.Without != "" {
+		fmt.Fprintf(out, "proxy+all here runs without %s (-without)\n\n", strings.ReplaceAll(o.Without, ",", ", "))
+	}
 	t.print(out)
 	return nil
 }

@@ -273,7 +273,7 @@ func (e *env) serveHere(role string, args []string) (string, error) {
 		}
 		return startServer(rp, &e.closers)
 	}
-	px, err := e.build(variantConfig(role, args[0], args[1], args[2]), nil)
+	px, err := e.build(variantConfig(role, args[0], args[1], args[2], e.without), nil)
 	if err != nil {
 		return "", err
 	}

@@ -328,3 +328,23 @@ func TestProfileDir(t *testing.T) {
 		}
 	}
 }
+
+// TestWithout: -without turns the named features of proxy+all off, and
+// only of proxy+all; a name that is no feature is refused before
+// anything runs.
+func TestWithout(t *testing.T) {
+	all := variantConfig(full, "http://f", "http://s", t.TempDir(), "")
+	if !all.Capture.Enabled || !all.Guard.Enabled || !all.Shaping.Enabled {
+		t.Fatalf("proxy+all: capture %v, guard %v, shaping %v; want all on", all.Capture.Enabled, all.Guard.Enabled, all.Shaping.Enabled)
+	}
+	c := variantConfig(full, "http://f", "http://s", t.TempDir(), "capture,shaping")
+	if c.Capture.Enabled || !c.Guard.Enabled || c.Shaping.Enabled {
+		t.Fatalf("proxy+all without capture and shaping: capture %v, guard %v, shaping %v", c.Capture.Enabled, c.Guard.Enabled, c.Shaping.Enabled)
+	}
+	if c := variantConfig(captured, "http://f", "http://s", t.TempDir(), "capture"); !c.Capture.Enabled {
+		t.Fatal("-without turned capture off in proxy+capture")
+	}
+	if err := Run(t.Context(), io.Discard, Options{Only: "cost:small", Without: "capture,gaurd"}); err == nil || !strings.Contains(err.Error(), `"gaurd"`) {
+		t.Fatalf("a misspelt feature: %v, want it named in the error", err)
+	}
+}

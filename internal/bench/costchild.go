@@ -52,6 +52,9 @@ func (e *env) spawn(args []string, profiled bool) (string, int, error) {
 	if profiled && e.profile != "" {
 		cmd.Env = append(cmd.Env, ProfileEnv+"="+e.profile)
 	}
+	if e.without != "" {
+		cmd.Env = append(cmd.Env, WithoutEnv+"="+e.without)
+	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return "", 0, err

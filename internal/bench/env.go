@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,6 +35,7 @@ type env struct {
 	closers  []func()
 	dir      string
 	profile  string // ProfileEnv for the children of the cost section
+	without  string // Options.Without (WithoutEnv for the children)
 }
 
 // The proxy variants measured against the direct baseline.
@@ -50,7 +52,7 @@ const (
 // garbage collector and scheduler apart from the client's and the
 // upstream's), in this process otherwise (the tests).
 func newEnv(o Options) (*env, error) {
-	e := &env{fake: fakeupstream.New(), build: o.Build, child: o.Child, profile: o.Profile}
+	e := &env{fake: fakeupstream.New(), build: o.Build, child: o.Child, profile: o.Profile, without: o.Without}
 	subprocess := o.Subprocess
 	var err error
 	if e.fakeURL, err = startServer(e.fake, &e.closers); err != nil {
@@ -85,8 +87,9 @@ type Proxy interface {
 // Build builds the proxy for a configuration (the command's setup).
 type Build func(config.Config, *slog.Logger) (Proxy, error)
 
-// variantConfig is the configuration of one proxy variant.
-func variantConfig(variant, fakeURL, streamURL, dir string) config.Config {
+// variantConfig is the configuration of one proxy variant; without names
+// features of proxy+all turned off (Options.Without).
+func variantConfig(variant, fakeURL, streamURL, dir, without string) config.Config {
 	c := config.Default()
 	c.DataDir = filepath.Join(dir, strings.ReplaceAll(variant, "+", "-"))
 	c.Routes = []config.Route{
@@ -99,11 +102,43 @@ func variantConfig(variant, fakeURL, streamURL, dir string) config.Config {
 	if variant == reviewed {
 		c.Review.Routes = []string{"fake"}
 	}
+	if variant == full {
+		for f := range strings.SplitSeq(without, ",") {
+			switch f {
+			case "capture":
+				c.Capture.Enabled = false
+			case "guard":
+				c.Guard.Enabled = false
+			case "shaping":
+				c.Shaping.Enabled = false
+			}
+		}
+	}
 	return c
 }
 
+// WithoutEnv carries Options.Without to the children.
+const WithoutEnv = "SHAPERPROXY_BENCH_WITHOUT"
+
+// withoutFeatures are the features Options.Without may name.
+var withoutFeatures = []string{"capture", "guard", "shaping"}
+
+// checkWithout refuses a -without list that names no feature of
+// proxy+all: a typo must not measure everything on under another name.
+func checkWithout(without string) error {
+	if without == "" {
+		return nil
+	}
+	for f := range strings.SplitSeq(without, ",") {
+		if !slices.Contains(withoutFeatures, f) {
+			return fmt.Errorf("-without: no feature %q (proxy+all has %s)", f, strings.Join(withoutFeatures, ", "))
+		}
+	}
+	return nil
+}
+
 func (e *env) startProxy(variant string) error {
-	px, err := e.build(variantConfig(variant, e.fakeURL, e.streamURL, e.dir), slog.New(slog.DiscardHandler))
+	px, err := e.build(variantConfig(variant, e.fakeURL, e.streamURL, e.dir, e.without), slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
@@ -137,7 +172,7 @@ func ServeChild(build Build, args []string) error {
 	if len(args) != 4 {
 		return fmt.Errorf("bench child: want variant, fake URL, stream URL and directory, got %q", args)
 	}
-	px, err := build(variantConfig(args[0], args[1], args[2], args[3]), slog.New(slog.DiscardHandler))
+	px, err := build(variantConfig(args[0], args[1], args[2], args[3], os.Getenv(WithoutEnv)), slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
