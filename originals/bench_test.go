@@ -180,3 +180,27 @@ func BenchmarkLongConversation(b *testing.B) {
 		b.ReportMetric(float64(res.peakLive), "live-bytes")
 	}
 }
+
+// BenchmarkWriterPutRepeated is an agent's tool loop as the Writer sees
+// it: each request re-sends the turn's 200 shaped blocks (one
+// conversation, one turn), all queued before; Put only finds them
+// already queued (putMemo.admit), which is what a request waits for.
+func BenchmarkWriterPutRepeated(b *testing.B) {
+	s := openTest(b, Options{})
+	w := s.Async(1024)
+	batch := make([]Entry, 200)
+	for i := range batch {
+		batch[i] = benchEntry(i, 0)
+	}
+	w.Put(batch)
+	w.Flush()
+	b.ResetTimer()
+	for b.Loop() {
+		w.Put(batch)
+	}
+	b.StopTimer()
+	if n := w.Dropped(); n != 0 {
+		b.Fatalf("%d entries dropped", n)
+	}
+	w.Close()
+}

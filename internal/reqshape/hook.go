@@ -122,7 +122,7 @@ func (s *Shaper) TransformRequest(_ context.Context, call *proxy.Call, body []by
 	s.count(call.Route, res)
 	if res.Shaped > 0 && s.store != nil {
 		open, _ := view.OpenTurnStart()
-		if es := entries(res.Blocks, open, call.Conversation, turn); len(es) > 0 {
+		if es := entries(res.Blocks, res.Shaped, open, call.Conversation, turn); len(es) > 0 {
 			s.store.Put(es)
 		}
 	}
@@ -204,8 +204,8 @@ const maxCounters = 1024
 // Blocks of earlier turns were recorded in their own turn and cleared
 // when this one began; recording them again would make the table hold
 // the whole history instead of one turn.
-func entries(blocks []block, openStart int, conversation string, turn int) []originals.Entry {
-	var out []originals.Entry
+func entries(blocks []block, shaped, openStart int, conversation string, turn int) []originals.Entry {
+	out := make([]originals.Entry, 0, shaped) // shaped: the changed blocks, the most there are
 	for _, b := range blocks {
 		if b.Changed && b.Message >= openStart {
 			out = append(out, originals.Entry{Shaped: b.Shaped, Original: b.Original, Conversation: conversation, Turn: turn})
