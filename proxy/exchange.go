@@ -28,7 +28,11 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 	clientCtx := out.Context()
 	sinks := p.observe(call, out, body)
 	p.debugRequest(call, body)
+	beside := p.startBeside(call)
 	resp, err := p.transportFor(call.route).RoundTrip(out)
+	if beside != nil {
+		<-beside
+	}
 	if err != nil {
 		end := p.upstreamFailure(w, call, clientCtx, err)
 		end.Duration = call.Since()
@@ -101,6 +105,35 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 		panic(http.ErrAbortHandler)
 	}
 	return false
+}
+
+// startBeside starts the work the transforms gave for this attempt
+// (Call.Beside) and returns what is closed when it is done; nil when
+// there is none.
+func (p *Proxy) startBeside(call *Call) chan struct{} {
+	fs := call.beside
+	if len(fs) == 0 {
+		return nil
+	}
+	call.beside = nil
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, f := range fs {
+			p.safeBeside(call, f)
+		}
+	}()
+	return done
+}
+
+func (p *Proxy) safeBeside(call *Call, f func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.metrics.transformErrors.Inc()
+			p.log.Warn("work beside the request failed; the call goes on", "call", call.ID, "err", fmt.Sprint(v))
+		}
+	}()
+	f()
 }
 
 // maxRetryInspect bounds how much of an error answer a Retrier sees.

@@ -77,6 +77,7 @@ type Call struct {
 	nextView   *conv.Request // the view a transform gave of its output (SetView)
 	bodies     bodies        // the large bodies given back when the call ends (Hold)
 	changedBy  []RequestTransform
+	beside     []func() // Beside's, for the attempt about to go upstream
 	route      *Route
 }
 
@@ -178,6 +179,17 @@ func (c *Call) DoRead(ctx context.Context, purpose string, body []byte, limit in
 	}
 	return out, child, nil
 }
+
+// Beside gives the proxy work a transform has left once it has made its
+// output, work the request need not wait for (counters, a queue to the
+// disk): f runs beside the request's trip upstream, in a goroutine of
+// its own started as the request goes out, and the call waits for it
+// before it reads the answer, so f is done before the observers or the
+// client see anything of it. It runs once, for the attempt whose
+// transforms gave it; it may read the call's bodies and views (they are
+// held until the call ends) but not change the call. A panic in f is
+// logged and the call goes on.
+func (c *Call) Beside(f func()) { c.beside = append(c.beside, f) }
 
 // Since returns the time elapsed since the call started.
 func (c *Call) Since() time.Duration { return time.Since(c.Start) }

@@ -119,18 +119,45 @@ func (s *Shaper) TransformRequest(_ context.Context, call *proxy.Call, body []by
 		s.history.record(call.Conversation, in.batched, res.Prints, res.Batched)
 	}
 	call.Reasoning = proxy.ReasoningCount{Shaped: res.Shaped, Raw: res.Raw}
-	s.count(call.Route, res)
-	if res.Shaped > 0 && s.store != nil {
-		open, _ := view.OpenTurnStart()
-		if es := entries(res.Blocks, res.Shaped, open, call.Conversation, turn); len(es) > 0 {
-			s.store.Put(es)
-		}
-	}
 	if res.View != nil && res.View != view {
 		call.SetView(res.View)
 	}
-	putBlocks(res.Blocks) // counted and stored: nothing reads them after
+	if len(res.Blocks) == 0 {
+		putBlocks(res.Blocks)
+		return res.Body, nil
+	}
+	// The blocks are counted and their originals queued beside the trip
+	// upstream (Call.Beside): the request does not wait for either. Their
+	// strings are the body's and the memo's, both kept past the call's
+	// transforms.
+	b := booking{route: call.Route, conversation: call.Conversation, turn: turn, open: -1, shaped: res.Shaped, raw: res.Raw, blocks: res.Blocks}
+	if res.Shaped > 0 && s.store != nil {
+		b.open, _ = view.OpenTurnStart()
+	}
+	call.Beside(func() { s.book(b) })
 	return res.Body, nil
+}
+
+// booking is what a request's blocks leave to do once it has gone
+// upstream: count them, queue the originals of those shaped in the open
+// turn (from its start, open; -1: none to queue).
+type booking struct {
+	route, conversation string
+	turn, open          int
+	shaped, raw         int
+	blocks              []block
+}
+
+// book counts b's blocks and queues their originals, then gives the
+// blocks back.
+func (s *Shaper) book(b booking) {
+	s.count(b.route, b.shaped, b.raw, b.blocks)
+	if b.open >= 0 {
+		if es := entries(b.blocks, b.shaped, b.open, b.conversation, b.turn); len(es) > 0 {
+			s.store.Put(es)
+		}
+	}
+	putBlocks(b.blocks) // counted and stored: nothing reads them after
 }
 
 // inputs resolves the profile (keep-recent reads only whether it is
@@ -160,15 +187,15 @@ func (s *Shaper) profile(route, model string) *profile.Profile {
 
 // count records the request's blocks in the metrics: one addition per
 // reason, not per block (a long history has hundreds).
-func (s *Shaper) count(route string, res result) {
-	if res.Shaped > 0 { // most requests carry no reasoning: no counter looked up
-		s.counter(s.blocks, route, "shaped").Add(float64(res.Shaped))
+func (s *Shaper) count(route string, shaped, raw int, blocks []block) {
+	if shaped > 0 { // most requests carry no reasoning: no counter looked up
+		s.counter(s.blocks, route, "shaped").Add(float64(shaped))
 	}
-	if res.Raw > 0 {
-		s.counter(s.blocks, route, "raw").Add(float64(res.Raw))
+	if raw > 0 {
+		s.counter(s.blocks, route, "raw").Add(float64(raw))
 	}
 	var n [len(blockReasons)]int
-	for _, b := range res.Blocks {
+	for _, b := range blocks {
 		if i := slices.Index(blockReasons[:], b.Reason); i >= 0 {
 			n[i]++
 		} else {

@@ -1,0 +1,132 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shaperproxy/shaperproxy/sse"
+)
+
+// besideTransform gives f to Call.Beside on every attempt.
+func besideTransform(f func(*Call)) RequestTransform {
+	return RequestTransformFunc(func(_ context.Context, c *Call, b []byte) ([]byte, error) {
+		c.Beside(func() { f(c) })
+		return b, nil
+	})
+}
+
+// TestBeside: work a transform leaves with Call.Beside runs while the
+// request is upstream (it sees the upstream holding the request, which
+// it could not if it ran before the send), the call waits for it before
+// the answer goes on (done when the client has the answer, and before the
+// observers' Response), once per attempt; a panic in it is logged and the
+// call goes on with the upstream's answer.
+func TestBeside(t *testing.T) {
+	t.Run("beside the trip, done before the answer", func(t *testing.T) {
+		got := make(chan struct{})
+		var once atomic.Bool
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			if once.CompareAndSwap(false, true) {
+				close(got)
+			}
+			_, _ = io.WriteString(w, `{"ok":true}`)
+		}))
+		defer up.Close()
+		var sawUpstream, done atomic.Bool
+		var doneAtResponse atomic.Bool
+		obs := &besideObserver{done: &done, doneAtResponse: &doneAtResponse}
+		_, srv := newTestProxy(t, up.URL, func(o *Options) {
+			o.Transforms = []RequestTransform{besideTransform(func(*Call) {
+				select {
+				case <-got:
+					sawUpstream.Store(true)
+				case <-time.After(10 * time.Second):
+				}
+				time.Sleep(50 * time.Millisecond) // the answer is back by now: the call must wait
+				done.Store(true)
+			})}
+			o.Observers = []Observer{obs}
+		})
+		resp, body := do(t, rawClient(), "POST", srv.URL+"/v1/chat/completions", []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), nil)
+		if resp.StatusCode != 200 || string(body) != `{"ok":true}` {
+			t.Fatalf("answer %d %q", resp.StatusCode, body)
+		}
+		if !sawUpstream.Load() {
+			t.Fatal("the work did not run while the upstream held the request")
+		}
+		if !done.Load() {
+			t.Fatal("the client had the answer before the work was done")
+		}
+		if !doneAtResponse.Load() {
+			t.Fatal("the observers saw the answer before the work was done")
+		}
+	})
+
+	t.Run("once per attempt", func(t *testing.T) {
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			if bytes.Contains(body, []byte("marked")) {
+				http.Error(w, `{"error":"no"}`, http.StatusBadRequest)
+				return
+			}
+			_, _ = io.WriteString(w, `{"ok":true}`)
+		}))
+		defer up.Close()
+		var runs, retries atomic.Int32
+		_, srv := newTestProxy(t, up.URL, func(o *Options) {
+			o.Transforms = []RequestTransform{retryOnce{}, besideTransform(func(c *Call) {
+				runs.Add(1)
+				if c.Retry {
+					retries.Add(1)
+				}
+			})}
+		})
+		resp, _ := do(t, rawClient(), "POST", srv.URL+"/v1/chat/completions", []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("answer %d", resp.StatusCode)
+		}
+		if runs.Load() != 2 || retries.Load() != 1 {
+			t.Fatalf("ran %d times (%d on the retry), want 2 (1)", runs.Load(), retries.Load())
+		}
+	})
+
+	t.Run("a panic", func(t *testing.T) {
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			_, _ = io.WriteString(w, `{"ok":true}`)
+		}))
+		defer up.Close()
+		var after atomic.Int32
+		_, srv := newTestProxy(t, up.URL, func(o *Options) {
+			o.Transforms = []RequestTransform{
+				besideTransform(func(*Call) { panic("boom") }),
+				besideTransform(func(*Call) { after.Add(1) }),
+			}
+		})
+		for range 2 {
+			resp, body := do(t, rawClient(), "POST", srv.URL+"/v1/chat/completions", []byte(`{"model":"m","messages":[]}`), nil)
+			if resp.StatusCode != 200 || string(body) != `{"ok":true}` {
+				t.Fatalf("answer %d %q", resp.StatusCode, body)
+			}
+		}
+		if after.Load() != 2 {
+			t.Fatalf("the work after the one that panicked ran %d times, want 2", after.Load())
+		}
+	})
+}
+
+// besideObserver notes, at the response, whether the Beside work was done.
+type besideObserver struct{ done, doneAtResponse *atomic.Bool }
+
+func (o *besideObserver) Request(*Call, *Upstream) ResponseSink { return o }
+func (o *besideObserver) Response(*ResponseInfo)                { o.doneAtResponse.Store(o.done.Load()) }
+func (o *besideObserver) Event(*sse.Event, int, time.Duration)  {}
+func (o *besideObserver) Body([]byte)                           {}
+func (o *besideObserver) End(End)                               {}
