@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -23,18 +24,27 @@ func besideTransform(f func(*Call)) RequestTransform {
 
 // TestBeside: work a transform leaves with Call.Beside runs while the
 // request is upstream (it sees the upstream holding the request, which
-// it could not if it ran before the send), the call waits for it before
-// the answer goes on (done when the client has the answer, and before the
-// observers' Response), once per attempt; a panic in it is logged and the
-// call goes on with the upstream's answer.
+// it could not if it ran before the send, and the upstream, which waits
+// for it before it answers, sees it started, which it could not if it
+// ran after the answer), the call waits for it before the answer goes on
+// (done when the client has the answer, and before the observers'
+// Response), once per attempt, not at all for a transform that failed
+// or panicked; a panic in it is logged and the call goes on with the
+// upstream's answer.
 func TestBeside(t *testing.T) {
 	t.Run("beside the trip, done before the answer", func(t *testing.T) {
-		got := make(chan struct{})
+		got, started := make(chan struct{}), make(chan struct{})
 		var once atomic.Bool
+		var startedFirst atomic.Bool // the work had started when the upstream held the request
 		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.Copy(io.Discard, r.Body)
 			if once.CompareAndSwap(false, true) {
 				close(got)
+				select { // work that starts only after the answer would keep this waiting
+				case <-started:
+					startedFirst.Store(true)
+				case <-time.After(5 * time.Second):
+				}
 			}
 			_, _ = io.WriteString(w, `{"ok":true}`)
 		}))
@@ -44,6 +54,7 @@ func TestBeside(t *testing.T) {
 		obs := &besideObserver{done: &done, doneAtResponse: &doneAtResponse}
 		_, srv := newTestProxy(t, up.URL, func(o *Options) {
 			o.Transforms = []RequestTransform{besideTransform(func(*Call) {
+				close(started)
 				select {
 				case <-got:
 					sawUpstream.Store(true)
@@ -58,8 +69,8 @@ func TestBeside(t *testing.T) {
 		if resp.StatusCode != 200 || string(body) != `{"ok":true}` {
 			t.Fatalf("answer %d %q", resp.StatusCode, body)
 		}
-		if !sawUpstream.Load() {
-			t.Fatal("the work did not run while the upstream held the request")
+		if !sawUpstream.Load() || !startedFirst.Load() {
+			t.Fatalf("the work did not run while the upstream held the request (it saw the request: %v; it had started when the upstream had it: %v)", sawUpstream.Load(), startedFirst.Load())
 		}
 		if !done.Load() {
 			t.Fatal("the client had the answer before the work was done")
@@ -94,6 +105,35 @@ func TestBeside(t *testing.T) {
 		}
 		if runs.Load() != 2 || retries.Load() != 1 {
 			t.Fatalf("ran %d times (%d on the retry), want 2 (1)", runs.Load(), retries.Load())
+		}
+	})
+
+	t.Run("not for a transform that failed", func(t *testing.T) {
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			_, _ = io.WriteString(w, `{"ok":true}`)
+		}))
+		defer up.Close()
+		var failed, kept atomic.Int32
+		_, srv := newTestProxy(t, up.URL, func(o *Options) {
+			o.Transforms = []RequestTransform{
+				besideTransform(func(*Call) { kept.Add(1) }),
+				RequestTransformFunc(func(_ context.Context, c *Call, b []byte) ([]byte, error) {
+					c.Beside(func() { failed.Add(1) })
+					return nil, errors.New("no")
+				}),
+				RequestTransformFunc(func(_ context.Context, c *Call, b []byte) ([]byte, error) {
+					c.Beside(func() { failed.Add(1) })
+					panic("no")
+				}),
+			}
+		})
+		resp, _ := do(t, rawClient(), "POST", srv.URL+"/v1/chat/completions", []byte(`{"model":"m","messages":[]}`), nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("answer %d", resp.StatusCode)
+		}
+		if kept.Load() != 1 || failed.Load() != 0 {
+			t.Fatalf("the work of the transform that went on ran %d times (want 1), of those that failed %d (want 0)", kept.Load(), failed.Load())
 		}
 	})
 

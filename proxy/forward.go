@@ -100,11 +100,14 @@ func (p *Proxy) transform(ctx context.Context, call *Call, body []byte) []byte {
 	defer func() { call.nextView = nil }()
 	for i, t := range p.opts.Transforms {
 		call.nextView = nil
+		beside := len(call.beside)
 		out, err := safeTransform(ctx, t, call, body)
 		if !sameBuffer(out, body) {
 			call.own(out) // a body a transform returns is the call's (RequestTransform), taken or not
 		}
 		if err != nil {
+			clear(call.beside[beside:])
+			call.beside = call.beside[:beside] // a skipped transform leaves no work beside either
 			p.metrics.transformErrors.Inc()
 			p.log.Warn("transform failed; request goes on without it", "call", call.ID, "transform", i, "err", err)
 			continue

@@ -186,9 +186,10 @@ func (c *Call) DoRead(ctx context.Context, purpose string, body []byte, limit in
 // its own started as the request goes out, and the call waits for it
 // before it reads the answer, so f is done before the observers or the
 // client see anything of it. It runs once, for the attempt whose
-// transforms gave it; it may read the call's bodies and views (they are
-// held until the call ends) but not change the call. A panic in f is
-// logged and the call goes on.
+// transforms gave it, and not at all when the transform that gave it
+// fails (its output is skipped: so is its work); it may read the call's
+// bodies and views (they are held until the call ends) but not change
+// the call. A panic in f is logged and the call goes on.
 func (c *Call) Beside(f func()) { c.beside = append(c.beside, f) }
 
 // Since returns the time elapsed since the call started.
