@@ -170,3 +170,17 @@ func (o *besideObserver) Response(*ResponseInfo)                { o.doneAtRespon
 func (o *besideObserver) Event(*sse.Event, int, time.Duration)  {}
 func (o *besideObserver) Body([]byte)                           {}
 func (o *besideObserver) End(End)                               {}
+
+// TestRunBeside: outside the proxy, RunBeside runs the work given so far,
+// in order and once.
+func TestRunBeside(t *testing.T) {
+	var got []int
+	c := &Call{}
+	c.Beside(func() { got = append(got, 1) })
+	c.Beside(func() { got = append(got, 2) })
+	c.RunBeside()
+	c.RunBeside()
+	if len(got) != 2 || got[0] != 1 || got[1] != 2 {
+		t.Fatalf("ran %v, want [1 2]", got)
+	}
+}

@@ -192,6 +192,18 @@ func (c *Call) DoRead(ctx context.Context, purpose string, body []byte, limit in
 // the call. A panic in f is logged and the call goes on.
 func (c *Call) Beside(f func()) { c.beside = append(c.beside, f) }
 
+// RunBeside runs, in the caller's goroutine and in order, the work the
+// transforms gave the call with Beside that has not run yet: for a
+// caller that runs transforms itself, outside the proxy (a replay, a
+// test). The proxy runs that work on its own.
+func (c *Call) RunBeside() {
+	fs := c.beside
+	c.beside = nil
+	for _, f := range fs {
+		f()
+	}
+}
+
 // Since returns the time elapsed since the call started.
 func (c *Call) Since() time.Duration { return time.Since(c.Start) }
 

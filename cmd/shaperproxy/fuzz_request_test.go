@@ -146,4 +146,5 @@ func runRequestPath(t *testing.T, transforms []proxy.RequestTransform, body []by
 		}
 		out = next
 	}
+	call.RunBeside() // what the proxy would run beside the trip upstream (the shaper's counts and originals)
 }

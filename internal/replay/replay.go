@@ -257,8 +257,9 @@ func (rp *replayer) shape(ctx context.Context, c *capture.CallData, key string, 
 	}
 	out, err := rp.shaper.TransformRequest(ctx, call, body)
 	if err != nil {
-		return body
+		return body // as the proxy skips a failed transform, with its work beside
 	}
+	call.RunBeside() // what the proxy runs beside the trip: the shaper's blocks go back to their pool
 	return out
 }
 
