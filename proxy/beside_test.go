@@ -109,57 +109,55 @@ func TestBeside(t *testing.T) {
 	})
 
 	t.Run("not for a transform that failed", func(t *testing.T) {
-		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			_, _ = io.WriteString(w, `{"ok":true}`)
-		}))
-		defer up.Close()
 		var failed, kept atomic.Int32
-		_, srv := newTestProxy(t, up.URL, func(o *Options) {
-			o.Transforms = []RequestTransform{
-				besideTransform(func(*Call) { kept.Add(1) }),
-				RequestTransformFunc(func(_ context.Context, c *Call, b []byte) ([]byte, error) {
-					c.Beside(func() { failed.Add(1) })
-					return nil, errors.New("no")
-				}),
-				RequestTransformFunc(func(_ context.Context, c *Call, b []byte) ([]byte, error) {
-					c.Beside(func() { failed.Add(1) })
-					panic("no")
-				}),
-			}
-		})
-		resp, _ := do(t, rawClient(), "POST", srv.URL+"/v1/chat/completions", []byte(`{"model":"m","messages":[]}`), nil)
-		if resp.StatusCode != 200 {
-			t.Fatalf("answer %d", resp.StatusCode)
-		}
+		post := okRig(t,
+			besideTransform(func(*Call) { kept.Add(1) }),
+			RequestTransformFunc(func(_ context.Context, c *Call, b []byte) ([]byte, error) {
+				c.Beside(func() { failed.Add(1) })
+				return nil, errors.New("no")
+			}),
+			RequestTransformFunc(func(_ context.Context, c *Call, b []byte) ([]byte, error) {
+				c.Beside(func() { failed.Add(1) })
+				panic("no")
+			}),
+		)
+		post()
 		if kept.Load() != 1 || failed.Load() != 0 {
 			t.Fatalf("the work of the transform that went on ran %d times (want 1), of those that failed %d (want 0)", kept.Load(), failed.Load())
 		}
 	})
 
 	t.Run("a panic", func(t *testing.T) {
-		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			_, _ = io.WriteString(w, `{"ok":true}`)
-		}))
-		defer up.Close()
 		var after atomic.Int32
-		_, srv := newTestProxy(t, up.URL, func(o *Options) {
-			o.Transforms = []RequestTransform{
-				besideTransform(func(*Call) { panic("boom") }),
-				besideTransform(func(*Call) { after.Add(1) }),
-			}
-		})
-		for range 2 {
-			resp, body := do(t, rawClient(), "POST", srv.URL+"/v1/chat/completions", []byte(`{"model":"m","messages":[]}`), nil)
-			if resp.StatusCode != 200 || string(body) != `{"ok":true}` {
-				t.Fatalf("answer %d %q", resp.StatusCode, body)
-			}
-		}
+		post := okRig(t,
+			besideTransform(func(*Call) { panic("boom") }),
+			besideTransform(func(*Call) { after.Add(1) }),
+		)
+		post()
+		post()
 		if after.Load() != 2 {
 			t.Fatalf("the work after the one that panicked ran %d times, want 2", after.Load())
 		}
 	})
+}
+
+// okRig starts an upstream that answers {"ok":true} and the proxy in
+// front of it with transforms; post sends a chat request through and
+// fails the test unless the upstream's answer comes back.
+func okRig(t *testing.T, transforms ...RequestTransform) (post func()) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	t.Cleanup(up.Close)
+	_, srv := newTestProxy(t, up.URL, func(o *Options) { o.Transforms = transforms })
+	return func() {
+		t.Helper()
+		resp, body := do(t, rawClient(), "POST", srv.URL+"/v1/chat/completions", []byte(`{"model":"m","messages":[]}`), nil)
+		if resp.StatusCode != 200 || string(body) != `{"ok":true}` {
+			t.Fatalf("answer %d %q", resp.StatusCode, body)
+		}
+	}
 }
 
 // besideObserver notes, at the response, whether the Beside work was done.
