@@ -93,7 +93,7 @@ func (m *Metrics) newCallMetrics() {
 		Name: "shaperproxy_upstream_errors_total", Help: "Upstream calls that failed (unreachable, timeout, cut), by route and outcome.",
 	}, []string{"route", "outcome"})
 	m.transformErrors = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "shaperproxy_transform_errors_total", Help: "Request transforms that failed; the request went on without them.",
+		Name: "shaperproxy_transform_errors_total", Help: "Request transforms that failed (the request went on without them), and work a transform left beside the request that panicked.",
 	})
 	m.retries = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shaperproxy_retries_total", Help: "Requests sent a second time without a transform, after the upstream rejected the transformed one, by route.",
