@@ -26,11 +26,12 @@ type carry struct {
 	rule shapeRule // what the texts were shaped under
 	msgs []carried // by message index
 	// settled are its request's decisions (nil: not to be taken), and
-	// prints its messages' prints as they went out (nil: not made; a
+	// prints its messages' prints as they went out (nil msgs: not made; a
 	// message's is taken only where it is printed): the request's own,
-	// which no one changes once made.
+	// which no one changes once made (the next request's extend its
+	// array in place: prints.extend).
 	settled *settled
-	prints  []uint64
+	prints  prints
 	refs    atomic.Int32
 }
 
@@ -106,7 +107,7 @@ func (c *carry) release() {
 	if c != nil && c.refs.Add(-1) == 0 {
 		giveBack(&carriedArrays, c.msgs)
 		c.settled.release()
-		c.msgs, c.settled, c.prints = nil, nil, nil
+		c.msgs, c.settled, c.prints = nil, nil, prints{}
 	}
 }
 

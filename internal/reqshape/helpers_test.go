@@ -2,6 +2,7 @@ package reqshape
 
 import (
 	"bytes"
+	"slices"
 
 	"github.com/shaperproxy/shaperproxy/conv"
 
@@ -22,4 +23,10 @@ func appendMsg(body, msg []byte) []byte {
 func candsOf(req *conv.Request, rule shapeRule, memo *memo) []cand {
 	c, _ := candidates(req, rule, memo, nil, 0)
 	return c
+}
+
+// samePrints reports whether two requests' prints are the same (whatever
+// arrays hold them).
+func samePrints(a, b prints) bool {
+	return a.head == b.head && (a.msgs == nil) == (b.msgs == nil) && slices.Equal(a.msgs, b.msgs)
 }

@@ -99,11 +99,11 @@ func TestPrintMemo(t *testing.T) {
 		cands[i].Changed = i%2 == 0 // some blocks go out shaped
 	}
 	rd := p.Of(v)
-	want := fingerprint(v, cands, rd, nil, nil, 0)
+	want := fingerprint(v, cands, rd, nil, nil, 0, false)
 	for _, size := range []int{1 << 16, 10} {
 		pm := newPrintMemo(size)
 		for pass := range 2 {
-			got := fingerprint(v, cands, rd, pm.of(v, nil, nil, 0), nil, 0)
+			got := fingerprint(v, cands, rd, pm.of(v, nil, nil, 0), nil, 0, false)
 			if got.head != want.head || !slices.Equal(got.msgs, want.msgs) {
 				t.Fatalf("memo of %d, pass %d: prints differ", size, pass)
 			}
@@ -124,7 +124,7 @@ func TestPrintMemo(t *testing.T) {
 		if pm != nil {
 			parts = pm.of(r, nil, nil, 0)
 		}
-		return fingerprint(r, candsOf(r, cacheAwareRule(), nil), p.Of(r), parts, nil, 0)
+		return fingerprint(r, candsOf(r, cacheAwareRule(), nil), p.Of(r), parts, nil, 0, false)
 	}
 	pm := newPrintMemo(1 << 16)
 	before, after := fresh(v, pm), fresh(w, pm)
@@ -178,13 +178,13 @@ func BenchmarkFingerprintSeed(b *testing.B) {
 	rd := p.Of(v)
 	b.Run("hashed", func(b *testing.B) {
 		for b.Loop() {
-			fingerprint(v, cands, rd, nil, nil, 0)
+			fingerprint(v, cands, rd, nil, nil, 0, false)
 		}
 	})
 	b.Run("memo", func(b *testing.B) {
 		pm := newPrintMemo(1 << 16)
 		for b.Loop() {
-			fingerprint(v, cands, rd, pm.of(v, nil, nil, 0), nil, 0)
+			fingerprint(v, cands, rd, pm.of(v, nil, nil, 0), nil, 0, false)
 		}
 	})
 }

@@ -200,7 +200,7 @@ func TestBreakAt(t *testing.T) {
 	p := prof("deepseek-v4")
 	fp := func(body []byte) prints {
 		v := view(t, body)
-		return fingerprint(v, candsOf(v, cacheAwareRule(), nil), p.Of(v), nil, nil, 0)
+		return fingerprint(v, candsOf(v, cacheAwareRule(), nil), p.Of(v), nil, nil, 0, false)
 	}
 	a := tools(history(long, long+" x"))
 	b := appendMsg(a, []byte(`{"role":"user","content":"more"}`))

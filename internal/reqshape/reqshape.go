@@ -238,7 +238,7 @@ func shapeTaking(req *conv.Request, rule shapeRule, memo *memo, in inputs, take 
 			parts = memo.prints.of(req, room(&partArrays, len(req.Messages)), from, k)
 			defer giveBack(&partArrays, parts)
 		}
-		res.Prints = fingerprint(req, cands, rd, parts, from, k)
+		res.Prints = fingerprint(req, cands, rd, parts, from, k, in.carry)
 		// At a break that happens anyway, the blocks after it are shaped
 		// too — where prices are known: without them (an unknown upstream)
 		// the policy shapes nothing that is rendered.
@@ -248,7 +248,7 @@ func shapeTaking(req *conv.Request, rule shapeRule, memo *memo, in inputs, take 
 		}
 		if res.Break >= 0 && !in.prof.Frozen && priced {
 			if res.Batched = atBreak(res.Break, cands); len(res.Batched) > 0 {
-				res.Prints = fingerprint(req, cands, rd, parts, from, k)
+				res.Prints = fingerprint(req, cands, rd, parts, from, k, in.carry)
 			}
 		}
 	}
@@ -354,17 +354,30 @@ func atBreak(p int, cands []cand) []blockKey {
 // not nil, are the partPrints of req's messages (from the k-th); from,
 // when not nil, the carry of the conversation's last request, whose
 // prints are taken for the messages that went out the same way: the
-// first k, whose blocks were taken as it decided them, without a look.
-func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering, parts []partPrints, from *carry, k int) prints {
-	p := prints{head: headPrint(req), msgs: make([]uint64, len(req.Messages))}
+// first k, whose blocks were taken as it decided them, without a look;
+// grow, when the prints go in the request's carry (extend).
+func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering, parts []partPrints, from *carry, k int, grow bool) prints {
+	var was prints // the prints the first k are taken from
 	if k > 0 {
-		copy(p.msgs[:k], from.prints[:k])
+		was = from.prints
 	}
+	n := len(req.Messages)
+	// The prints of the messages after the first k: the few a request adds
+	// to its conversation's history on the stack, more in a pooled array
+	// (each element written below, none kept).
+	var few [16]uint64
+	tail := few[:]
+	if n-k > len(few) {
+		more := printArrays.Get(n-k, 4*(n-k)+16)
+		defer printArrays.Put(more)
+		tail = more[:cap(more)]
+	}
+	tail = tail[:n-k]
 	j := 0
 	for j < len(cands) && cands[j].Message < k {
 		j++
 	}
-	for i := k; i < len(req.Messages); i++ {
+	for i := k; i < n; i++ {
 		m := &req.Messages[i]
 		content, reasoning := m.Content, m.Reasoning
 		rendered := rd.Rendered(i) && m.Role == conv.RoleAssistant
@@ -383,17 +396,19 @@ func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering, parts []
 		// The same bytes, sent the same way (a message with a <think>
 		// block carries no print: carryOf).
 		if pc := from.at(i, m); pc != nil && pc.printed && pc.rendered == rendered && pc.sent == sent {
-			p.msgs[i] = from.prints[i]
+			tail[i-k] = from.prints.msgs[i]
 			continue
 		}
 		var h *partPrints
 		if parts != nil {
 			h = &parts[i]
 		}
-		p.msgs[i] = messagePrint(m, content, reasoning, rendered, h)
+		tail[i-k] = messagePrint(m, content, reasoning, rendered, h)
 	}
-	return p
+	return was.extend(headPrint(req), k, tail, grow)
 }
+
+var printArrays slicepool.Pool[uint64]
 
 // carryOf returns the carry of req, shaped under rule into cands (in
 // message order), with its messages' parts (nil: not made) and prints
@@ -401,7 +416,7 @@ func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering, parts []
 // were.
 func carryOf(req *conv.Request, rule shapeRule, cands []cand, parts []partPrints, pr prints, rd profile.Rendering, from *carry, k int) *carry {
 	c := newCarry(rule, len(req.Messages))
-	c.prints = pr.msgs
+	c.prints = pr
 	if k > 0 {
 		copy(c.msgs[:k], from.msgs[:k])
 	}

@@ -86,7 +86,7 @@ func (s *settled) release() {
 func settledPrefix(req *conv.Request, in inputs, rd profile.Rendering, from *carry, prints bool) int {
 	s := from.decided()
 	if s == nil || s.prof != in.prof || !sameSet(s.batched, in.batched) ||
-		prints && from.prints == nil || s.floor != req.LastSigned() {
+		prints && from.prints.msgs == nil || s.floor != req.LastSigned() {
 		return 0
 	}
 	lim := min(len(from.msgs), len(req.Messages)) - 1

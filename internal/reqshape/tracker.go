@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/resolved"
@@ -38,9 +39,46 @@ func keyOf(original string) blockKey {
 // top-level keys that reach the prompt (model, tools, effort, template
 // variables) and each message as the upstream renders it (a block's
 // reasoning counts only where it is rendered).
+//
+// A conversation's requests re-send its history, and their prints agree
+// on it: they share one array (extend), each request's prints a prefix of
+// it, which no one changes once written. end is how far the array is
+// written (nil: not to be shared); a request whose prints are those of
+// the ones before it and more writes the more in place, when it is the
+// first to do so.
 type prints struct {
 	head uint64
 	msgs []uint64
+	end  *atomic.Int32
+}
+
+// extend returns the prints of a request of n = k+len(tail) messages
+// whose first k prints are p's and the others tail (tail is not kept):
+// p's array when they agree with p's as far as both go and the array has
+// the room (written past p's only by the first request to get there), a
+// new one otherwise: with room for the next requests' messages when grow
+// (the prints go in a carry, whence the next request extends them), of
+// their size, not to be shared, when not.
+func (p prints) extend(head uint64, k int, tail []uint64, grow bool) prints {
+	n, m := k+len(tail), len(p.msgs)
+	if p.end != nil && k <= m {
+		switch {
+		case n <= m && slices.Equal(p.msgs[k:n], tail):
+			return prints{head: head, msgs: p.msgs[:n], end: p.end}
+		case n > m && n <= cap(p.msgs) && slices.Equal(p.msgs[k:m], tail[:m-k]) &&
+			p.end.CompareAndSwap(int32(m), int32(n)):
+			copy(p.msgs[m:n], tail[m-k:])
+			return prints{head: head, msgs: p.msgs[:n], end: p.end}
+		}
+	}
+	out := prints{head: head, msgs: make([]uint64, n)}
+	if grow {
+		out.msgs, out.end = make([]uint64, n, n+n/8+8), new(atomic.Int32)
+		out.end.Store(int32(n))
+	}
+	copy(out.msgs, p.msgs[:k])
+	copy(out.msgs[k:], tail)
+	return out
 }
 
 // breakAt returns the first message whose rendering differs between the
