@@ -249,12 +249,15 @@ func (t *editedBodies) take(r *Request, n int) (out []byte, edits []keptEdit, vi
 	best := -1
 	for i := len(t.free) - 1; i >= 0 && i >= len(t.free)-maxScan; i-- {
 		k := t.free[i]
+		if !k.fits(n) {
+			continue // its bytes need not be compared
+		}
 		// The bytes the two views share by their bases, or by their
 		// bodies' keys: requests sent at once by one conversation (or
 		// by several with one history) are each other's siblings, and
 		// their chains need not meet within maxChain.
 		l := max(shared(chain, k), knownPrefix(r.keys, k.keys))
-		if k.fits(n) && (l > lim || l == lim && best >= 0 && l > 0 && cap(k.out) < cap(t.free[best].out)) {
+		if l > lim || l == lim && best >= 0 && l > 0 && cap(k.out) < cap(t.free[best].out) {
 			best, lim = i, l
 		}
 	}
