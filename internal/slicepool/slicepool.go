@@ -8,7 +8,11 @@ import "sync"
 // Pool holds slices of T. The zero Pool is ready to use; it is safe for
 // concurrent use. A slice given back is dropped by the runtime's
 // collections when nothing takes it (sync.Pool).
-type Pool[T any] struct{ p sync.Pool }
+//
+// A sync.Pool holds pointers: each slice goes in a box (a *[]T), and the
+// boxes emptied by Get are kept in a pool of their own for Put to fill,
+// so that giving a slice back allocates nothing once the boxes are made.
+type Pool[T any] struct{ p, boxes sync.Pool }
 
 // Get returns an empty slice with room for n, one given back when its
 // room is between n and most (a slice much larger than asked would keep
@@ -16,12 +20,17 @@ type Pool[T any] struct{ p sync.Pool }
 // most goes back for a longer request. The room past what the caller
 // writes may hold what an earlier user left (Put does not clear).
 func (p *Pool[T]) Get(n, most int) []T {
-	if s, ok := p.p.Get().(*[]T); ok {
-		if cap(*s) >= n && cap(*s) <= most {
-			return (*s)[:0]
+	if b, ok := p.p.Get().(*[]T); ok {
+		if s := *b; cap(s) >= n && cap(s) <= most {
+			*b = nil
+			p.boxes.Put(b)
+			return s[:0]
 		}
-		if cap(*s) > n {
-			p.p.Put(s)
+		if cap(*b) > n {
+			p.p.Put(b)
+		} else {
+			*b = nil
+			p.boxes.Put(b)
 		}
 	}
 	return make([]T, 0, n)
@@ -34,6 +43,10 @@ func (p *Pool[T]) Put(s []T) {
 	if cap(s) == 0 {
 		return
 	}
-	s = s[:0]
-	p.p.Put(&s)
+	b, ok := p.boxes.Get().(*[]T)
+	if !ok {
+		b = new([]T)
+	}
+	*b = s[:0]
+	p.p.Put(b)
 }
