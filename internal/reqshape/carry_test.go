@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"unsafe"
@@ -142,6 +143,17 @@ func shapeBothWays(t *testing.T, seq [][]byte, rules []shapeRule, p *profile.Pro
 		batched     map[blockKey]bool
 	}
 	with, without := &run{memo: newMemo(4096)}, &run{memo: newMemo(4096)}
+	// Every request's prints, as made: the arrays are shared along the
+	// conversation (prints.extend), and no later request may change them.
+	type made struct{ p, values prints }
+	var all []made
+	defer func() {
+		for i, m := range all {
+			if !samePrints(m.p, m.values) {
+				t.Fatalf("request %d's prints changed after it was made", i)
+			}
+		}
+	}()
 	for i, body := range seq {
 		rule := rules[i*len(rules)/len(seq)]
 		var got [2]result
@@ -155,6 +167,7 @@ func shapeBothWays(t *testing.T, seq [][]byte, rules []shapeRule, p *profile.Pro
 			r.from.release()
 			r.from = res.Carry
 			r.older, r.prev = r.prev, res.Prints
+			all = append(all, made{res.Prints, prints{head: res.Prints.head, msgs: slices.Clone(res.Prints.msgs)}})
 			if len(res.Batched) > 0 {
 				r.batched = maps.Clone(r.batched)
 				if r.batched == nil {

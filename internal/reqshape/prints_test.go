@@ -36,6 +36,12 @@ func TestPrintsExtend(t *testing.T) {
 	if !sameArray(more, shorter) || !slices.Equal(shorter.msgs, []uint64{1, 2, 3}) {
 		t.Fatalf("a shorter request: %v", shorter.msgs)
 	}
+	// A long conversation gone back to its start: its array is not kept
+	// alive by prints a small part of it.
+	big := prints{}.extend(7, 0, make([]uint64, 500), true)
+	if small := big.extend(7, 2, []uint64{0}, true); sameArray(big, small) || cap(small.msgs) > 64 || !slices.Equal(small.msgs, []uint64{0, 0, 0}) {
+		t.Fatalf("short prints of a long array: same array %v, room %d", sameArray(big, small), cap(small.msgs))
+	}
 	edited := more.extend(7, 3, []uint64{7, 5}, true) // message 3 edited
 	if sameArray(more, edited) || !slices.Equal(edited.msgs, []uint64{1, 2, 3, 7, 5}) || !slices.Equal(more.msgs, []uint64{1, 2, 3, 4, 5}) {
 		t.Fatalf("an edited message: %v, and the last request's %v", edited.msgs, more.msgs)

@@ -63,7 +63,7 @@ func (p prints) extend(head uint64, k int, tail []uint64, grow bool) prints {
 	n, m := k+len(tail), len(p.msgs)
 	if p.end != nil && k <= m {
 		switch {
-		case n <= m && slices.Equal(p.msgs[k:n], tail):
+		case n <= m && cap(p.msgs) <= 2*n+16 && slices.Equal(p.msgs[k:n], tail): // not a long array for short prints
 			return prints{head: head, msgs: p.msgs[:n], end: p.end}
 		case n > m && n <= cap(p.msgs) && slices.Equal(p.msgs[k:m], tail[:m-k]) &&
 			p.end.CompareAndSwap(int32(m), int32(n)):
@@ -71,10 +71,12 @@ func (p prints) extend(head uint64, k int, tail []uint64, grow bool) prints {
 			return prints{head: head, msgs: p.msgs[:n], end: p.end}
 		}
 	}
-	out := prints{head: head, msgs: make([]uint64, n)}
+	var out prints
 	if grow {
-		out.msgs, out.end = make([]uint64, n, n+n/8+8), new(atomic.Int32)
+		out = prints{head: head, msgs: make([]uint64, n, n+n/8+8), end: new(atomic.Int32)}
 		out.end.Store(int32(n))
+	} else {
+		out = prints{head: head, msgs: make([]uint64, n)}
 	}
 	copy(out.msgs, p.msgs[:k])
 	copy(out.msgs[k:], tail)
@@ -289,7 +291,8 @@ type tracker struct {
 
 // historyConversations bounds the conversations remembered in memory, and
 // trackedBytes what they hold: a request's prints take 8 bytes a message
-// (up to conv.MaxMessages), and a set 40 bytes a block. maxBatched bounds
+// of their array (up to conv.MaxMessages; the array may have room for, or
+// hold, a later request's: counted whole), and a set 40 bytes a block. maxBatched bounds
 // one conversation's set: a block shaped at a break past it is not
 // tracked (its later requests may render it otherwise: a cache miss, not
 // an invalid request).
@@ -302,7 +305,7 @@ const (
 var trackedBytes = 64 << 20 // a variable for the tests
 
 // size is the memory st holds.
-func (st *convState) size() int { return 8*len(st.prev.msgs) + batchedEntryBytes*len(st.batched) }
+func (st *convState) size() int { return 8*cap(st.prev.msgs) + batchedEntryBytes*len(st.batched) }
 
 func newTracker(kv KV, max int) *tracker {
 	return &tracker{kv: kv, max: max, order: list.New(), convs: map[string]*list.Element{}}
