@@ -357,8 +357,8 @@ func atBreak(p int, cands []cand) []blockKey {
 // first k, whose blocks were taken as it decided them, without a look;
 // grow, when the prints go in the request's carry (extend).
 func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering, parts []partPrints, from *carry, k int, grow bool) prints {
-	var was prints // the prints the first k are taken from
-	if k > 0 {
+	var was prints // the last request's: the first k are taken from them, and their array when the rest agree
+	if from != nil {
 		was = from.prints
 	}
 	n := len(req.Messages)
@@ -370,7 +370,7 @@ func fingerprint(req *conv.Request, cands []cand, rd profile.Rendering, parts []
 	if n-k > len(few) {
 		more := printArrays.Get(n-k, 4*(n-k)+16)
 		defer printArrays.Put(more)
-		tail = more[:cap(more)]
+		tail = more
 	}
 	tail = tail[:n-k]
 	j := 0

@@ -21,16 +21,15 @@ type Pool[T any] struct{ p, boxes sync.Pool }
 // writes may hold what an earlier user left (Put does not clear).
 func (p *Pool[T]) Get(n, most int) []T {
 	if b, ok := p.p.Get().(*[]T); ok {
-		if s := *b; cap(s) >= n && cap(s) <= most {
-			*b = nil
-			p.boxes.Put(b)
-			return s[:0]
+		s := *b
+		if cap(s) > most && cap(s) > n {
+			p.p.Put(b) // for a longer request
+			return make([]T, 0, n)
 		}
-		if cap(*b) > n {
-			p.p.Put(b)
-		} else {
-			*b = nil
-			p.boxes.Put(b)
+		*b = nil
+		p.boxes.Put(b)
+		if cap(s) >= n {
+			return s[:0]
 		}
 	}
 	return make([]T, 0, n)
