@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime/metrics"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,51 +34,97 @@ func besideTransform(f func(*Call)) RequestTransform {
 // or panicked; a panic in it is logged and the call goes on with the
 // upstream's answer.
 func TestBeside(t *testing.T) {
-	t.Run("beside the trip, done before the answer", func(t *testing.T) {
-		got, started := make(chan struct{}), make(chan struct{})
-		var once atomic.Bool
-		var startedFirst atomic.Bool // the work had started when the upstream held the request
-		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			if once.CompareAndSwap(false, true) {
-				close(got)
-				select { // work that starts only after the answer would keep this waiting
-				case <-started:
-					startedFirst.Store(true)
-				case <-time.After(5 * time.Second):
+	// Three ways the work goes beside the trip: on the proxy's own
+	// transport between the write and the read (a small body) or after a
+	// large body's write in the goroutine that writes it, and in a
+	// goroutine of its own on another transport.
+	for _, way := range []struct {
+		name      string
+		body      []byte
+		transport func() http.RoundTripper // nil: the proxy's own
+	}{
+		{"a small body", []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), nil},
+		{"a large body, written aside", []byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 2*maxInlineBody) + `"}]}`), nil},
+		{"another transport", []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), func() http.RoundTripper { return &http.Transport{} }},
+	} {
+		t.Run("beside the trip, done before the answer: "+way.name, func(t *testing.T) {
+			got, started := make(chan struct{}), make(chan struct{})
+			var once atomic.Bool
+			var startedFirst atomic.Bool // the work had started when the upstream held the request
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				if once.CompareAndSwap(false, true) {
+					close(got)
+					select { // work that starts only after the answer would keep this waiting
+					case <-started:
+						startedFirst.Store(true)
+					case <-time.After(5 * time.Second):
+					}
 				}
+				_, _ = io.WriteString(w, `{"ok":true}`)
+			}))
+			defer up.Close()
+			var sawUpstream, done atomic.Bool
+			var doneAtResponse atomic.Bool
+			obs := &besideObserver{done: &done, doneAtResponse: &doneAtResponse}
+			_, srv := newTestProxy(t, up.URL, func(o *Options) {
+				if way.transport != nil {
+					o.Transport = way.transport()
+				}
+				o.Transforms = []RequestTransform{besideTransform(func(*Call) {
+					close(started)
+					select {
+					case <-got:
+						sawUpstream.Store(true)
+					case <-time.After(10 * time.Second):
+					}
+					time.Sleep(50 * time.Millisecond) // the answer is back by now: the call must wait
+					done.Store(true)
+				})}
+				o.Observers = []Observer{obs}
+			})
+			resp, body := do(t, rawClient(), "POST", srv.URL+"/v1/chat/completions", way.body, nil)
+			if resp.StatusCode != 200 || string(body) != `{"ok":true}` {
+				t.Fatalf("answer %d %q", resp.StatusCode, body)
 			}
-			_, _ = io.WriteString(w, `{"ok":true}`)
-		}))
-		defer up.Close()
-		var sawUpstream, done atomic.Bool
-		var doneAtResponse atomic.Bool
-		obs := &besideObserver{done: &done, doneAtResponse: &doneAtResponse}
-		_, srv := newTestProxy(t, up.URL, func(o *Options) {
-			o.Transforms = []RequestTransform{besideTransform(func(*Call) {
-				close(started)
-				select {
-				case <-got:
-					sawUpstream.Store(true)
-				case <-time.After(10 * time.Second):
-				}
-				time.Sleep(50 * time.Millisecond) // the answer is back by now: the call must wait
-				done.Store(true)
-			})}
-			o.Observers = []Observer{obs}
+			if !sawUpstream.Load() || !startedFirst.Load() {
+				t.Fatalf("the work did not run while the upstream held the request (it saw the request: %v; it had started when the upstream had it: %v)", sawUpstream.Load(), startedFirst.Load())
+			}
+			if !done.Load() {
+				t.Fatal("the client had the answer before the work was done")
+			}
+			if !doneAtResponse.Load() {
+				t.Fatal("the observers saw the answer before the work was done")
+			}
 		})
-		resp, body := do(t, rawClient(), "POST", srv.URL+"/v1/chat/completions", []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), nil)
-		if resp.StatusCode != 200 || string(body) != `{"ok":true}` {
-			t.Fatalf("answer %d %q", resp.StatusCode, body)
+	}
+
+	t.Run("no goroutine of its own on the proxy's transport", func(t *testing.T) {
+		// A goroutine started per request wakes an idle thread of the
+		// runtime as the request goes out. The goroutines the process
+		// starts for requests with work beside them and for requests
+		// without are the same in number (the client's, the servers').
+		var ran atomic.Int32
+		with := okRig(t, besideTransform(func(*Call) { ran.Add(1) }))
+		without := okRig(t)
+		const n = 40
+		started := func(post func()) uint64 {
+			post() // connections made before counting
+			s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+			metrics.Read(s)
+			before := s[0].Value.Uint64()
+			for range n {
+				post()
+			}
+			metrics.Read(s)
+			return s[0].Value.Uint64() - before
 		}
-		if !sawUpstream.Load() || !startedFirst.Load() {
-			t.Fatalf("the work did not run while the upstream held the request (it saw the request: %v; it had started when the upstream had it: %v)", sawUpstream.Load(), startedFirst.Load())
+		w, wo := started(with), started(without)
+		if ran.Load() != n+1 {
+			t.Fatalf("the work ran %d times, want %d", ran.Load(), n+1)
 		}
-		if !done.Load() {
-			t.Fatal("the client had the answer before the work was done")
-		}
-		if !doneAtResponse.Load() {
-			t.Fatal("the observers saw the answer before the work was done")
+		if w > wo+n/2 {
+			t.Fatalf("%d requests with work beside them started %d goroutines, %d without: about one more a request", n, w, wo)
 		}
 	})
 

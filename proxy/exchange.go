@@ -28,11 +28,7 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 	clientCtx := out.Context()
 	sinks := p.observe(call, out, body)
 	p.debugRequest(call, body)
-	beside := p.startBeside(call)
-	resp, err := p.transportFor(call.route).RoundTrip(out)
-	if beside != nil {
-		<-beside
-	}
+	resp, err := p.roundTrip(p.transportFor(call.route), out, p.besideOf(call))
 	if err != nil {
 		end := p.upstreamFailure(w, call, clientCtx, err)
 		end.Duration = call.Since()
@@ -107,23 +103,61 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 	return false
 }
 
-// startBeside starts the work the transforms gave for this attempt
-// (Call.Beside) and returns what is closed when it is done; nil when
+// besideWork is the work the transforms gave an attempt (Call.Beside),
+// run once, by whichever of the trip's goroutines gets to it first.
+type besideWork struct {
+	once sync.Once
+	fs   []func()
+	run  func(func()) // one piece, its panic caught (safeBeside)
+}
+
+// besideOf takes the work the transforms gave for this attempt; nil when
 // there is none.
-func (p *Proxy) startBeside(call *Call) chan struct{} {
-	fs := call.beside
-	if len(fs) == 0 {
+func (p *Proxy) besideOf(call *Call) *besideWork {
+	if len(call.beside) == 0 {
 		return nil
 	}
+	b := &besideWork{fs: call.beside, run: func(f func()) { p.safeBeside(call, f) }}
 	call.beside = nil
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for _, f := range fs {
-			p.safeBeside(call, f)
+	return b
+}
+
+// Run runs the work unless it has run, and returns when it is done (a
+// call while another runs it waits for it). A nil besideWork does nothing.
+func (b *besideWork) Run() {
+	if b == nil {
+		return
+	}
+	b.once.Do(func() {
+		for _, f := range b.fs {
+			b.run(f)
 		}
-	}()
-	return done
+	})
+}
+
+// roundTrip sends out and returns the answer's header, with the work
+// beside the trip done by then. The proxy's own HTTP/1.1 transport runs
+// it in a goroutine the trip has anyway, once the request is out: the
+// caller's, between the write and the read, or the one that writes a
+// large body, after the write (h1Transport.roundTripBeside). Another
+// transport gets it in a goroutine of its own, started as the request
+// goes out. A goroutine started per request wakes an idle thread of the
+// runtime, which may take the processor from the very goroutine that is
+// about to send the request (README, Session AW).
+func (p *Proxy) roundTrip(rt http.RoundTripper, out *http.Request, bw *besideWork) (*http.Response, error) {
+	if bw == nil {
+		return rt.RoundTrip(out)
+	}
+	var resp *http.Response
+	var err error
+	if h, ok := rt.(*h1Transport); ok {
+		resp, err = h.roundTripBeside(out, bw)
+	} else {
+		go bw.Run()
+		resp, err = rt.RoundTrip(out)
+	}
+	bw.Run() // done before the answer is read: run here if no one did (the trip failed before its request went out)
+	return resp, err
 }
 
 func (p *Proxy) safeBeside(call *Call, f func()) {

@@ -94,7 +94,18 @@ func newH1Transport(next http.RoundTripper, dial func(ctx context.Context, netwo
 // the request's body, on errors too (the proxy's held bodies go back when
 // their reader is closed).
 func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return t.roundTripBeside(req, nil)
+}
+
+// roundTripBeside is RoundTrip with work to run beside the trip (nil:
+// none), once the request is out (the caller makes sure it ran: a trip
+// that fails before may not run it). The next transport's trip gets it
+// in a goroutine of its own.
+func (t *h1Transport) roundTripBeside(req *http.Request, bw *besideWork) (*http.Response, error) {
 	if req.URL.Scheme != "http" || !canResend(req) || !idleCheckWorks {
+		if bw != nil {
+			go bw.Run()
+		}
 		return t.next.RoundTrip(req)
 	}
 	if req.URL.Host == "" {
@@ -114,7 +125,7 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			closeBody(req)
 			return nil, ctx.Err()
 		}
-		resp, wrote, err := c.roundTrip(req) // c.got: what the old connection answered
+		resp, wrote, err := c.roundTrip(req, bw) // c.got: what the old connection answered
 		if err == nil {
 			return resp, nil
 		}
@@ -398,7 +409,11 @@ func (c *h1Conn) bodyBuffered(resp *http.Response) bool {
 
 // roundTrip writes req and reads the answer's header. wrote is how much
 // of the request reached the connection.
-func (c *h1Conn) roundTrip(req *http.Request) (_ *http.Response, wrote int64, err error) {
+//
+// bw, the work beside the trip (nil: none), runs once the request is out:
+// here, between the write and the read, or after a large body's write in
+// the goroutine that writes it.
+func (c *h1Conn) roundTrip(req *http.Request, bw *besideWork) (_ *http.Response, wrote int64, err error) {
 	ctx := req.Context()
 	// A client that leaves closes the connection: whatever the round trip
 	// is waiting on returns, and a close, unlike a deadline, is not undone
@@ -411,11 +426,14 @@ func (c *h1Conn) roundTrip(req *http.Request) (_ *http.Response, wrote int64, er
 	}()
 	c.wrote, c.got = 0, 0
 	if bodyOver(req, maxInlineBody) {
-		return c.roundTripAside(req, stop)
+		return c.roundTripAside(req, stop, bw)
 	}
 	werr := writeRequest(c.bw, req)
 	if werr == nil {
 		werr = c.bw.Flush()
+	}
+	if werr == nil {
+		bw.Run() // the upstream has the request; the header's deadline counts from here
 	}
 	var resp *http.Response
 	switch {
@@ -462,7 +480,7 @@ func bodyOver(req *http.Request, n int64) bool {
 // roundTripAside is roundTrip for a large body: the request is written
 // from a goroutine of its own while the answer's header is read here.
 // wrote is meaningful only with an error (the write is over by then).
-func (c *h1Conn) roundTripAside(req *http.Request, stop func() bool) (*http.Response, int64, error) {
+func (c *h1Conn) roundTripAside(req *http.Request, stop func() bool, bw *besideWork) (*http.Response, int64, error) {
 	ctx := req.Context()
 	if !c.rdl.at.IsZero() {
 		// A deadline kept from a small answer: the header's deadline
@@ -470,7 +488,7 @@ func (c *h1Conn) roundTripAside(req *http.Request, stop func() bool) (*http.Resp
 		c.setReadDeadline(time.Time{})
 	}
 	c.headerRead = false
-	w := c.sendAside(req)
+	w := c.sendAside(req, bw)
 	resp, err := c.readHeader(req)
 	c.dl.Lock()
 	c.headerRead = true
@@ -503,9 +521,13 @@ type h1Write struct {
 // sendAside writes req and flushes it from a new goroutine; once it is
 // all out, the header's deadline starts (http.Transport's
 // ResponseHeaderTimeout counts from there too).
-func (c *h1Conn) sendAside(req *http.Request) *h1Write {
+//
+// bw, the work beside the trip (nil: none), runs in that goroutine once
+// the write is over (whatever its outcome: the caller waits for it).
+func (c *h1Conn) sendAside(req *http.Request, bw *besideWork) *h1Write {
 	w := &h1Write{done: make(chan struct{})}
 	go func() {
+		defer bw.Run() // after done is closed: what waits for the write does not wait for it
 		defer close(w.done)
 		if w.err = writeRequest(c.bw, req); w.err == nil {
 			w.err = c.bw.Flush()
