@@ -128,6 +128,32 @@ func TestBeside(t *testing.T) {
 		}
 	})
 
+	t.Run("the header's timeout counts the work", func(t *testing.T) {
+		// The work ran beside the wait for the header before it ran
+		// between the write and the read: the header's deadline still
+		// counts from the flush, not from the end of the work.
+		release := make(chan struct{})
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			<-release // no answer
+		}))
+		defer up.Close() // after the release: Close waits for the handler
+		defer close(release)
+		_, srv := newTestProxy(t, up.URL, func(o *Options) {
+			o.ResponseHeaderTimeout = 400 * time.Millisecond
+			o.Transforms = []RequestTransform{besideTransform(func(*Call) { time.Sleep(600 * time.Millisecond) })}
+		})
+		start := time.Now()
+		resp, _ := do(t, rawClient(), "POST", srv.URL+"/v1/chat/completions", []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), nil)
+		took := time.Since(start)
+		if resp.StatusCode != http.StatusGatewayTimeout && resp.StatusCode != http.StatusBadGateway {
+			t.Fatalf("answer %d, want the proxy's timeout", resp.StatusCode)
+		}
+		if took > 900*time.Millisecond { // 600 ms of work, then the deadline already past; from the end of the work it would be 1 s
+			t.Fatalf("the header's timeout came after %v: it counted from the end of the work", took)
+		}
+	})
+
 	t.Run("once per attempt", func(t *testing.T) {
 		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			body, _ := io.ReadAll(r.Body)

@@ -136,12 +136,13 @@ func (b *besideWork) Run() {
 }
 
 // roundTrip sends out and returns the answer's header, with the work
-// beside the trip done by then. The proxy's own HTTP/1.1 transport runs
-// it in a goroutine the trip has anyway, once the request is out: the
-// caller's, between the write and the read, or the one that writes a
-// large body, after the write (h1Transport.roundTripBeside). Another
-// transport gets it in a goroutine of its own, started as the request
-// goes out. A goroutine started per request wakes an idle thread of the
+// beside the trip done by then. For a plain-HTTP request it can send
+// again, the proxy's own HTTP/1.1 transport runs the work in a goroutine
+// the trip has anyway, once the request is flushed: the caller's,
+// between the write and the read, or the one that writes a large body,
+// after the write (h1Transport.roundTripBeside). Other requests and
+// other transports get it in a goroutine of its own, started before the
+// trip. A goroutine started per request wakes an idle thread of the
 // runtime, which may take the processor from the very goroutine that is
 // about to send the request (README, Session AW).
 func (p *Proxy) roundTrip(rt http.RoundTripper, out *http.Request, bw *besideWork) (*http.Response, error) {
@@ -156,7 +157,7 @@ func (p *Proxy) roundTrip(rt http.RoundTripper, out *http.Request, bw *besideWor
 		go bw.Run()
 		resp, err = rt.RoundTrip(out)
 	}
-	bw.Run() // done before the answer is read: run here if no one did (the trip failed before its request went out)
+	bw.Run() // done before the answer is read: run here if no one did (a failed dial or write, an answer that came before a large body's write ended), else waited for
 	return resp, err
 }
 

@@ -98,9 +98,10 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // roundTripBeside is RoundTrip with work to run beside the trip (nil:
-// none), once the request is out (the caller makes sure it ran: a trip
-// that fails before may not run it). The next transport's trip gets it
-// in a goroutine of its own.
+// none), once the request is flushed (the caller runs it if no one did:
+// a trip that fails before its write, or whose write fails, leaves it).
+// A request for the next transport (https, a body that cannot be sent
+// again) gets it in a goroutine of its own, started before the trip.
 func (t *h1Transport) roundTripBeside(req *http.Request, bw *besideWork) (*http.Response, error) {
 	if req.URL.Scheme != "http" || !canResend(req) || !idleCheckWorks {
 		if bw != nil {
@@ -410,9 +411,10 @@ func (c *h1Conn) bodyBuffered(resp *http.Response) bool {
 // roundTrip writes req and reads the answer's header. wrote is how much
 // of the request reached the connection.
 //
-// bw, the work beside the trip (nil: none), runs once the request is out:
-// here, between the write and the read, or after a large body's write in
-// the goroutine that writes it.
+// bw, the work beside the trip (nil: none), runs once the request is
+// flushed: here, between the write and the read, or after a large body's
+// write in the goroutine that writes it. A write that fails leaves it to
+// the caller (Proxy.roundTrip runs what no one ran).
 func (c *h1Conn) roundTrip(req *http.Request, bw *besideWork) (_ *http.Response, wrote int64, err error) {
 	ctx := req.Context()
 	// A client that leaves closes the connection: whatever the round trip
@@ -432,8 +434,16 @@ func (c *h1Conn) roundTrip(req *http.Request, bw *besideWork) (_ *http.Response,
 	if werr == nil {
 		werr = c.bw.Flush()
 	}
+	if werr == nil && c.t.headerTimeout > 0 {
+		// The header's deadline counts from the flush, the work
+		// beside the trip included (as when it ran in a goroutine of
+		// its own).
+		if d, ok := c.rdl.next(monoNow(), c.t.headerTimeout, time.Time{}); ok {
+			_ = c.conn.SetReadDeadline(d)
+		}
+	}
 	if werr == nil {
-		bw.Run() // the upstream has the request; the header's deadline counts from here
+		bw.Run() // the request is with the kernel, on its way
 	}
 	var resp *http.Response
 	switch {
@@ -449,10 +459,7 @@ func (c *h1Conn) roundTrip(req *http.Request, bw *besideWork) (_ *http.Response,
 		}
 		resp.Close = true // the connection is in no state to be used again
 		c.setReadDeadline(time.Time{})
-	case c.t.headerTimeout > 0:
-		if d, ok := c.rdl.next(monoNow(), c.t.headerTimeout, time.Time{}); ok {
-			_ = c.conn.SetReadDeadline(d)
-		}
+	case c.t.headerTimeout > 0: // its deadline set above
 		if resp, err = c.readHeader(req); err != nil {
 			return nil, c.wrote, headerError(ctx, err)
 		}
@@ -523,7 +530,10 @@ type h1Write struct {
 // ResponseHeaderTimeout counts from there too).
 //
 // bw, the work beside the trip (nil: none), runs in that goroutine once
-// the write is over (whatever its outcome: the caller waits for it).
+// the write is over, whatever its outcome, unless the handler got to it
+// first (an answer that came before the write ended); Proxy.roundTrip
+// waits for it either way. A slow reader delays it with the write: it is
+// needed only before the answer is read.
 func (c *h1Conn) sendAside(req *http.Request, bw *besideWork) *h1Write {
 	w := &h1Write{done: make(chan struct{})}
 	go func() {

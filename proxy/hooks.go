@@ -182,11 +182,12 @@ func (c *Call) DoRead(ctx context.Context, purpose string, body []byte, limit in
 
 // Beside gives the proxy work a transform has left once it has made its
 // output, work the request need not wait for (counters, a queue to the
-// disk): f runs beside the request's trip upstream, once the request is
-// out (on the proxy's own HTTP/1.1 transport in a goroutine the trip has
-// anyway; on another transport in one of its own, started as the request
-// goes out), and the call waits for it before it reads the answer, so f
-// is done before the observers or the client see anything of it. It runs once, for the attempt whose
+// disk): f runs beside the request's trip upstream (on the proxy's own
+// HTTP/1.1 transport once the request is flushed, in a goroutine the
+// trip has anyway; otherwise in one of its own, started before the
+// trip; after the failure when the trip fails first), and the call waits
+// for it before it reads the answer, so f is done before the observers
+// or the client see anything of it. It runs once, for the attempt whose
 // transforms gave it, and not at all when the transform that gave it
 // fails (its output is skipped: so is its work); it may read the call's
 // bodies and views (they are held until the call ends) but not change
