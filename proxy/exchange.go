@@ -107,8 +107,9 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 // run once, by whichever of the trip's goroutines gets to it first.
 type besideWork struct {
 	once sync.Once
+	p    *Proxy
+	call *Call
 	fs   []func()
-	run  func(func()) // one piece, its panic caught (safeBeside)
 }
 
 // besideOf takes the work the transforms gave for this attempt; nil when
@@ -117,7 +118,7 @@ func (p *Proxy) besideOf(call *Call) *besideWork {
 	if len(call.beside) == 0 {
 		return nil
 	}
-	b := &besideWork{fs: call.beside, run: func(f func()) { p.safeBeside(call, f) }}
+	b := &besideWork{p: p, call: call, fs: call.beside}
 	call.beside = nil
 	return b
 }
@@ -130,28 +131,28 @@ func (b *besideWork) Run() {
 	}
 	b.once.Do(func() {
 		for _, f := range b.fs {
-			b.run(f)
+			b.p.safeBeside(b.call, f)
 		}
 	})
 }
 
 // roundTrip sends out and returns the answer's header, with the work
-// beside the trip done by then. For a plain-HTTP request it can send
-// again, the proxy's own HTTP/1.1 transport runs the work in a goroutine
-// the trip has anyway, once the request is flushed: the caller's,
-// between the write and the read, or the one that writes a large body,
-// after the write (h1Transport.roundTripBeside). Other requests and
-// other transports get it in a goroutine of its own, started before the
-// trip. A goroutine started per request wakes an idle thread of the
-// runtime, which may take the processor from the very goroutine that is
-// about to send the request (README, Session AW).
+// beside the trip done by then. For a request the proxy's own HTTP/1.1
+// transport sends itself (h1Transport.sends), the work runs in a
+// goroutine the trip has anyway, once the request is flushed: the
+// caller's, between the write and the read, or the one that writes a
+// large body, after the write. Other requests and other transports get
+// it in a goroutine of its own, started before the trip. A goroutine
+// started per request wakes an idle thread of the runtime, which may
+// take the processor from the very goroutine that is about to send the
+// request (README, Session AW).
 func (p *Proxy) roundTrip(rt http.RoundTripper, out *http.Request, bw *besideWork) (*http.Response, error) {
 	if bw == nil {
 		return rt.RoundTrip(out)
 	}
 	var resp *http.Response
 	var err error
-	if h, ok := rt.(*h1Transport); ok {
+	if h, ok := rt.(*h1Transport); ok && h.sends(out) {
 		resp, err = h.roundTripBeside(out, bw)
 	} else {
 		go bw.Run()

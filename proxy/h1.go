@@ -94,21 +94,24 @@ func newH1Transport(next http.RoundTripper, dial func(ctx context.Context, netwo
 // the request's body, on errors too (the proxy's held bodies go back when
 // their reader is closed).
 func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !t.sends(req) {
+		return t.next.RoundTrip(req)
+	}
 	return t.roundTripBeside(req, nil)
 }
 
-// roundTripBeside is RoundTrip with work to run beside the trip (nil:
-// none), once the request is flushed (the caller runs it if no one did:
-// a trip that fails before its write, or whose write fails, leaves it).
-// A request for the next transport (https, a body that cannot be sent
-// again) gets it in a goroutine of its own, started before the trip.
+// sends reports whether the transport sends req itself: plain HTTP, with
+// a body it can send again, where the idle check works; the rest go to
+// the next transport (https, HTTP/2).
+func (t *h1Transport) sends(req *http.Request) bool {
+	return req.URL.Scheme == "http" && canResend(req) && idleCheckWorks
+}
+
+// roundTripBeside is RoundTrip for a request it sends itself (sends),
+// with work to run beside the trip (nil: none) once the request is
+// flushed; the caller runs it if no one did (a trip that fails before
+// its write, or whose write fails, leaves it).
 func (t *h1Transport) roundTripBeside(req *http.Request, bw *besideWork) (*http.Response, error) {
-	if req.URL.Scheme != "http" || !canResend(req) || !idleCheckWorks {
-		if bw != nil {
-			go bw.Run()
-		}
-		return t.next.RoundTrip(req)
-	}
 	if req.URL.Host == "" {
 		closeBody(req)
 		return nil, errors.New("http: no Host in request URL")
