@@ -162,9 +162,12 @@ func localURL(a net.Addr) string {
 // long stream. A signal on hup (SIGHUP) is logged: the configuration is
 // not reloaded.
 func serveUntilDone(ctx context.Context, p *proxy.Proxy, lns listeners, grace time.Duration, hup <-chan os.Signal, logger *slog.Logger) error {
-	servers := []*http.Server{{Handler: p, ConnContext: p.ConnContext, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 5 * time.Minute, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)}}
+	// The main listener's usual requests are served by proxy.Server, the
+	// rest (CONNECT, /metrics…) by net/http's server behind it.
+	main := proxy.NewServer(&http.Server{Handler: p, ConnContext: p.ConnContext, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 5 * time.Minute, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)})
+	servers := []server{main}
 	errc := make(chan error, 2)
-	go func() { errc <- servers[0].Serve(lns.main) }()
+	go func() { errc <- main.Serve(lns.main) }()
 	if lns.admin != nil {
 		admin := &http.Server{Handler: p.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
 		servers = append(servers, admin)
@@ -185,6 +188,12 @@ func serveUntilDone(ctx context.Context, p *proxy.Proxy, lns listeners, grace ti
 	}
 }
 
+// server is what serve stops: *http.Server and *proxy.Server.
+type server interface {
+	Shutdown(context.Context) error
+	Close() error
+}
+
 // cutWait bounds the wait for the calls cut at the end of a stop to
 // record their ends.
 const cutWait = 5 * time.Second
@@ -195,7 +204,7 @@ const cutWait = 5 * time.Second
 // call logged. Tunnels that are not intercepted are closed at the end. It
 // returns nil when every call finished, an error saying how many were cut
 // otherwise.
-func stopServing(p *proxy.Proxy, servers []*http.Server, grace time.Duration, cut <-chan struct{}, logger *slog.Logger) error {
+func stopServing(p *proxy.Proxy, servers []server, grace time.Duration, cut <-chan struct{}, logger *slog.Logger) error {
 	logger.Info("stopping: no new connections; waiting for the calls in flight (a second signal cuts them)",
 		"in_flight", p.InFlight(), "shutdown_grace", grace.String())
 	gctx, cancel := context.WithTimeout(context.Background(), grace)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/shaperproxy/shaperproxy/internal/config"
 	"github.com/shaperproxy/shaperproxy/internal/fakeupstream"
+	"github.com/shaperproxy/shaperproxy/proxy"
 )
 
 // env is one fake upstream, a stamping stream upstream and the proxy in
@@ -210,7 +211,13 @@ func startServer(h http.Handler, closers *[]func()) (string, error) {
 	if cc, ok := h.(interface {
 		ConnContext(context.Context, net.Conn) context.Context
 	}); ok {
-		srv.ConnContext = cc.ConnContext // as shaperproxy serve does: a call then makes no context of its own
+		// A proxy, served as shaperproxy serve serves it: by proxy.Server,
+		// and with its ConnContext (a call then makes no context of its own).
+		srv.ConnContext = cc.ConnContext
+		ps := proxy.NewServer(srv)
+		go func() { _ = ps.Serve(ln) }()
+		*closers = append(*closers, func() { _ = ps.Close() })
+		return "http://" + ln.Addr().String(), nil
 	}
 	go func() { _ = srv.Serve(ln) }()
 	*closers = append(*closers, func() { _ = srv.Close() })
