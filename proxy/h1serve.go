@@ -40,8 +40,13 @@ import (
 // watchAfter (an LLM call that has not answered yet), and a client that
 // leaves before then is noticed at the next write, as a stream notices it.
 //
-// srv's Handler, ConnContext, ReadHeaderTimeout (or ReadTimeout),
-// IdleTimeout and ErrorLog apply to both paths.
+// srv's Handler, BaseContext, ConnContext, ReadHeaderTimeout,
+// ReadTimeout, WriteTimeout, IdleTimeout and ErrorLog apply to both
+// paths. What applies to srv's only: ConnState, SetKeepAlivesEnabled, TLS,
+// and http.MaxBytesReader's "Connection: close" (it speaks to net/http's
+// own writer); shaperproxy uses none of them on this listener. A request
+// handed over after part of its header was read gets ReadHeaderTimeout
+// again from net/http.
 type Server struct {
 	srv  *http.Server
 	rest *handoff
@@ -276,28 +281,30 @@ func (sc *serverConn) serve() {
 		}
 	}
 	sc.ctx, sc.cancel = context.WithCancel(context.WithValue(ctx, http.LocalAddrContextKey, sc.c.LocalAddr()))
+	sc.cr.cancel = sc.cancel
 	first := true
 	for {
-		if !first {
+		if first {
+			// A new connection's header has its timeout from the start
+			// (as net/http's), and the connection is idle for Shutdown
+			// until its first byte.
+			setReadTimeout(sc.c, headerTimeout(s.srv))
+			if _, err := sc.br.Peek(1); err != nil {
+				return
+			}
+		} else {
 			// As net/http: the header's timeout starts with its first
 			// bytes; until then the connection is idle.
-			if d := idleTimeout(s.srv); d > 0 {
-				_ = sc.c.SetReadDeadline(time.Now().Add(d))
-			} else {
-				_ = sc.c.SetReadDeadline(time.Time{})
-			}
+			setReadTimeout(sc.c, idleTimeout(s.srv))
 			if _, err := sc.br.Peek(4); err != nil {
 				return
 			}
+			setReadTimeout(sc.c, headerTimeout(s.srv))
 		}
 		if !s.track(sc, false) {
 			return
 		}
-		if d := headerTimeout(s.srv); d > 0 {
-			_ = sc.c.SetReadDeadline(time.Now().Add(d))
-		} else {
-			_ = sc.c.SetReadDeadline(time.Time{})
-		}
+		t0 := time.Now()
 		if !first {
 			// RFC 7230 section 3: CR or LF left after a POST's body is
 			// skipped (net/http does so too).
@@ -312,14 +319,38 @@ func (sc *serverConn) serve() {
 			return
 		}
 		_, _ = sc.br.Discard(n)
-		_ = sc.c.SetReadDeadline(time.Time{})
+		// As net/http: the body's deadline is ReadTimeout's from the
+		// header's start, the response's WriteTimeout's from here.
+		if d := s.srv.ReadTimeout; d > 0 {
+			_ = sc.c.SetReadDeadline(t0.Add(d))
+		} else {
+			_ = sc.c.SetReadDeadline(time.Time{})
+		}
+		setWriteTimeout(sc.c, s.srv.WriteTimeout)
 		if !sc.serveRequest(req) {
 			return
 		}
+		_ = sc.c.SetWriteDeadline(time.Time{})
 		if !s.track(sc, true) {
 			return
 		}
 		first = false
+	}
+}
+
+// setReadTimeout sets c's read deadline d from now, or none.
+func setReadTimeout(c net.Conn, d time.Duration) {
+	if d > 0 {
+		_ = c.SetReadDeadline(time.Now().Add(d))
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+}
+
+// setWriteTimeout sets c's write deadline d from now, when d is set.
+func setWriteTimeout(c net.Conn, d time.Duration) {
+	if d > 0 {
+		_ = c.SetWriteDeadline(time.Now().Add(d))
 	}
 }
 
@@ -459,12 +490,11 @@ func servedHere(req *http.Request) bool {
 // handOff gives the connection, with what was read of it, to srv.
 func (sc *serverConn) handOff() bool {
 	sc.s.untrack(sc)
-	var prefix []byte
-	if sc.cr.hasByte {
-		prefix = append(prefix, sc.cr.byteBuf[0])
-	}
 	p, _ := sc.br.Peek(sc.br.Buffered())
-	prefix = append(prefix, p...)
+	prefix := append([]byte(nil), p...)
+	if sc.cr.hasByte {
+		prefix = append(prefix, sc.cr.byteBuf[0]) // read by a watch after what the buffer holds
+	}
 	_ = sc.c.SetReadDeadline(time.Time{})
 	return sc.s.rest.give(&prefixConn{Conn: sc.c, prefix: prefix})
 }
@@ -478,7 +508,7 @@ func (sc *serverConn) serveRequest(req *http.Request) bool {
 	req.RemoteAddr = sc.c.RemoteAddr().String()
 	w := &response{conn: sc, req: req, header: make(http.Header), cl: -1, wantsClose: req.Close}
 	if req.ContentLength > 0 {
-		w.body = &serverBody{sc: sc, r: io.LimitedReader{R: sc.br, N: req.ContentLength}}
+		w.body = &serverBody{sc: sc, r: io.LimitedReader{R: sc.br, N: req.ContentLength}, last: req.Close}
 		req.Body = w.body
 	} else {
 		req.Body = http.NoBody
@@ -493,7 +523,11 @@ func (sc *serverConn) serveRequest(req *http.Request) bool {
 	w.w = sc.held
 	sc.watchFrom(time.Now(), w.body == nil)
 	sc.inFlight = w
-	sc.s.srv.Handler.ServeHTTP(w, req)
+	h := sc.s.srv.Handler
+	if h == nil {
+		h = http.DefaultServeMux
+	}
+	h.ServeHTTP(w, req)
 	sc.inFlight = nil
 	sc.unwatch()
 	w.finish()
@@ -526,9 +560,11 @@ func (w connErrorWriter) Write(p []byte) (int, error) {
 }
 
 // connReader reads the connection for the read buffer, first the byte a
-// watch read, if it read one.
+// watch read, if it read one. A failed read (the client gone, a deadline
+// passed) cancels the connection's context, as net/http's does.
 type connReader struct {
 	c       net.Conn
+	cancel  context.CancelFunc
 	hasByte bool
 	byteBuf [1]byte
 }
@@ -542,7 +578,11 @@ func (cr *connReader) Read(p []byte) (int, error) {
 		cr.hasByte = false
 		return 1, nil
 	}
-	return cr.c.Read(p)
+	n, err := cr.c.Read(p)
+	if err != nil {
+		cr.cancel()
+	}
+	return n, err
 }
 
 // watchFrom starts the watch of a request that started at t: after
@@ -576,9 +616,15 @@ func (sc *serverConn) watch() {
 		sc.wmu.Unlock()
 		return
 	}
+	if sc.cr.hasByte {
+		sc.wmu.Unlock() // the next request has begun: nothing more to watch for
+		return
+	}
+	// The deadline is cleared before unwatch can set its own (under the
+	// same lock), or the read below would outlive the request.
+	_ = sc.c.SetReadDeadline(time.Time{})
 	sc.watching = true
 	sc.wmu.Unlock()
-	_ = sc.c.SetReadDeadline(time.Time{})
 	n, err := sc.c.Read(sc.cr.byteBuf[:])
 	sc.wmu.Lock()
 	if n == 1 {
@@ -622,6 +668,7 @@ type serverBody struct {
 	sawEOF bool
 	closed bool
 	early  bool // closed with more than maxPostHandlerReadBytes left: the connection cannot go on
+	last   bool // the client asked to close after this request: what is left is not read
 }
 
 func (b *serverBody) Read(p []byte) (int, error) {
@@ -665,7 +712,7 @@ func (b *serverBody) Close() error {
 		return nil
 	}
 	b.closed = true
-	if b.sawEOF {
+	if b.sawEOF || b.last {
 		return nil
 	}
 	if b.r.N > maxPostHandlerReadBytes {
@@ -711,6 +758,30 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	return c.Conn.Read(p)
+}
+
+// CloseWrite and CloseRead are the connection's: net/http's server and
+// goproxy's tunnels half-close a connection that has them.
+func (c *prefixConn) CloseWrite() error {
+	if hc, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return hc.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
+func (c *prefixConn) CloseRead() error {
+	if hc, ok := c.Conn.(interface{ CloseRead() error }); ok {
+		return hc.CloseRead()
+	}
+	return errors.ErrUnsupported
+}
+
+// ReadFrom is the connection's (a TCP connection splices).
+func (c *prefixConn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{c.Conn}, r)
 }
 
 // handoff is the listener srv serves: the connections Server hands it.
@@ -863,6 +934,10 @@ func (w *response) WriteString(s string) (int, error) {
 func (w *response) ReadFrom(src io.Reader) (n int64, err error) {
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
+	rf, ok := w.conn.c.(io.ReaderFrom)
+	if !ok {
+		return io.CopyBuffer(writerOnly{w}, src, *bp)
+	}
 	if !w.cw.wroteHeader {
 		n0, err := io.CopyBuffer(writerOnly{w}, io.LimitReader(src, sniffLen), *bp)
 		n += n0
@@ -873,12 +948,10 @@ func (w *response) ReadFrom(src io.Reader) (n int64, err error) {
 	_ = w.w.Flush()
 	_ = w.cw.flush()
 	if !w.cw.chunking && bodyAllowedForStatus(w.status) {
-		if rf, ok := w.conn.c.(io.ReaderFrom); ok {
-			n0, err := rf.ReadFrom(src)
-			n += n0
-			w.written += n0
-			return n, err
-		}
+		n0, err := rf.ReadFrom(src)
+		n += n0
+		w.written += n0
+		return n, err
 	}
 	n0, err := io.CopyBuffer(writerOnly{w}, src, *bp)
 	return n + n0, err
