@@ -276,7 +276,7 @@ func TestProxyDefaultTransportIsH1(t *testing.T) {
 		t.Fatalf("default transport is %T", p.transport)
 	}
 	for range 20 {
-		resp, body := do(t, px.Client(), http.MethodPost, px.URL+"/v1/chat/completions", []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), nil)
+		resp, body := do(t, &http.Client{}, http.MethodPost, px.URL+"/v1/chat/completions", []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), nil)
 		if resp.StatusCode != 200 || string(body) != `{"choices":[]}` {
 			t.Fatalf("status %d body %q", resp.StatusCode, body)
 		}

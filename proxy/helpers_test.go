@@ -88,10 +88,27 @@ func newTestProxy(t testing.TB, upstream string, mod func(*Options)) (*Proxy, *h
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(p)
-	t.Cleanup(srv.Close)
-	t.Cleanup(p.CloseIdleConnections)
-	return p, srv
+	return p, serveProxy(t, p)
+}
+
+// serveProxy serves h as shaperproxy serve does (proxy.Server, the rest
+// handed to net/http's server) on a loopback listener, in the shape of an
+// httptest.Server (URL, Listener and Config are set, mods applied to
+// Config: the server Server hands to).
+func serveProxy(t testing.TB, h http.Handler, mods ...func(*http.Server)) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	for _, m := range mods {
+		m(srv.Config)
+	}
+	fs := NewServer(srv.Config)
+	go func() { _ = fs.Serve(srv.Listener) }()
+	srv.URL = "http://" + srv.Listener.Addr().String()
+	t.Cleanup(func() { _ = fs.Close() })
+	if p, ok := h.(*Proxy); ok {
+		t.Cleanup(p.CloseIdleConnections)
+	}
+	return srv
 }
 
 // do sends a request and returns the response with its whole body.

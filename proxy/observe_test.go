@@ -439,10 +439,7 @@ func testDrainAndCut(t *testing.T, connCtx bool) {
 	obs, log := &recordingObserver{}, &testenv.Log{}
 	p, px := newTestProxy(t, up.URL, func(o *Options) { o.Observers, o.Logger = []Observer{obs}, slog.New(log) })
 	if connCtx {
-		px = httptest.NewUnstartedServer(p)
-		px.Config.ConnContext = p.ConnContext
-		px.Start()
-		defer px.Close()
+		px = serveProxy(t, p, func(s *http.Server) { s.ConnContext = p.ConnContext })
 	}
 
 	resp, cancel := openStream(t, rawClient(), px.URL+"/v1/chat/completions")
@@ -537,10 +534,7 @@ func TestConnContextCalls(t *testing.T) {
 			})}
 		})
 		if connCtx {
-			px = httptest.NewUnstartedServer(p)
-			px.Config.ConnContext = p.ConnContext
-			px.Start()
-			defer px.Close()
+			px = serveProxy(t, p, func(s *http.Server) { s.ConnContext = p.ConnContext })
 		}
 		c := rawClient()
 		conns := map[string]bool{}
