@@ -893,18 +893,8 @@ func (w *response) WriteHeader(code int) {
 }
 
 func (w *response) Write(p []byte) (int, error) {
-	if !w.wroteHeader {
-		w.WriteHeader(http.StatusOK)
-	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	if !bodyAllowedForStatus(w.status) {
-		return 0, http.ErrBodyNotAllowed
-	}
-	w.written += int64(len(p))
-	if w.cl != -1 && w.written > w.cl {
-		return 0, http.ErrContentLength
+	if ok, err := w.admit(len(p)); !ok {
+		return 0, err
 	}
 	return w.w.Write(p)
 }
@@ -912,20 +902,30 @@ func (w *response) Write(p []byte) (int, error) {
 // WriteString is Write for a string, through the same buffer (net/http's
 // response has it: the chunks come out the same).
 func (w *response) WriteString(s string) (int, error) {
+	if ok, err := w.admit(len(s)); !ok {
+		return 0, err
+	}
+	return w.w.WriteString(s)
+}
+
+// admit counts n bytes of body about to be written (the header implied
+// first): false, with the error to return (none for nothing to write),
+// when they are not to be written.
+func (w *response) admit(n int) (bool, error) {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
-	if len(s) == 0 {
-		return 0, nil
+	if n == 0 {
+		return false, nil
 	}
 	if !bodyAllowedForStatus(w.status) {
-		return 0, http.ErrBodyNotAllowed
+		return false, http.ErrBodyNotAllowed
 	}
-	w.written += int64(len(s))
+	w.written += int64(n)
 	if w.cl != -1 && w.written > w.cl {
-		return 0, http.ErrContentLength
+		return false, http.ErrContentLength
 	}
-	return w.w.WriteString(s)
+	return true, nil
 }
 
 // ReadFrom is net/http's: the first 512 bytes through the buffer (the

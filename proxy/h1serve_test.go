@@ -472,8 +472,15 @@ func TestServerNextRequestWhileWatched(t *testing.T) {
 	_, _ = io.WriteString(c, rawPost("/b", "next"))
 	time.Sleep(watchAfter)
 	close(release)
+	readAnswers(t, c, "slow", "next")
+}
+
+// readAnswers reads one answer from c for each of wants, and fails unless
+// their bodies are wants, in order.
+func readAnswers(t *testing.T, c net.Conn, wants ...string) {
+	t.Helper()
 	br := bufio.NewReader(c)
-	for _, want := range []string{"slow", "next"} {
+	for _, want := range wants {
 		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
@@ -600,18 +607,7 @@ func TestServerHeldByteInOrder(t *testing.T) {
 				_, _ = c.Write([]byte{b}) // a byte at a time: a watch reads one
 				time.Sleep(time.Millisecond)
 			}
-			br := bufio.NewReader(c)
-			for _, want := range tc.want {
-				_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-				resp, err := http.ReadResponse(br, nil)
-				if err != nil {
-					t.Fatalf("reading the answer %q: %v", want, err)
-				}
-				b, _ := io.ReadAll(resp.Body)
-				if string(b) != want {
-					t.Fatalf("got %q, want %q", b, want)
-				}
-			}
+			readAnswers(t, c, tc.want...)
 		})
 	}
 }
