@@ -74,6 +74,31 @@ const serverBufSize = 4 << 10
 // written without a declared length (net/http's bufferBeforeChunkingSize).
 const chunkingBuffer = 2 << 10
 
+// ServeLoopback serves h on a new 127.0.0.1 port as shaperproxy serve
+// serves its main listener: a handler with a ConnContext (the proxy, whose
+// calls then make no context of their own) by a Server with it, any other
+// by net/http's server alone. It returns the URL and a func that closes the
+// server (the demo's and the bench's servers).
+func ServeLoopback(h http.Handler) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	url := "http://" + ln.Addr().String()
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	cc, ok := h.(interface {
+		ConnContext(context.Context, net.Conn) context.Context
+	})
+	if !ok {
+		go func() { _ = srv.Serve(ln) }()
+		return url, func() { _ = srv.Close() }, nil
+	}
+	srv.ConnContext = cc.ConnContext
+	s := NewServer(srv)
+	go func() { _ = s.Serve(ln) }()
+	return url, func() { _ = s.Close() }, nil
+}
+
 // NewServer returns a Server that serves srv.Handler, handing to srv what
 // it does not serve itself.
 func NewServer(srv *http.Server) *Server {

@@ -2,11 +2,9 @@ package bench
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -203,25 +201,12 @@ func (e *env) close() {
 }
 
 func startServer(h http.Handler, closers *[]func()) (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	url, stop, err := proxy.ServeLoopback(h)
 	if err != nil {
 		return "", err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	if cc, ok := h.(interface {
-		ConnContext(context.Context, net.Conn) context.Context
-	}); ok {
-		// A proxy, served as shaperproxy serve serves it: by proxy.Server,
-		// and with its ConnContext (a call then makes no context of its own).
-		srv.ConnContext = cc.ConnContext
-		ps := proxy.NewServer(srv)
-		go func() { _ = ps.Serve(ln) }()
-		*closers = append(*closers, func() { _ = ps.Close() })
-		return "http://" + ln.Addr().String(), nil
-	}
-	go func() { _ = srv.Serve(ln) }()
-	*closers = append(*closers, func() { _ = srv.Close() })
-	return "http://" + ln.Addr().String(), nil
+	*closers = append(*closers, stop)
+	return url, nil
 }
 
 // newClient returns a client with enough idle connections for the rate.

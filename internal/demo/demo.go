@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 	"github.com/shaperproxy/shaperproxy/internal/config"
 	"github.com/shaperproxy/shaperproxy/internal/fakeupstream"
 	"github.com/shaperproxy/shaperproxy/internal/review"
+	"github.com/shaperproxy/shaperproxy/proxy"
 )
 
 // Proxy is the proxy the demo runs, as the command builds it.
@@ -119,7 +119,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		return res, err
 	}
 	defer px.Close()
-	pxURL, stop, err := serve(px)
+	pxURL, stop, err := proxy.ServeLoopback(px)
 	if err != nil {
 		return res, err
 	}
@@ -286,20 +286,4 @@ func dataDir(dir string) (string, func(), error) {
 	}
 	d, err := os.MkdirTemp("", "shaperproxy-demo-")
 	return d, func() { _ = os.RemoveAll(d) }, err
-}
-
-// serve runs h on a loopback port and returns its URL and a stop func.
-func serve(h http.Handler) (string, func(), error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	if cc, ok := h.(interface {
-		ConnContext(context.Context, net.Conn) context.Context
-	}); ok {
-		srv.ConnContext = cc.ConnContext // as shaperproxy serve does: a call then makes no context of its own
-	}
-	go func() { _ = srv.Serve(ln) }()
-	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
 }
