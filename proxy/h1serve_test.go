@@ -22,7 +22,7 @@ import (
 
 // serveBoth serves h on two loopback listeners: net/http's server alone,
 // and Server in front of it. It returns their addresses.
-func serveBoth(t *testing.T, h http.Handler) (plain, fast string) {
+func serveBoth(t testing.TB, h http.Handler) (plain, fast string) {
 	t.Helper()
 	quiet := log.New(io.Discard, "", 0)
 	ln1, err := net.Listen("tcp", "127.0.0.1:0")
@@ -185,8 +185,6 @@ func rawPost(path, body string, headers ...string) string {
 // reads the same bytes as net/http's server's, Date's value aside, and the
 // connection is left open or closed alike.
 func TestServerSameBytes(t *testing.T) {
-	big := strings.Repeat("x", 300<<10)
-	mid := strings.Repeat("y", 100<<10)
 	handlers := map[string]http.HandlerFunc{
 		"echo": echo,
 		"typed": func(w http.ResponseWriter, r *http.Request) {
@@ -296,32 +294,7 @@ func TestServerSameBytes(t *testing.T) {
 			panic(http.ErrAbortHandler)
 		},
 	}
-	requests := map[string][]string{
-		"small":        {rawPost("/v1/chat/completions", `{"model":"m","messages":[]}`, "Content-Type: application/json", "Authorization: Bearer k", "X-Dup: 1", "X-Dup: 2")},
-		"empty":        {rawPost("/v1/chat/completions", "")},
-		"two":          {rawPost("/a", "1"), rawPost("/b?q=2", "22")},
-		"thenget":      {rawPost("/a", "1"), "GET /metrics HTTP/1.1\r\nHost: api.example\r\n\r\n"},
-		"clientclose":  {rawPost("/a", "1", "Connection: close")},
-		"big":          {rawPost("/a", big)},
-		"mid":          {rawPost("/a", mid), rawPost("/b", "after")},
-		"get":          {"GET /v1/models HTTP/1.1\r\nHost: api.example\r\n\r\n"},
-		"chunked":      {"POST /a HTTP/1.1\r\nHost: api.example\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"},
-		"expect":       {"POST /a HTTP/1.1\r\nHost: api.example\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi"},
-		"http10":       {"POST /a HTTP/1.0\r\nHost: api.example\r\nContent-Length: 2\r\n\r\nhi"},
-		"absolute":     {"POST http://api.example/a HTTP/1.1\r\nHost: api.example\r\nContent-Length: 2\r\n\r\nhi"},
-		"nohost":       {"POST /a HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi"},
-		"badhost":      {"POST /a HTTP/1.1\r\nHost: a b\r\nContent-Length: 2\r\n\r\nhi"},
-		"twohosts":     {"POST /a HTTP/1.1\r\nHost: a\r\nHost: b\r\nContent-Length: 2\r\n\r\nhi"},
-		"badlength":    {"POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: abc\r\n\r\nhi"},
-		"twolengths":   {"POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nhi"},
-		"badvalue":     {"POST /a HTTP/1.1\r\nHost: a\r\nX-Bad: a\x01b\r\nContent-Length: 2\r\n\r\nhi"},
-		"upgrade":      {"POST /a HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nContent-Length: 2\r\n\r\nhi"},
-		"lf":           {"POST /a HTTP/1.1\nHost: api.example\nContent-Length: 2\n\nhi"},
-		"longheader":   {rawPost("/a", "hi", "X-Long: "+strings.Repeat("h", 5000))},
-		"crlfafter":    {rawPost("/a", "1") + "\r\n", rawPost("/b", "2")},
-		"garbage":      {"POST / HTTP/1.1\r\nHost: a\r\nBroken header line\r\n\r\n"},
-		"pipelinedget": {rawPost("/a", "1"), "GET /b HTTP/1.1\r\nHost: a\r\n\r\n", rawPost("/c", "3")},
-	}
+	requests := serverRequests()
 	for hn, h := range handlers {
 		t.Run(hn, func(t *testing.T) {
 			t.Parallel()
@@ -717,4 +690,76 @@ func TestServerShutdownSilentConnection(t *testing.T) {
 	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
 		t.Fatalf("the silent connection: %v, want closed", err)
 	}
+}
+
+// serverRequests are the requests TestServerSameBytes sends, by name: each
+// a list of requests sent on one connection.
+func serverRequests() map[string][]string {
+	big := strings.Repeat("x", 300<<10)
+	mid := strings.Repeat("y", 100<<10)
+	return map[string][]string{
+		"small":        {rawPost("/v1/chat/completions", `{"model":"m","messages":[]}`, "Content-Type: application/json", "Authorization: Bearer k", "X-Dup: 1", "X-Dup: 2")},
+		"empty":        {rawPost("/v1/chat/completions", "")},
+		"two":          {rawPost("/a", "1"), rawPost("/b?q=2", "22")},
+		"thenget":      {rawPost("/a", "1"), "GET /metrics HTTP/1.1\r\nHost: api.example\r\n\r\n"},
+		"clientclose":  {rawPost("/a", "1", "Connection: close")},
+		"big":          {rawPost("/a", big)},
+		"mid":          {rawPost("/a", mid), rawPost("/b", "after")},
+		"get":          {"GET /v1/models HTTP/1.1\r\nHost: api.example\r\n\r\n"},
+		"chunked":      {"POST /a HTTP/1.1\r\nHost: api.example\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"},
+		"expect":       {"POST /a HTTP/1.1\r\nHost: api.example\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi"},
+		"http10":       {"POST /a HTTP/1.0\r\nHost: api.example\r\nContent-Length: 2\r\n\r\nhi"},
+		"absolute":     {"POST http://api.example/a HTTP/1.1\r\nHost: api.example\r\nContent-Length: 2\r\n\r\nhi"},
+		"nohost":       {"POST /a HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi"},
+		"badhost":      {"POST /a HTTP/1.1\r\nHost: a b\r\nContent-Length: 2\r\n\r\nhi"},
+		"twohosts":     {"POST /a HTTP/1.1\r\nHost: a\r\nHost: b\r\nContent-Length: 2\r\n\r\nhi"},
+		"badlength":    {"POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: abc\r\n\r\nhi"},
+		"twolengths":   {"POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nhi"},
+		"badvalue":     {"POST /a HTTP/1.1\r\nHost: a\r\nX-Bad: a\x01b\r\nContent-Length: 2\r\n\r\nhi"},
+		"upgrade":      {"POST /a HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nContent-Length: 2\r\n\r\nhi"},
+		"lf":           {"POST /a HTTP/1.1\nHost: api.example\nContent-Length: 2\n\nhi"},
+		"longheader":   {rawPost("/a", "hi", "X-Long: "+strings.Repeat("h", 5000))},
+		"crlfafter":    {rawPost("/a", "1") + "\r\n", rawPost("/b", "2")},
+		"garbage":      {"POST / HTTP/1.1\r\nHost: a\r\nBroken header line\r\n\r\n"},
+		"pipelinedget": {rawPost("/a", "1"), "GET /b HTTP/1.1\r\nHost: a\r\n\r\n", rawPost("/c", "3")},
+	}
+}
+
+// FuzzServerSameBytes: whatever bytes a client sends before it half-closes
+// its connection, Server answers them (served or handed over) with the
+// bytes net/http's server answers them with, Date's value aside.
+func FuzzServerSameBytes(f *testing.F) {
+	for _, raws := range serverRequests() {
+		if raw := strings.Join(raws, ""); len(raw) < 8<<10 {
+			f.Add(raw)
+		}
+	}
+	plain, fast := serveBoth(f, http.HandlerFunc(echo))
+	f.Fuzz(func(t *testing.T, raw string) {
+		want, got := halfCloseExchange(t, plain, raw), halfCloseExchange(t, fast, raw)
+		if got != want {
+			t.Fatalf("for %q:\nnet/http: %q\nServer:   %q", raw, want, got)
+		}
+	})
+}
+
+// halfCloseExchange writes raw to a new connection to addr, half-closes it, and
+// returns all the server wrote until it closed (Date's value blanked).
+func halfCloseExchange(t *testing.T, addr, raw string) string {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		return "write: " + errText(err)
+	}
+	_ = c.(*net.TCPConn).CloseWrite()
+	b, err := io.ReadAll(c)
+	out := dateLine.ReplaceAllString(string(b), "Date: D\r\n")
+	if err != nil {
+		out += " / " + errText(err)
+	}
+	return out
 }
