@@ -156,24 +156,20 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	go func() { srvErr <- s.srv.Shutdown(ctx) }()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	var err error
 	for {
 		s.mu.Lock()
 		s.closeIdleLocked()
 		n := len(s.conns)
 		s.mu.Unlock()
 		if n == 0 {
-			break
+			return errors.Join(lnErr, <-srvErr)
 		}
 		select {
 		case <-ctx.Done():
-			err = ctx.Err()
+			return errors.Join(lnErr, ctx.Err(), <-srvErr)
 		case <-tick.C:
-			continue
 		}
-		break
 	}
-	return errors.Join(lnErr, err, <-srvErr)
 }
 
 // Close closes the listener and every connection at once (srv's too).
@@ -248,6 +244,7 @@ func (s *Server) logf(format string, args ...any) {
 type serverConn struct {
 	s      *Server
 	c      net.Conn
+	remote string          // c's remote address, for each request's RemoteAddr
 	base   context.Context // srv.BaseContext's
 	br     *bufio.Reader   // over cr
 	bw     *bufio.Writer   // over the connection, recording the first error
@@ -256,9 +253,7 @@ type serverConn struct {
 	cancel context.CancelFunc // the connection's context: the client left, or a write failed
 	werr   error
 
-	hdr     bytes.Reader  // a request header's bytes,
-	hdrRead *bufio.Reader // read by http.ReadRequest from here
-	held    *bufio.Writer // a response's first bytes (response.w)
+	held *bufio.Writer // a response's first bytes (response.w)
 
 	inFlight *response // the request being served, if any
 
@@ -281,7 +276,7 @@ func (sc *serverConn) serve() {
 		}
 		if err := recover(); err != nil && err != http.ErrAbortHandler {
 			buf := make([]byte, 64<<10)
-			s.logf("http: panic serving %v: %v\n%s", sc.c.RemoteAddr(), err, buf[:runtime.Stack(buf, false)])
+			s.logf("http: panic serving %v: %v\n%s", sc.remote, err, buf[:runtime.Stack(buf, false)])
 		}
 		s.untrack(sc)
 		if !handed {
@@ -298,6 +293,7 @@ func (sc *serverConn) serve() {
 		}
 	}()
 	sc.cr.c = sc.c
+	sc.remote = sc.c.RemoteAddr().String()
 	sc.br = bufio.NewReaderSize(&sc.cr, serverBufSize)
 	ctx := context.WithValue(sc.base, http.ServerContextKey, s.srv)
 	if s.srv.ConnContext != nil {
@@ -336,7 +332,7 @@ func (sc *serverConn) serve() {
 			peek, _ := sc.br.Peek(4)
 			_, _ = sc.br.Discard(leadingCRLF(peek))
 		}
-		req, n := sc.readRequest(first)
+		req, n := sc.readRequest()
 		if req == nil {
 			if n >= 0 {
 				handed = sc.handOff()
@@ -408,7 +404,7 @@ func leadingCRLF(p []byte) int {
 // returns the request and the header's length when this server serves
 // it; nil and 0 when the connection is to be handed to srv; nil and -1
 // when it ended (closed, timed out) with nothing read.
-func (sc *serverConn) readRequest(first bool) (*http.Request, int) {
+func (sc *serverConn) readRequest() (*http.Request, int) {
 	n, err := sc.headerEnd()
 	if err != nil {
 		if sc.br.Buffered() == 0 && !sc.cr.hasByte {
@@ -427,17 +423,40 @@ func (sc *serverConn) readRequest(first bool) (*http.Request, int) {
 	if !bytes.HasPrefix(p, []byte("POST /")) {
 		return nil, 0
 	}
-	sc.hdr.Reset(p)
-	if sc.hdrRead == nil {
-		sc.hdrRead = bufio.NewReaderSize(&sc.hdr, serverBufSize)
-	} else {
-		sc.hdrRead.Reset(&sc.hdr)
-	}
-	req, err := http.ReadRequest(sc.hdrRead)
+	req, err := parseHeader(p)
 	if err != nil || !servedHere(req) {
 		return nil, 0
 	}
 	return req, n
+}
+
+// headerReader reads a request header's bytes for http.ReadRequest,
+// which wants a bufio.Reader. They are pooled: a connection waiting for
+// its next request holds none.
+type headerReader struct {
+	r  bytes.Reader
+	br *bufio.Reader
+}
+
+var headerReaders = sync.Pool{New: func() any {
+	hr := &headerReader{}
+	hr.br = bufio.NewReaderSize(&hr.r, serverBufSize)
+	return hr
+}}
+
+// parseHeader parses the request header p (its blank line included); the
+// request's Body is left nil, for the caller's.
+func parseHeader(p []byte) (*http.Request, error) {
+	hr := headerReaders.Get().(*headerReader)
+	hr.r.Reset(p)
+	hr.br.Reset(&hr.r)
+	req, err := http.ReadRequest(hr.br)
+	if req != nil {
+		req.Body = nil // over hr: not to be read once hr is back in the pool
+	}
+	hr.r.Reset(nil)
+	headerReaders.Put(hr)
+	return req, err
 }
 
 // headerEnd returns the length of the request header at the start of the
@@ -530,7 +549,7 @@ func (sc *serverConn) serveRequest(req *http.Request) bool {
 	ctx, cancel := context.WithCancel(sc.ctx)
 	defer cancel()
 	req = req.WithContext(ctx)
-	req.RemoteAddr = sc.c.RemoteAddr().String()
+	req.RemoteAddr = sc.remote
 	w := &response{conn: sc, req: req, header: make(http.Header), cl: -1, wantsClose: req.Close}
 	if req.ContentLength > 0 {
 		w.body = &serverBody{sc: sc, r: io.LimitedReader{R: sc.br, N: req.ContentLength}, last: req.Close}
@@ -961,10 +980,10 @@ func (w *response) ReadFrom(src io.Reader) (n int64, err error) {
 	defer copyBufs.Put(bp)
 	rf, ok := w.conn.c.(io.ReaderFrom)
 	if !ok {
-		return io.CopyBuffer(writerOnly{w}, src, *bp)
+		return io.CopyBuffer(struct{ io.Writer }{w}, src, *bp)
 	}
 	if !w.cw.wroteHeader {
-		n0, err := io.CopyBuffer(writerOnly{w}, io.LimitReader(src, sniffLen), *bp)
+		n0, err := io.CopyBuffer(struct{ io.Writer }{w}, io.LimitReader(src, sniffLen), *bp)
 		n += n0
 		if err != nil || n0 < sniffLen {
 			return n, err
@@ -978,15 +997,12 @@ func (w *response) ReadFrom(src io.Reader) (n int64, err error) {
 		w.written += n0
 		return n, err
 	}
-	n0, err := io.CopyBuffer(writerOnly{w}, src, *bp)
+	n0, err := io.CopyBuffer(struct{ io.Writer }{w}, src, *bp) // the struct hides ReadFrom
 	return n + n0, err
 }
 
 // sniffLen is how much of a body net/http sniffs a type from.
 const sniffLen = 512
-
-// writerOnly hides a writer's ReadFrom from io.Copy.
-type writerOnly struct{ io.Writer }
 
 // FlushError sends what was written (http.ResponseController.Flush).
 func (w *response) FlushError() error {
