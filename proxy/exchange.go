@@ -28,6 +28,10 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 	clientCtx := out.Context()
 	sinks := p.observe(call, out, body)
 	p.debugRequest(call, body)
+	call.times = callTimes{hold: call.times.hold}
+	if !call.Retry && call.read > 0 {
+		call.times.hold = max(call.Since()-call.read, 1) // the proxy's own work on the request, before its trip
+	}
 	resp, err := p.roundTrip(p.transportFor(call.route), out, p.besideOf(call))
 	if err != nil {
 		end := p.upstreamFailure(w, call, clientCtx, err)
@@ -37,7 +41,7 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 		return false
 	}
 	defer resp.Body.Close()
-	call.times = callTimes{header: call.Since()}
+	call.times.header = call.Since()
 	p.metrics.bytesTo(&p.metrics.bytesUpstream, "upstream").Add(float64(len(body)))
 	info := &ResponseInfo{
 		Status: resp.StatusCode, Header: resp.Header,

@@ -41,6 +41,9 @@ func (p *Proxy) observeTimes(call *Call, info *ResponseInfo, end End, ts *callTi
 	if t.header > 0 {
 		ts.observer(&ts.header, m.header).Observe(t.header.Seconds())
 	}
+	if t.hold > 0 {
+		ts.observer(&ts.hold, m.hold).Observe(t.hold.Seconds())
+	}
 	if t.firstByte > 0 {
 		ts.observer(&ts.firstByte, m.firstByte).Observe(t.firstByte.Seconds())
 	}
@@ -58,6 +61,7 @@ func (p *Proxy) observeTimes(call *Call, info *ResponseInfo, end End, ts *callTi
 // callTimes are the moments of a call's answer, as durations since it
 // started (0: not seen).
 type callTimes struct {
+	hold       time.Duration // from the body's last byte to the hand-off upstream (the first attempt's)
 	header     time.Duration // the upstream's response header
 	firstByte  time.Duration // the first byte of its body
 	firstToken time.Duration // the first content or reasoning text of a chat stream

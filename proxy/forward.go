@@ -39,6 +39,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, route *Route, pa
 		return
 	}
 	if body != nil {
+		call.read = max(call.Since(), 1)
 		call.own(body)
 		call.ClientBody = body
 		if isChatPath(r.Method, path) {

@@ -68,7 +68,8 @@ type Call struct {
 	// upstream; the shaping transform sets it, the capture records it.
 	Reasoning ReasoningCount
 
-	times callTimes // when the upstream answered (metrics and the log line)
+	times callTimes     // when the upstream answered (metrics and the log line)
+	read  time.Duration // when the body's last byte came (Since), the body read whole; 0: not read whole
 
 	values     []keyValue // typed per-call values (Key)
 	valueRoom  [2]keyValue

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -363,6 +364,51 @@ func TestTimingMetrics(t *testing.T) {
 	}
 	if metricValue(m, `shaperproxy_request_duration_seconds_bucket{model="deepseek-reasoner",route="default",le="1800"}`) != 1 {
 		t.Fatalf("no 30-minute bucket:\n%s", grepLines([]byte(m), "shaperproxy_request_duration_seconds_bucket"))
+	}
+}
+
+// TestHoldMetric: the hold histogram times what the proxy does between
+// the body's last byte and the request's hand-off upstream (a transform
+// that takes 30 ms), not the wait for a body the client sends slowly (a
+// pause of 300 ms between its halves), once per call.
+func TestHoldMetric(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		fmt.Fprint(w, "{}")
+	}))
+	defer up.Close()
+	slow := RequestTransformFunc(func(_ context.Context, _ *Call, b []byte) ([]byte, error) {
+		time.Sleep(30 * time.Millisecond)
+		return b, nil
+	})
+	_, px := newTestProxy(t, up.URL, func(o *Options) { o.Transforms = []RequestTransform{slow} })
+	conn, err := net.Dial("tcp", px.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	half := len(chatBody) / 2
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		px.Listener.Addr(), len(chatBody), chatBody[:half])
+	time.Sleep(300 * time.Millisecond)
+	fmt.Fprint(conn, chatBody[half:])
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	labels := `{model="deepseek-reasoner",route="default"}`
+	var m string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if m = metricsText(t, px.URL); metricValue(m, "shaperproxy_request_duration_seconds_count"+labels) == 1 {
+			break
+		}
+	}
+	hold, n := metricValue(m, "shaperproxy_request_hold_seconds_sum"+labels), metricValue(m, "shaperproxy_request_hold_seconds_count"+labels)
+	total := metricValue(m, "shaperproxy_request_duration_seconds_sum"+labels)
+	if n != 1 || hold < 0.03 || hold >= 0.3 || total < 0.3 {
+		t.Fatalf("hold %v s over %v calls, the call %v s:\n%s", hold, n, total, grepLines([]byte(m), "shaperproxy_request_hold_seconds"))
 	}
 }
 

@@ -66,4 +66,18 @@ func TestQuickCostRun(t *testing.T) {
 			t.Errorf("messages taken on keys %s%%: the history row does not read the proxy's keyed counter", m[2])
 		}
 	}
+	// The hold rows, one under each latency workload, read from each
+	// proxy's hold histogram over that workload: a duration for both
+	// variants, not "n/a".
+	holds := regexp.MustCompile(`\| the proxy's hold: [^|]*\|  \|  \|  \| ([^|]+) \| ([^|]+) \|`).FindAllStringSubmatch(s, -1)
+	if len(holds) != 2 {
+		t.Fatalf("%d hold rows, want 2 (the small request's and the seed's):\n%s", len(holds), s)
+	}
+	for _, m := range holds {
+		for _, v := range m[1:] {
+			if !regexp.MustCompile(`^[0-9.]+ (µs|ms|s)$`).MatchString(v) {
+				t.Errorf("hold %q is not a duration read from the proxy's metrics:\n%s", v, m[0])
+			}
+		}
+	}
 }

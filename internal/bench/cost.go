@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/shaperproxy/shaperproxy/fixtures"
@@ -128,14 +129,18 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 		}
 	}
 	if cs.runs("latency") && cs.runs("small") {
-		if err := costLatency(ctx, c, targets, small, cs.smallN, cs.rate, cs.rounds, w,
-			fmt.Sprintf("small non-stream (two messages), %d × %d requests at %d/s", cs.rounds, cs.smallN, cs.rate)); err != nil {
+		title := fmt.Sprintf("small non-stream (two messages), %d × %d requests at %d/s", cs.rounds, cs.smallN, cs.rate)
+		if err := withHold(ctx, c, targets, w, title, func() error {
+			return costLatency(ctx, c, targets, small, cs.smallN, cs.rate, cs.rounds, w, title)
+		}); err != nil {
 			return err
 		}
 	}
 	if cs.runs("latency") && cs.runs("large") {
-		if err := costLatency(ctx, c, targets, large, cs.largeN, cs.bigRate, cs.rounds, w,
-			fmt.Sprintf("the seed's request (631 messages, %d KB), %d × %d requests at %d/s", len(large[0])>>10, cs.rounds, cs.largeN, cs.bigRate)); err != nil {
+		title := fmt.Sprintf("the seed's request (631 messages, %d KB), %d × %d requests at %d/s", len(large[0])>>10, cs.rounds, cs.largeN, cs.bigRate)
+		if err := withHold(ctx, c, targets, w, title, func() error {
+			return costLatency(ctx, c, targets, large, cs.largeN, cs.bigRate, cs.rounds, w, title)
+		}); err != nil {
 			return err
 		}
 	}
@@ -163,7 +168,7 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 		row := []string{"all the runs above", "history taken from the conversation's previous request (the proxy's /metrics)", "", "", ""}
 		for _, name := range []string{bare, costAll} {
 			i := slices.IndexFunc(targets, func(tg costTarget) bool { return tg.name == name })
-			row = append(row, historyShare(ctx, c, strings.TrimSuffix(targets[i].url, "/fake")+"/metrics"))
+			row = append(row, historyShare(ctx, c, metricsURL(targets[i])))
 		}
 		w.add(append(row, "")...)
 	}
@@ -172,21 +177,71 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 	return nil
 }
 
+// withHold runs a latency workload and adds, under its rows, each proxy
+// variant's mean hold over it (shaperproxy_request_hold_seconds: from a
+// request body's last byte to its hand-off upstream, the proxy's own work
+// on the request), from its /metrics before and after.
+func withHold(ctx context.Context, c *http.Client, targets []costTarget, w *wideTable, title string, run func() error) error {
+	type sample struct{ sum, n float64 }
+	read := func() map[string]sample {
+		out := map[string]sample{}
+		for _, name := range []string{bare, costAll} {
+			i := slices.IndexFunc(targets, func(tg costTarget) bool { return tg.name == name })
+			fams, err := metricFamilies(ctx, c, metricsURL(targets[i]))
+			if err != nil {
+				continue
+			}
+			var s sample
+			for _, m := range fams["shaperproxy_request_hold_seconds"].GetMetric() {
+				s.sum += m.GetHistogram().GetSampleSum()
+				s.n += float64(m.GetHistogram().GetSampleCount())
+			}
+			out[name] = s
+		}
+		return out
+	}
+	before := read()
+	if err := run(); err != nil {
+		return err
+	}
+	after := read()
+	row := []string{title, "the proxy's hold: from the body's last byte to its hand-off upstream (mean over the rounds, from the proxy's /metrics)", "", "", ""}
+	for _, name := range []string{bare, costAll} {
+		a, okA := after[name]
+		b, okB := before[name]
+		if !okA || !okB || a.n <= b.n {
+			row = append(row, "n/a")
+			continue
+		}
+		row = append(row, fmtDur(time.Duration((a.sum-b.sum)/(a.n-b.n)*float64(time.Second))))
+	}
+	w.add(append(row, "")...)
+	return nil
+}
+
+// metricsURL is the /metrics of a proxy target.
+func metricsURL(tg costTarget) string { return strings.TrimSuffix(tg.url, "/fake") + "/metrics" }
+
+// metricFamilies reads the metrics at url.
+func metricFamilies(ctx context.Context, c *http.Client, url string) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(io.LimitReader(resp.Body, 8<<20))
+}
+
 // historyShare reads a proxy's /metrics and says how much of the
 // requests' history it took from the previous request's parse and how
 // many edited bodies it wrote over the previous one's.
 func historyShare(ctx context.Context, c *http.Client, url string) string {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "n/a: " + err.Error()
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return "n/a: " + err.Error()
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(io.LimitReader(resp.Body, 8<<20))
+	fams, err := metricFamilies(ctx, c, url)
 	if err != nil {
 		return "n/a: " + err.Error()
 	}
