@@ -20,7 +20,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlagSet("bench", benchUsage, stdout)
 	o := bench.Options{Build: benchBuild}
 	fs.BoolVar(&o.Quick, "quick", false, "small sizes, for a smoke run")
-	fs.StringVar(&o.Only, "only", "", "run only these `sections` (comma-separated: nonstream,stream,rss,shaping,review,abuse,cost; cost:latency, cost:saturation, cost:stream, cost:small, cost:large for a part of cost)")
+	fs.StringVar(&o.Only, "only", "", "run only these `sections` (comma-separated: nonstream,stream,rss,shaping,review,abuse,cost; cost:latency, cost:saturation, cost:stream, cost:small, cost:large for a part of cost; cost:cutthrough runs a design experiment, only when named)")
 	fs.StringVar(&o.Profile, "profile", "", "write the CPU and allocation profiles of the cost section's children (each proxy, the reverse proxy, the upstream) into `dir`")
 	fs.StringVar(&o.Without, "without", "", "turn these `features` of proxy+all off (comma-separated: capture, guard, shaping), to see which one holds a figure up")
 	fs.StringVar(&o.Saturation, "saturation", "", "the cost section's saturation rounds as `ROUNDSxDURATION` (default 9x3s; e.g. 40x600ms: shorter rounds leave less of a shared machine's drift inside each)")

@@ -81,3 +81,36 @@ func TestQuickCostRun(t *testing.T) {
 		}
 	}
 }
+
+// TestQuickCutThrough runs the cost section's design experiment at its
+// smallest sizes, in this process: its table must come out with the
+// proxy's hold read from its metrics and a latency under every column.
+func TestQuickCutThrough(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	var out bytes.Buffer
+	if err := bench.Run(context.Background(), &out, bench.Options{Quick: true, Only: "cost:cutthrough", Build: benchBuild}); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	if !regexp.MustCompile(`with the proxy's hold \([0-9.]+ (µs|ms), its mean over [0-9]+ requests`).MatchString(s) {
+		t.Fatalf("the experiment's title has no hold read from the proxy:\n%s", s)
+	}
+	row := regexp.MustCompile(`(?m)^\| the seed's request [^|]*\| latency p50: direct, then added [^|]*\|(.*)\|$`).FindStringSubmatch(s)
+	if row == nil {
+		t.Fatalf("no p50 row:\n%s", s)
+	}
+	cells := strings.Split(row[1], "|")
+	if len(cells) != 8 { // direct, 2 reverse proxies, 3 forms, proxy+all, the ratio
+		t.Fatalf("the p50 row has %d cells, want 8: %q", len(cells), row[1])
+	}
+	for _, c := range cells[1:7] {
+		if !regexp.MustCompile(`^ [+-][0-9.]+ (µs|ms|s)`).MatchString(c) {
+			t.Errorf("cell %q is not an added latency", c)
+		}
+	}
+	if strings.Contains(s, "requests per CPU-second") {
+		t.Error("the experiment ran the section's saturation measure too")
+	}
+}

@@ -40,7 +40,7 @@ type sizes struct {
 // Options configure a run.
 type Options struct {
 	Quick      bool   // small sizes, for a smoke run
-	Only       string // run only these sections (comma-separated: nonstream,stream,rss,shaping,review,abuse,cost; cost:latency, cost:saturation, cost:stream, cost:small, cost:large for parts of cost)
+	Only       string // run only these sections (comma-separated: nonstream,stream,rss,shaping,review,abuse,cost; cost:latency, cost:saturation, cost:stream, cost:small, cost:large for parts of cost; cost:cutthrough, the design experiment, only when named)
 	Subprocess bool   // each proxy in a child process of its own
 	// Build builds a proxy variant in this process.
 	Build Build

@@ -55,6 +55,9 @@ type costSizes struct {
 
 // runs reports whether the section runs part (a measurement or a workload).
 func (c costSizes) runs(part string) bool {
+	if part == "cutthrough" { // an experiment, not a measure of the proxy: only when named
+		return slices.Contains(c.parts, part)
+	}
 	kind := costMeasures
 	if slices.Contains(costWorkloads, part) {
 		kind = costWorkloads
@@ -64,7 +67,7 @@ func (c costSizes) runs(part string) bool {
 }
 
 var (
-	costMeasures  = []string{"latency", "saturation", "stream"}
+	costMeasures  = []string{"latency", "saturation", "stream", "cutthrough"}
 	costWorkloads = []string{"small", "large"}
 )
 
@@ -116,7 +119,7 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 		n      int
 	}
 	warm := []warmup{{small, 20}}
-	if (cs.runs("latency") || cs.runs("saturation")) && cs.runs("large") { // the seed's warm-up is 8 × 938 KB, shaped once
+	if (cs.runs("latency") || cs.runs("saturation") || cs.runs("cutthrough")) && cs.runs("large") { // the seed's warm-up is 8 × 938 KB, shaped once
 		warm = append(warm, warmup{large, 2})
 	}
 	for _, w := range warm {
@@ -164,6 +167,12 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 			}
 		}
 	}
+	var design *wideTable // the experiment's own table, after the section's
+	if cs.runs("cutthrough") && cs.runs("large") {
+		if design, err = benchCutThrough(ctx, e, c, targets, cs, large); err != nil {
+			return err
+		}
+	}
 	if cs.runs("large") && (cs.runs("latency") || cs.runs("saturation")) {
 		row := []string{"all the runs above", "history taken from the conversation's previous request (the proxy's /metrics)", "", "", ""}
 		for _, name := range []string{bare, costAll} {
@@ -174,6 +183,9 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 	}
 	w.add("the whole section, warm-ups included", "the machine's CPU time its host gave to other guests meanwhile (steal, /proc/stat)", stolenShare(clock, readCPUClock()), "", "", "", "", "")
 	t.wides = append(t.wides, w)
+	if design != nil {
+		t.wides = append(t.wides, design)
+	}
 	return nil
 }
 
@@ -182,12 +194,36 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 // request body's last byte to its hand-off upstream, the proxy's own work
 // on the request), from its /metrics before and after.
 func withHold(ctx context.Context, c *http.Client, targets []costTarget, w *wideTable, title string, run func() error) error {
+	var proxies []costTarget
+	for _, name := range []string{bare, costAll} {
+		proxies = append(proxies, targets[slices.IndexFunc(targets, func(tg costTarget) bool { return tg.name == name })])
+	}
+	holds, err := holdOver(ctx, c, proxies, run)
+	if err != nil {
+		return err
+	}
+	row := []string{title, "the proxy's hold: from the body's last byte to its hand-off upstream (mean over the rounds, from the proxy's /metrics)", "", "", ""}
+	for _, tg := range proxies {
+		if d, ok := holds[tg.name]; ok {
+			row = append(row, fmtDur(d))
+		} else {
+			row = append(row, "n/a")
+		}
+	}
+	w.add(append(row, "")...)
+	return nil
+}
+
+// holdOver runs run and returns each proxy target's mean hold
+// (shaperproxy_request_hold_seconds) over it, from its /metrics before
+// and after; a target whose hold could not be read, or that held no
+// request meanwhile, has none.
+func holdOver(ctx context.Context, c *http.Client, proxies []costTarget, run func() error) (map[string]time.Duration, error) {
 	type sample struct{ sum, n float64 }
 	read := func() map[string]sample {
 		out := map[string]sample{}
-		for _, name := range []string{bare, costAll} {
-			i := slices.IndexFunc(targets, func(tg costTarget) bool { return tg.name == name })
-			fams, err := metricFamilies(ctx, c, metricsURL(targets[i]))
+		for _, tg := range proxies {
+			fams, err := metricFamilies(ctx, c, metricsURL(tg))
 			if err != nil {
 				continue
 			}
@@ -196,27 +232,21 @@ func withHold(ctx context.Context, c *http.Client, targets []costTarget, w *wide
 				s.sum += m.GetHistogram().GetSampleSum()
 				s.n += float64(m.GetHistogram().GetSampleCount())
 			}
-			out[name] = s
+			out[tg.name] = s
 		}
 		return out
 	}
 	before := read()
 	if err := run(); err != nil {
-		return err
+		return nil, err
 	}
-	after := read()
-	row := []string{title, "the proxy's hold: from the body's last byte to its hand-off upstream (mean over the rounds, from the proxy's /metrics)", "", "", ""}
-	for _, name := range []string{bare, costAll} {
-		a, okA := after[name]
-		b, okB := before[name]
-		if !okA || !okB || a.n <= b.n {
-			row = append(row, "n/a")
-			continue
+	holds := map[string]time.Duration{}
+	for name, a := range read() {
+		if b, ok := before[name]; ok && a.n > b.n {
+			holds[name] = time.Duration((a.sum - b.sum) / (a.n - b.n) * float64(time.Second))
 		}
-		row = append(row, fmtDur(time.Duration((a.sum-b.sum)/(a.n-b.n)*float64(time.Second))))
 	}
-	w.add(append(row, "")...)
-	return nil
+	return holds, nil
 }
 
 // metricsURL is the /metrics of a proxy target.
@@ -283,50 +313,49 @@ const chatPath = "/v1/chat/completions"
 // variants of the section; separate reports whether each runs in a
 // process of its own.
 func (e *env) costTargets() (targets []costTarget, separate bool, err error) {
-	separate = len(e.child) > 0
-	start := func(role string, args ...string) (string, int, error) {
-		if separate {
-			return e.spawn(append([]string{role}, args...), true)
-		}
-		url, err := e.serveHere(role, args)
-		return url, 0, err
-	}
-	up, upPID, err := start(roleUpstream)
+	up, upPID, err := e.start(roleUpstream)
 	if err != nil {
 		return nil, false, err
 	}
 	targets = append(targets, costTarget{direct, up, upPID})
-	rp, rpPID, err := start(roleReverseProxy, up)
+	rp, rpPID, err := e.start(roleReverseProxy, up)
 	if err != nil {
 		return nil, false, err
 	}
 	targets = append(targets, costTarget{stdlib, rp, rpPID})
-	whole, wholePID, err := start(roleReadWhole, up)
+	whole, wholePID, err := e.start(roleReadWhole, up)
 	if err != nil {
 		return nil, false, err
 	}
 	targets = append(targets, costTarget{readRP, whole, wholePID})
 	for _, v := range costVariants { // a data directory apart from the other sections' proxies
-		u, pid, err := start(v, up, up, filepath.Join(e.dir, "cost"))
+		u, pid, err := e.start(v, up, up, filepath.Join(e.dir, "cost"))
 		if err != nil {
 			return nil, false, err
 		}
 		targets = append(targets, costTarget{v, u + "/fake", pid})
 	}
-	return targets, separate, nil
+	return targets, len(e.child) > 0, nil
+}
+
+// start starts a role or a proxy variant of the cost section, in a child
+// process when there is a child command, else in this process (pid 0).
+func (e *env) start(role string, args ...string) (string, int, error) {
+	if len(e.child) > 0 {
+		return e.spawn(append([]string{role}, args...), true)
+	}
+	url, err := e.serveHere(role, args)
+	return url, 0, err
 }
 
 // serveHere starts a role of the cost section in this process.
 func (e *env) serveHere(role string, args []string) (string, error) {
-	switch role {
-	case roleUpstream:
-		return startServer(http.HandlerFunc(costUpstream), &e.closers)
-	case roleReverseProxy, roleReadWhole:
-		rp, err := newReverseProxy(args[0], role == roleReadWhole)
+	if isRole(role) {
+		h, err := roleHandler(role, args)
 		if err != nil {
 			return "", err
 		}
-		return startServer(rp, &e.closers)
+		return startServer(h, &e.closers)
 	}
 	px, err := e.build(variantConfig(role, args[0], args[1], args[2], e.without), nil)
 	if err != nil {

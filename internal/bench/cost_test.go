@@ -19,13 +19,18 @@ import (
 )
 
 // TestCostParts: -only's parts of the cost section pick measurements and
-// workloads independently; naming none of a kind runs all of it.
+// workloads independently; naming none of a kind runs all of it (but the
+// design experiment, cutthrough).
 func TestCostParts(t *testing.T) {
 	for _, tc := range []struct {
 		only string
 		want map[string]bool
 	}{
-		{"cost", map[string]bool{"latency": true, "saturation": true, "stream": true, "small": true, "large": true}},
+		{"cost", map[string]bool{"latency": true, "saturation": true, "stream": true, "cutthrough": false, "small": true, "large": true}},
+		// The design experiment runs only when named, and alone when
+		// it is the only measure named.
+		{"cost:cutthrough", map[string]bool{"latency": false, "saturation": false, "stream": false, "cutthrough": true, "small": true, "large": true}},
+		{"cost:latency,cost:cutthrough,cost:large", map[string]bool{"latency": true, "saturation": false, "cutthrough": true, "small": false, "large": true}},
 		{"cost:saturation,cost:small", map[string]bool{"latency": false, "saturation": true, "stream": false, "small": true, "large": false}},
 		{"cost:large", map[string]bool{"latency": true, "saturation": true, "stream": true, "small": false, "large": true}},
 		{"cost:stream", map[string]bool{"latency": false, "saturation": false, "stream": true, "small": true, "large": true}},

@@ -32,7 +32,22 @@ const (
 // isRole reports whether name is a role of the cost section besides the
 // proxy variants.
 func isRole(name string) bool {
-	return name == roleUpstream || name == roleReverseProxy || name == roleReadWhole
+	return name == roleUpstream || name == roleReverseProxy || name == roleReadWhole || name == roleCutThrough
+}
+
+// roleHandler is what a role of the cost section serves, in a child or in
+// this process.
+func roleHandler(role string, args []string) (http.Handler, error) {
+	switch role {
+	case roleUpstream:
+		return http.HandlerFunc(costUpstream), nil
+	case roleCutThrough:
+		return newCutThrough(args)
+	}
+	if len(args) != 1 {
+		return nil, fmt.Errorf("bench child %s: want the upstream URL, got %q", role, args)
+	}
+	return newReverseProxy(args[0], role == roleReadWhole)
 }
 
 // ProfileEnv names the directory where a child (a proxy variant, the
@@ -77,16 +92,9 @@ func (e *env) spawn(args []string, profiled bool) (string, int, error) {
 
 // serveRole serves a role of the cost section until stdin closes.
 func serveRole(role string, args []string) error {
-	var h http.Handler = http.HandlerFunc(costUpstream)
-	if role != roleUpstream {
-		if len(args) != 1 {
-			return fmt.Errorf("bench child %s: want the upstream URL, got %q", role, args)
-		}
-		rp, err := newReverseProxy(args[0], role == roleReadWhole)
-		if err != nil {
-			return err
-		}
-		h = rp
+	h, err := roleHandler(role, args)
+	if err != nil {
+		return err
 	}
 	defer startProfile(role)()
 	var closers []func()
@@ -109,7 +117,7 @@ func serveRole(role string, args []string) error {
 // sending it on, as any proxy that edits a body must (the least such a
 // proxy can do: no parsing, no copy besides the read): the floor under
 // the proxy's figures that streaming alone does not explain.
-func newReverseProxy(upstream string, readWhole bool) (http.Handler, error) {
+func newReverseProxy(upstream string, readWhole bool) (*httputil.ReverseProxy, error) {
 	u, err := url.Parse(upstream)
 	if err != nil {
 		return nil, err
