@@ -16,14 +16,7 @@ import (
 // checks the table's shape and that no event was lost or coalesced, not
 // the timings.
 func TestQuickRun(t *testing.T) {
-	if testing.Short() {
-		t.Skip("short")
-	}
-	var out bytes.Buffer
-	if err := bench.Run(context.Background(), &out, bench.Options{Quick: true, Build: benchBuild}); err != nil {
-		t.Fatal(err)
-	}
-	s := out.String()
+	s := quickBench(t, "")
 	for _, want := range []string{"latency p99 via proxy", "inter-chunk gap p99", "RSS growth", "events received after the next was written, via proxy"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("table lacks %q:\n%s", want, s)
@@ -35,14 +28,7 @@ func TestQuickRun(t *testing.T) {
 // sizes, in this process (a default run leaves it to -subprocess): its
 // table must come out whole.
 func TestQuickCostRun(t *testing.T) {
-	if testing.Short() {
-		t.Skip("short")
-	}
-	var out bytes.Buffer
-	if err := bench.Run(context.Background(), &out, bench.Options{Quick: true, Only: "cost", Build: benchBuild}); err != nil {
-		t.Fatal(err)
-	}
-	s := out.String()
+	s := quickBench(t, "cost")
 	for _, want := range []string{"Per-request cost", "latency p50: direct, then added", "requests per CPU-second", "inter-event gap p99", "gave to other guests meanwhile (steal, /proc/stat) | "} {
 		if !strings.Contains(s, want) {
 			t.Errorf("table lacks %q:\n%s", want, s)
@@ -86,14 +72,7 @@ func TestQuickCostRun(t *testing.T) {
 // smallest sizes, in this process: its table must come out with the
 // proxy's hold read from its metrics and a latency under every column.
 func TestQuickCutThrough(t *testing.T) {
-	if testing.Short() {
-		t.Skip("short")
-	}
-	var out bytes.Buffer
-	if err := bench.Run(context.Background(), &out, bench.Options{Quick: true, Only: "cost:cutthrough", Build: benchBuild}); err != nil {
-		t.Fatal(err)
-	}
-	s := out.String()
+	s := quickBench(t, "cost:cutthrough")
 	if !regexp.MustCompile(`with the proxy's hold \([0-9.]+ (µs|ms), its mean over [0-9]+ requests`).MatchString(s) {
 		t.Fatalf("the experiment's title has no hold read from the proxy:\n%s", s)
 	}
@@ -113,4 +92,18 @@ func TestQuickCutThrough(t *testing.T) {
 	if strings.Contains(s, "requests per CPU-second") {
 		t.Error("the experiment ran the section's saturation measure too")
 	}
+}
+
+// quickBench runs the sections only names (all but cost: "") at the
+// benchmark's smallest sizes, in this process, and returns its table.
+func quickBench(t *testing.T, only string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("short")
+	}
+	var out bytes.Buffer
+	if err := bench.Run(context.Background(), &out, bench.Options{Quick: true, Only: only, Build: benchBuild}); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
 }
