@@ -47,7 +47,11 @@ func roleHandler(role string, args []string) (http.Handler, error) {
 	if len(args) != 1 {
 		return nil, fmt.Errorf("bench child %s: want the upstream URL, got %q", role, args)
 	}
-	return newReverseProxy(args[0], role == roleReadWhole)
+	rp, err := newReverseProxy(args[0], role == roleReadWhole)
+	if err != nil {
+		return nil, err // not a nil *ReverseProxy in a non-nil Handler
+	}
+	return rp, nil
 }
 
 // ProfileEnv names the directory where a child (a proxy variant, the
@@ -96,7 +100,11 @@ func serveRole(role string, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer startProfile(role)()
+	name := role
+	if role == roleCutThrough {
+		name += "-" + args[0] // one profile a form (roleHandler checked args)
+	}
+	defer startProfile(name)()
 	var closers []func()
 	u, err := startServer(h, &closers)
 	if err != nil {
