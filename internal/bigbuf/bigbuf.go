@@ -268,7 +268,7 @@ func Release(b []byte) {
 		r.done()
 	}
 	c := int(r.class)
-	if r.reclaim != nil && !poison {
+	if r.reclaim != nil && !poison.Load() {
 		// Handed to its reclaimer instead, counted again with the one
 		// reference it now holds, as Make hands a buffer out.
 		runtime.SetFinalizer(p, releasers[c])
@@ -287,7 +287,7 @@ func Release(b []byte) {
 		copy(cp, unsafe.Slice(p, classSize(c)))
 		defer r.reclaim(cp)
 	}
-	if poison {
+	if poison.Load() {
 		fill(unsafe.Slice(p, classSize(c)))
 	}
 	free.mu.Lock()
@@ -372,7 +372,16 @@ func onFreeList(k uintptr) bool {
 
 // poison is set in test binaries: a released buffer is overwritten, so
 // that a holder reading it after its Release reads garbage.
-var poison = testing.Testing()
+var poison atomic.Bool
+
+func init() { poison.Store(testing.Testing()) }
+
+// SetPoisoning turns the overwriting of released buffers on or off and
+// returns whether it was on. It is on in test binaries only; a benchmark
+// that times the proxy's own work turns it off, as the filling of a
+// released megabyte would be in the times and a production binary does
+// not do it.
+func SetPoisoning(on bool) (was bool) { return poison.Swap(on) }
 
 // Poison is the byte a released buffer is filled with in a test binary.
 const Poison = 0xA5

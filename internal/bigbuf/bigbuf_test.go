@@ -355,8 +355,7 @@ func TestOnReleaseAtLastRelease(t *testing.T) {
 func TestReclaimAtLastRelease(t *testing.T) {
 	for _, poisoned := range []bool{false, true} {
 		t.Run(fmt.Sprint("poison=", poisoned), func(t *testing.T) {
-			defer func(p bool) { poison = p }(poison)
-			poison = poisoned
+			defer SetPoisoning(SetPoisoning(poisoned))
 			b := Make(MinSize + 10)
 			b[0], b[len(b)-1] = 7, 9
 			var got []byte
