@@ -268,7 +268,8 @@ func Release(b []byte) {
 		r.done()
 	}
 	c := int(r.class)
-	if r.reclaim != nil && !poison.Load() {
+	poisoned := poison.Load() // once: SetPoisoning may change it meanwhile
+	if r.reclaim != nil && !poisoned {
 		// Handed to its reclaimer instead, counted again with the one
 		// reference it now holds, as Make hands a buffer out.
 		runtime.SetFinalizer(p, releasers[c])
@@ -287,7 +288,7 @@ func Release(b []byte) {
 		copy(cp, unsafe.Slice(p, classSize(c)))
 		defer r.reclaim(cp)
 	}
-	if poison.Load() {
+	if poisoned {
 		fill(unsafe.Slice(p, classSize(c)))
 	}
 	free.mu.Lock()
