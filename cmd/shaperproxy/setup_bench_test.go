@@ -8,9 +8,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/shaperproxy/shaperproxy/fixtures"
+	"github.com/shaperproxy/shaperproxy/internal/bench"
 	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
 	"github.com/shaperproxy/shaperproxy/internal/config"
 	"github.com/tidwall/sjson"
@@ -52,7 +51,7 @@ func benchProxyEach(b *testing.B, mod func(*config.Config), body []byte, each fu
 	defer bigbuf.SetPoisoning(bigbuf.SetPoisoning(false))
 	b.SetBytes(int64(len(body)))
 	made0, reused0 := bigbuf.Counts()
-	hold0, held0, over0, fresh0 := proxyCounts(b, px.URL)
+	counts0 := proxyCounts(b, px.URL)
 	for b.Loop() {
 		each(func() {
 			resp, err := http.Post(px.URL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
@@ -67,12 +66,12 @@ func benchProxyEach(b *testing.B, mod func(*config.Config), body []byte, each fu
 	// upstream: parse, transforms, the request built), and the share of
 	// its large edited bodies written over an earlier one's (the rest
 	// copied whole and indexed anew), from its /metrics.
-	hold, held, over, fresh := proxyCounts(b, px.URL)
-	if held > held0 {
-		b.ReportMetric((hold-hold0)/float64(held-held0)*1e6, "hold-µs/op")
+	counts := proxyCounts(b, px.URL)
+	if d, ok := counts.HoldSince(counts0); ok {
+		b.ReportMetric(float64(d.Nanoseconds())/1e3, "hold-µs/op")
 	}
-	if n := over - over0 + fresh - fresh0; n > 0 {
-		b.ReportMetric(100*(over-over0)/n, "%written-over")
+	if share, ok := counts.WrittenOverSince(counts0); ok {
+		b.ReportMetric(share, "%written-over")
 	}
 	// The share of large buffers (a body read whole, an edited copy) made
 	// fresh rather than taken from bigbuf's free list.
@@ -109,34 +108,11 @@ func BenchmarkSmallRequestDefault(b *testing.B) {
 	benchProxy(b, func(*config.Config) {}, small)
 }
 
-// proxyCounts reads, at base's /metrics, the proxy's hold histogram (the
-// seconds held in all, and how many requests) and its edited bodies
-// written over an earlier one's and made fresh.
-func proxyCounts(b *testing.B, base string) (hold float64, held uint64, over, fresh float64) {
-	resp, err := http.Get(base + "/metrics")
+// proxyCounts reads the proxy's counters that benchProxy reports.
+func proxyCounts(b *testing.B, base string) bench.ProxyCounts {
+	pc, err := bench.ReadProxyCounts(b.Context(), http.DefaultClient, base+"/metrics")
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, m := range fams["shaperproxy_request_hold_seconds"].GetMetric() {
-		hold += m.GetHistogram().GetSampleSum()
-		held += m.GetHistogram().GetSampleCount()
-	}
-	for _, m := range fams["shaperproxy_edited_bodies_total"].GetMetric() {
-		for _, l := range m.GetLabel() {
-			switch {
-			case l.GetName() != "how":
-			case l.GetValue() == "written_over":
-				over += m.GetCounter().GetValue()
-			case l.GetValue() == "fresh":
-				fresh += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return hold, held, over, fresh
+	return pc
 }

@@ -219,20 +219,12 @@ func withHold(ctx context.Context, c *http.Client, targets []costTarget, w *wide
 // and after; a target whose hold could not be read, or that held no
 // request meanwhile, has none.
 func holdOver(ctx context.Context, c *http.Client, proxies []costTarget, run func() error) (map[string]time.Duration, error) {
-	type sample struct{ sum, n float64 }
-	read := func() map[string]sample {
-		out := map[string]sample{}
+	read := func() map[string]ProxyCounts {
+		out := map[string]ProxyCounts{}
 		for _, tg := range proxies {
-			fams, err := metricFamilies(ctx, c, metricsURL(tg))
-			if err != nil {
-				continue
+			if pc, err := ReadProxyCounts(ctx, c, metricsURL(tg)); err == nil {
+				out[tg.name] = pc
 			}
-			var s sample
-			for _, m := range fams["shaperproxy_request_hold_seconds"].GetMetric() {
-				s.sum += m.GetHistogram().GetSampleSum()
-				s.n += float64(m.GetHistogram().GetSampleCount())
-			}
-			out[tg.name] = s
 		}
 		return out
 	}
@@ -242,11 +234,71 @@ func holdOver(ctx context.Context, c *http.Client, proxies []costTarget, run fun
 	}
 	holds := map[string]time.Duration{}
 	for name, a := range read() {
-		if b, ok := before[name]; ok && a.n > b.n {
-			holds[name] = time.Duration((a.sum - b.sum) / (a.n - b.n) * float64(time.Second))
+		if d, ok := a.HoldSince(before[name]); ok {
+			holds[name] = d
 		}
 	}
 	return holds, nil
+}
+
+// ProxyCounts are the counters of a proxy's /metrics that the benchmarks
+// read before and after a run: its hold (shaperproxy_request_hold_seconds,
+// in all and how many requests) and its large edited bodies written over
+// an earlier one's or made fresh (shaperproxy_edited_bodies_total).
+type ProxyCounts struct {
+	HoldSeconds        float64
+	Held               uint64
+	WrittenOver, Fresh float64
+}
+
+// ReadProxyCounts reads them from the proxy's metrics at url.
+func ReadProxyCounts(ctx context.Context, c *http.Client, url string) (ProxyCounts, error) {
+	fams, err := metricFamilies(ctx, c, url)
+	if err != nil {
+		return ProxyCounts{}, err
+	}
+	var pc ProxyCounts
+	for _, m := range fams["shaperproxy_request_hold_seconds"].GetMetric() {
+		pc.HoldSeconds += m.GetHistogram().GetSampleSum()
+		pc.Held += m.GetHistogram().GetSampleCount()
+	}
+	pc.WrittenOver = counterBy(fams, "shaperproxy_edited_bodies_total", "how", "written_over")
+	pc.Fresh = counterBy(fams, "shaperproxy_edited_bodies_total", "how", "fresh")
+	return pc, nil
+}
+
+// HoldSince is the mean hold of the requests held since before.
+func (pc ProxyCounts) HoldSince(before ProxyCounts) (time.Duration, bool) {
+	if pc.Held <= before.Held {
+		return 0, false
+	}
+	return time.Duration((pc.HoldSeconds - before.HoldSeconds) / float64(pc.Held-before.Held) * float64(time.Second)), true
+}
+
+// WrittenOverSince is the share of the large edited bodies written over
+// an earlier one's since before, in percent.
+func (pc ProxyCounts) WrittenOverSince(before ProxyCounts) (float64, bool) {
+	over, n := pc.WrittenOver-before.WrittenOver, pc.WrittenOver-before.WrittenOver+pc.Fresh-before.Fresh
+	if n <= 0 {
+		return 0, false
+	}
+	return 100 * over / n, true
+}
+
+// counterBy is the counter of family name whose label key is value (0:
+// none); with key "", the family's first counter.
+func counterBy(fams map[string]*dto.MetricFamily, name, key, value string) float64 {
+	for _, m := range fams[name].GetMetric() {
+		if key == "" {
+			return m.GetCounter().GetValue()
+		}
+		for _, l := range m.GetLabel() {
+			if l.GetName() == key && l.GetValue() == value {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 // metricsURL is the /metrics of a proxy target.
@@ -276,17 +328,10 @@ func historyShare(ctx context.Context, c *http.Client, url string) string {
 		return "n/a: " + err.Error()
 	}
 	v := func(name, how string) float64 {
-		for _, m := range fams[name].GetMetric() {
-			if how == "" { // a counter without labels
-				return m.GetCounter().GetValue()
-			}
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "how" && l.GetValue() == how {
-					return m.GetCounter().GetValue()
-				}
-			}
+		if how == "" { // a counter without labels
+			return counterBy(fams, name, "", "")
 		}
-		return 0
+		return counterBy(fams, name, "how", how)
 	}
 	share := func(a, b float64) string {
 		if a+b == 0 {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -351,5 +352,50 @@ func TestWithout(t *testing.T) {
 	}
 	if err := Run(t.Context(), io.Discard, Options{Only: "cost:small", Without: "capture,gaurd"}); err == nil || !strings.Contains(err.Error(), `"gaurd"`) {
 		t.Fatalf("a misspelt feature: %v, want it named in the error", err)
+	}
+}
+
+// TestReadProxyCounts: the hold and the edited bodies are read from a
+// proxy's metrics text, and the means and shares between two readings
+// are of what happened between them.
+func TestReadProxyCounts(t *testing.T) {
+	text := ""
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, text) }))
+	defer srv.Close()
+	page := func(sum float64, n int, over, fresh float64) string {
+		return fmt.Sprintf(`# TYPE shaperproxy_request_hold_seconds histogram
+shaperproxy_request_hold_seconds_bucket{model="m",route="a",le="+Inf"} %[2]d
+shaperproxy_request_hold_seconds_sum{model="m",route="a"} %[1]g
+shaperproxy_request_hold_seconds_count{model="m",route="a"} %[2]d
+shaperproxy_request_hold_seconds_bucket{model="m",route="b",le="+Inf"} 1
+shaperproxy_request_hold_seconds_sum{model="m",route="b"} 0.001
+shaperproxy_request_hold_seconds_count{model="m",route="b"} 1
+# TYPE shaperproxy_edited_bodies_total counter
+shaperproxy_edited_bodies_total{how="written_over"} %[3]g
+shaperproxy_edited_bodies_total{how="fresh"} %[4]g
+`, sum, n, over, fresh)
+	}
+	read := func() ProxyCounts {
+		pc, err := ReadProxyCounts(t.Context(), srv.Client(), srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pc
+	}
+	text = page(0.002, 4, 10, 2)
+	before := read()
+	if before.Held != 5 || before.WrittenOver != 10 || before.Fresh != 2 {
+		t.Fatalf("read %+v", before)
+	}
+	if _, ok := before.HoldSince(before); ok {
+		t.Fatal("a hold over no request")
+	}
+	text = page(0.002+0.0009, 7, 19, 3) // 3 requests held 300 µs each; 9 of 10 bodies written over
+	after := read()
+	if d, ok := after.HoldSince(before); !ok || d.Round(time.Microsecond) != 300*time.Microsecond {
+		t.Fatalf("mean hold %v, %v; want 300µs", d, ok)
+	}
+	if share, ok := after.WrittenOverSince(before); !ok || share != 90 {
+		t.Fatalf("written over %v%%, %v; want 90%%", share, ok)
 	}
 }
