@@ -119,7 +119,7 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 		n      int
 	}
 	warm := []warmup{{small, 20}}
-	if (cs.runs("latency") || cs.runs("saturation") || cs.runs("cutthrough")) && cs.runs("large") { // the seed's warm-up is 8 × 938 KB, shaped once
+	if (cs.runs("latency") || cs.runs("saturation")) && cs.runs("large") || cs.runs("cutthrough") { // the seed's warm-up is 8 × 938 KB, shaped once
 		warm = append(warm, warmup{large, 2})
 	}
 	for _, w := range warm {
@@ -167,8 +167,8 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 			}
 		}
 	}
-	var design *wideTable // the experiment's own table, after the section's
-	if cs.runs("cutthrough") && cs.runs("large") {
+	var design *wideTable      // the experiment's own table, after the section's
+	if cs.runs("cutthrough") { // the seed's request, whichever workloads are named
 		if design, err = benchCutThrough(ctx, e, c, targets, cs, large); err != nil {
 			return err
 		}

@@ -148,6 +148,7 @@ func benchCutThrough(ctx context.Context, e *env, c *http.Client, targets []cost
 		}
 		run = append(run, costTarget{names[mode], u, pid})
 	}
+	fresh := run[3:] // the forms just started: their connections and first requests
 	run = append(run, all)
 	w := &wideTable{header: []string{"workload", "metric"}}
 	for _, tg := range run {
@@ -156,7 +157,7 @@ func benchCutThrough(ctx context.Context, e *env, c *http.Client, targets []cost
 	w.header = append(w.header, costAll+" ÷ "+stdlib)
 	w.title = fmt.Sprintf("Would sending a body while it is read help? The seed's request through the standard library's reverse proxy with the proxy's hold (%s, its mean over %d requests, from its /metrics) as CPU work after the body's last byte", fmtDur(hold), cs.largeN)
 	title := fmt.Sprintf("the seed's request (%d KB), %d × %d requests at %d/s", len(large[0])>>10, cs.rounds, cs.largeN, cs.bigRate)
-	for _, tg := range run[1:] { // the new children's connections and first requests
+	for _, tg := range fresh { // the others were warmed with the section
 		var f failures
 		fireBodies(ctx, c, tg.url+chatPath, large, 2, 50, &f)
 		if err := f.down("warm-up "+tg.name, 0, 0); err != nil {
