@@ -1010,6 +1010,16 @@ func TestRepeats(t *testing.T) {
 	if !c.Repeats(b.ID(), 8) || c.Repeats(b.ID(), 9) || c.Repeats(a.ID(), 1) {
 		t.Errorf("c read against b (base %d, same %d): repeats b's 8, not 9, and nothing of a", c.base, c.same)
 	}
+	// Repeated is the most n Repeats holds for.
+	for _, v := range []struct {
+		r    *Request
+		id   uint64
+		want int
+	}{{b, a.ID(), 10}, {c, b.ID(), 8}, {c, a.ID(), 0}, {b, b.ID(), 0}, {b, 0, 0}} {
+		if got := v.r.Repeated(v.id); got != v.want || got > 0 && (!v.r.Repeats(v.id, got) || v.r.Repeats(v.id, got+1)) {
+			t.Errorf("view %d repeats %d messages of view %d, want %d", v.r.ID(), got, v.id, v.want)
+		}
+	}
 	other := NewReparser(32 << 20) // another Reparser's views have other numbers
 	d, err := other.Parse(body(10, nil))
 	if err != nil || d.ID() == a.ID() || d.ID() == b.ID() || d.ID() == c.ID() {

@@ -1,6 +1,9 @@
 package conv
 
-import "unsafe"
+import (
+	"sort"
+	"unsafe"
+)
 
 // tally is what the proxy's hooks ask of a view's messages on every
 // request — how many turns it has and where the open one starts (the
@@ -88,4 +91,15 @@ func (r *Request) ID() uint64 { return r.id }
 // that view, or when n reaches past what the two share.
 func (r *Request) Repeats(id uint64, n int) bool {
 	return id != 0 && r.base == id && n >= 0 && n <= len(r.Messages) && (n == 0 || r.Messages[n-1].End <= r.same)
+}
+
+// Repeated returns how many first messages r repeats of the view numbered
+// id, the most n for which Repeats(id, n) holds: found by the messages'
+// ends, without reading each (a long history has hundreds). 0 when the
+// Reparser did not read r against that view.
+func (r *Request) Repeated(id uint64) int {
+	if id == 0 || r.base != id {
+		return 0
+	}
+	return sort.Search(len(r.Messages), func(i int) bool { return r.Messages[i].End > r.same })
 }

@@ -25,6 +25,11 @@ import (
 type carry struct {
 	rule shapeRule // what the texts were shaped under
 	msgs []carried // by message index
+	// view is the number of the view it was made from (conv.Request.ID;
+	// 0: none): a request the Reparser read against that view says how
+	// many first messages it repeats of it (conv.Request.Repeated), each
+	// of them one the carry has at its place, with the same bytes.
+	view uint64
 	// settled are its request's decisions (nil: not to be taken), and
 	// prints its messages' prints as they went out (nil msgs: not made; a
 	// message's is taken only where it is printed): the request's own,

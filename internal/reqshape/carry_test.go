@@ -244,12 +244,30 @@ func TestShaperCarries(t *testing.T) {
 	s := NewShaper(DefaultConfig(), Options{Profiles: profile.NewTable(nil, map[string]string{"ds": "https://api.deepseek.com"})})
 	s.carries = newCarries(100)
 	body := fixtures.AgentHistory(40, 700, 200)
+	carried := func(conversation string) bool {
+		s.carries.mu.Lock()
+		defer s.carries.mu.Unlock()
+		return s.carries.by[conversation] != nil
+	}
 	send := func(conversation string, body []byte) []byte {
-		out, err := s.TransformRequest(context.Background(), call(t, body, conversation), body)
+		c := call(t, body, conversation)
+		out, err := s.TransformRequest(context.Background(), c, body)
 		if err != nil {
 			t.Fatal(err)
 		}
+		c.RunBeside() // as the proxy runs it once the request went upstream
 		return out
+	}
+	// The carry is made beside the trip upstream, not before it.
+	c := call(t, body, "c0")
+	if _, err := s.TransformRequest(context.Background(), c, body); err != nil {
+		t.Fatal(err)
+	}
+	if carried("c0") {
+		t.Fatal("the carry was made before the request went upstream")
+	}
+	if c.RunBeside(); !carried("c0") {
+		t.Fatal("no carry was made beside the trip")
 	}
 	first := send("c1", body)
 	h0, m0 := s.memo.Stats()
@@ -368,7 +386,9 @@ func sendAtOnce(t *testing.T, s *Shaper, bodies [][]byte, ok func(i int, out []b
 		wg.Go(func() {
 			for k := range 30 {
 				i := (g + k) % len(bodies)
-				out, err := s.TransformRequest(context.Background(), call(t, bodies[i], "c"), bodies[i])
+				c := call(t, bodies[i], "c")
+				out, err := s.TransformRequest(context.Background(), c, bodies[i])
+				c.RunBeside()
 				if err != nil || !ok(i, out) {
 					errs <- fmt.Sprintf("goroutine %d, request %d: body %d went out wrong (%v)", g, k, i, err)
 					return
@@ -541,4 +561,49 @@ func randomConversation(t *testing.T, r *rand.Rand, n int) [][]byte {
 		seq = append(seq, sent)
 	}
 	return seq
+}
+
+// TestSettledPrefixRepeated: for views the Reparser read against the
+// carry's own, settledPrefix counts from how many messages the view says
+// it repeats (conv.Request.Repeated) and gives what it gives comparing
+// each message's key, along a conversation's requests where messages are
+// added, sent again, edited and taken out.
+func TestSettledPrefixRepeated(t *testing.T) {
+	seq := carrySequence(t)
+	seq = append(seq, randomConversation(t, rand.New(rand.NewPCG(3, 7)), 24)...)
+	rp := conv.NewReparser(32 << 20)
+	memo := newMemo(4096)
+	p := prof("deepseek-v4")
+	var from *carry
+	var prev prints
+	shortcut := 0
+	for i, body := range seq {
+		v, err := rp.Parse(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := inputs{prof: p, track: true, carry: true, prev: prev, from: from}
+		if from != nil && from.decided() != nil {
+			rd := p.Of(v)
+			got := settledPrefix(v, in, rd, from, true)
+			view := from.view
+			from.view = 0 // message by message
+			want := settledPrefix(v, in, rd, from, true)
+			from.view = view
+			if got != want {
+				t.Fatalf("request %d: %d messages taken as decided, %d comparing each", i, got, want)
+			}
+			if v.Repeated(view) > 0 && got > 0 {
+				shortcut++
+			}
+		}
+		res := shape(v, cacheAwareRule(), memo, in)
+		from.release()
+		from, prev = res.Carry, res.Prints
+		putBlocks(res.Blocks)
+	}
+	from.release()
+	if shortcut == 0 {
+		t.Fatal("no request counted from the messages it repeats: the test compares nothing")
+	}
 }

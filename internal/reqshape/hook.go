@@ -112,9 +112,8 @@ func (s *Shaper) TransformRequest(_ context.Context, call *proxy.Call, body []by
 		rule = shapeRule{Shaping: shaping.Options{Op: shaping.OpKeep}, Policy: PolicyKeepRecent}
 	}
 	in := s.inputs(call, rule)
-	res := shape(view, rule, s.memo, in)
+	res := shapeLater(view, rule, s.memo, in)
 	in.from.release()
-	s.carries.put(call.Conversation, res.Carry)
 	if in.track {
 		s.history.record(call.Conversation, in.batched, res.Prints, res.Batched)
 	}
@@ -122,15 +121,19 @@ func (s *Shaper) TransformRequest(_ context.Context, call *proxy.Call, body []by
 	if res.View != nil && res.View != view {
 		call.SetView(res.View)
 	}
-	if len(res.Blocks) == 0 {
+	if len(res.Blocks) == 0 && res.Later == nil {
 		putBlocks(res.Blocks)
 		return res.Body, nil
 	}
-	// The blocks are counted and their originals queued beside the trip
-	// upstream (Call.Beside): the request does not wait for either. Their
-	// strings are the body's and the memo's, both kept past the call's
-	// transforms.
-	b := booking{route: call.Route, conversation: call.Conversation, turn: turn, open: -1, shaped: res.Shaped, raw: res.Raw, blocks: res.Blocks}
+	// The blocks are counted, their originals queued and the carry for
+	// the conversation's next request made beside the trip upstream
+	// (Call.Beside): the request does not wait for any of it. The
+	// blocks' strings are the body's and the memo's, both kept past the
+	// call's transforms, and the carry is made of the call's view, held
+	// until its end. A next request that comes before the carry is made
+	// takes the one before, or none: a carry only saves work
+	// (TestCarryChangesNothing).
+	b := booking{route: call.Route, conversation: call.Conversation, turn: turn, open: -1, shaped: res.Shaped, raw: res.Raw, blocks: res.Blocks, later: res.Later}
 	if res.Shaped > 0 && s.store != nil {
 		b.open, _ = view.OpenTurnStart()
 	}
@@ -138,19 +141,24 @@ func (s *Shaper) TransformRequest(_ context.Context, call *proxy.Call, body []by
 	return res.Body, nil
 }
 
-// booking is what a request's blocks leave to do once it has gone
-// upstream: count them, queue the originals of those shaped in the open
-// turn (from its start, open; -1: none to queue).
+// booking is what a request leaves to do once it has gone upstream: make
+// the carry (later; nil: none), count its blocks, queue the originals of
+// those shaped in the open turn (from its start, open; -1: none to
+// queue).
 type booking struct {
 	route, conversation string
 	turn, open          int
 	shaped, raw         int
 	blocks              []block
+	later               *carrying
 }
 
-// book counts b's blocks and queues their originals, then gives the
-// blocks back.
+// book makes b's carry, counts its blocks and queues their originals,
+// then gives the blocks back.
 func (s *Shaper) book(b booking) {
+	if b.later != nil {
+		s.carries.put(b.conversation, b.later.carry())
+	}
 	s.count(b.route, b.shaped, b.raw, b.blocks)
 	if b.open >= 0 {
 		if es := entries(b.blocks, b.shaped, b.open, b.conversation, b.turn); len(es) > 0 {

@@ -144,8 +144,13 @@ type result struct {
 	// previous request's, -1 when none does (or none is known).
 	Break int
 	// Carry is what the next request of the conversation may take from
-	// this one (inputs.carry; nil otherwise), held once for its taker.
+	// this one (inputs.carry; nil otherwise), held once for its taker;
+	// shapeLater leaves it to be made (Later).
 	Carry *carry
+	// Later is what the carry is made of, when shapeLater left it to be
+	// made (nil: none to make): making it, or letting it go, is the
+	// caller's.
+	Later *carrying
 	// Settled is how many first messages took their blocks as the
 	// conversation's last request decided them (settled.go).
 	Settled int
@@ -194,11 +199,68 @@ func applyMemo(req *conv.Request, rule shapeRule, memo *memo) result {
 
 // shape decides every block of req and edits the body.
 func shape(req *conv.Request, rule shapeRule, memo *memo, in inputs) result {
+	res := shapeLater(req, rule, memo, in)
+	res.Carry, res.Later = res.Later.carry(), nil
+	return res
+}
+
+// shapeLater is shape with the carry left to be made (result.Later): only
+// the conversation's next request reads it, so the Shaper makes it beside
+// the trip upstream, out of the request's way.
+func shapeLater(req *conv.Request, rule shapeRule, memo *memo, in inputs) result {
 	res, ok := shapeTaking(req, rule, memo, in, true)
 	if !ok { // the prompt broke before the blocks taken as decided: decide them all
 		res, _ = shapeTaking(req, rule, memo, in, false)
 	}
 	return res
+}
+
+// carrying is what a request's carry is made of (carryOf, settleOf): its
+// view (held by the call until its end), its decisions (cands, whose
+// array it owns, the blocks and edits copied out), the print parts
+// (owned), prints and blocks shaped at a break, and the carry it took
+// from (held).
+type carrying struct {
+	req     *conv.Request
+	rule    shapeRule
+	in      inputs
+	rd      profile.Rendering
+	cands   []cand
+	parts   []partPrints
+	prints  prints
+	batched []blockKey
+	from    *carry
+	k       int
+}
+
+// carry makes the carry (nil for a nil c) and lets go of what it was made
+// of.
+func (c *carrying) carry() *carry {
+	if c == nil {
+		return nil
+	}
+	out := carryOf(c.req, c.rule, c.cands, c.parts, c.prints, c.rd, c.from, c.k)
+	// The candidates themselves become the carry's decisions.
+	if out.settled = settleOf(c.req, c.rule, c.in, c.rd, c.cands, c.batched); out.settled != nil {
+		c.cands = nil
+	}
+	c.release()
+	return out
+}
+
+// release lets go of what the carry would have been made of (nil: none).
+func (c *carrying) release() {
+	if c == nil {
+		return
+	}
+	if c.cands != nil {
+		putCands(c.cands)
+	}
+	if c.parts != nil {
+		giveBack(&partArrays, c.parts)
+	}
+	c.from.release()
+	*c = carrying{}
 }
 
 // shapeTaking is shape, taking the decisions of the conversation's last
@@ -228,6 +290,11 @@ func shapeTaking(req *conv.Request, rule shapeRule, memo *memo, in inputs, take 
 	}()
 	res := result{Body: req.Body, View: req, Break: -1, Settled: k}
 	var parts []partPrints // the messages' print parts, when prints are made
+	defer func() {
+		if parts != nil {
+			giveBack(&partArrays, parts) // unless the carry to be made took them
+		}
+	}()
 	if byRendering {
 		byProfile(rule.Policy, in, rd, cands[kc:])
 	} else {
@@ -236,7 +303,6 @@ func shapeTaking(req *conv.Request, rule shapeRule, memo *memo, in inputs, take 
 	if withPrints {
 		if memo != nil {
 			parts = memo.prints.of(req, room(&partArrays, len(req.Messages)), from, k)
-			defer giveBack(&partArrays, parts)
 		}
 		res.Prints = fingerprint(req, cands, rd, parts, from, k, in.carry)
 		// At a break that happens anyway, the blocks after it are shaped
@@ -251,9 +317,6 @@ func shapeTaking(req *conv.Request, rule shapeRule, memo *memo, in inputs, take 
 				res.Prints = fingerprint(req, cands, rd, parts, from, k, in.carry)
 			}
 		}
-	}
-	if in.carry {
-		res.Carry = carryOf(req, rule, cands, parts, res.Prints, rd, from, k)
 	}
 	var edits []conv.Edit
 	if len(cands) > 0 {
@@ -271,12 +334,14 @@ func shapeTaking(req *conv.Request, rule shapeRule, memo *memo, in inputs, take 
 		}
 		res.Blocks = append(res.Blocks, c.block)
 	}
-	if res.Carry != nil {
-		// The candidates themselves become the carry's decisions, once the
-		// blocks and edits are copied out.
-		if res.Carry.settled = settleOf(req, rule, in, rd, cands, res.Batched); res.Carry.settled != nil {
-			cands = nil
+	if in.carry {
+		// The carry is made of the candidates, once the blocks and edits
+		// are copied out, and of the print parts.
+		if from != nil {
+			from.refs.Add(1) // held until the carry is made
 		}
+		res.Later = &carrying{req: req, rule: rule, in: in, rd: rd, cands: cands, parts: parts, prints: res.Prints, batched: res.Batched, from: from, k: k}
+		cands, parts = nil, nil
 	}
 	if len(edits) > 0 {
 		// The view of the shaped body comes from the edits: the proxy
@@ -416,7 +481,7 @@ var printArrays slicepool.Pool[uint64]
 // were.
 func carryOf(req *conv.Request, rule shapeRule, cands []cand, parts []partPrints, pr prints, rd profile.Rendering, from *carry, k int) *carry {
 	c := newCarry(rule, len(req.Messages))
-	c.prints = pr
+	c.prints, c.view = pr, req.ID()
 	if k > 0 {
 		copy(c.msgs[:k], from.msgs[:k])
 	}

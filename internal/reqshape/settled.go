@@ -82,7 +82,8 @@ func (s *settled) release() {
 // the same: the profile (resolved once per route and model), the set of
 // blocks shaped at breaks and the last signed message.
 // Prints tells whether req's prints are made (those of the messages taken
-// are from's).
+// are from's). TestSettledPrefixRepeated holds the count to the one made
+// message by message.
 func settledPrefix(req *conv.Request, in inputs, rd profile.Rendering, from *carry, prints bool) int {
 	s := from.decided()
 	if s == nil || s.prof != in.prof || !sameSet(s.batched, in.batched) ||
@@ -90,7 +91,11 @@ func settledPrefix(req *conv.Request, in inputs, rd profile.Rendering, from *car
 		return 0
 	}
 	lim := min(len(from.msgs), len(req.Messages)) - 1
-	k := 0
+	// The messages req repeats of from's view, byte for byte at their
+	// places, are from's, without a look at each (a long history's
+	// hundreds are that many reads from memory gone cold since the last
+	// request); from there, each is compared by its key.
+	k := max(0, min(req.Repeated(from.view), lim))
 	for k < lim && from.at(k, &req.Messages[k]) != nil {
 		k++
 	}
