@@ -256,3 +256,106 @@ func TestRunBeside(t *testing.T) {
 		t.Fatalf("ran %v, want [1 2]", got)
 	}
 }
+
+// TestObserversBesideTheTrip: the observers are told of a request once it
+// is on its way upstream (they see the upstream holding it, which they
+// could not if they were told before the send), and before its answer
+// (the upstream, which waits for them before it answers, sees them told),
+// on the proxy's own transport and on another when there is work beside
+// the trip; the transforms' work beside it runs after them.
+func TestObserversBesideTheTrip(t *testing.T) {
+	for _, way := range []struct {
+		name      string
+		body      []byte
+		transport func() http.RoundTripper // nil: the proxy's own
+		work      bool                     // a transform gives work beside the trip too
+	}{
+		{"a small body", []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), nil, false},
+		{"a large body, written aside", []byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 2*maxInlineBody) + `"}]}`), nil, true},
+		// (On another transport without work beside the trip, the
+		// observers are told before it, as a goroutine would cost more.)
+		{"another transport, with work", []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), func() http.RoundTripper { return &http.Transport{} }, true},
+	} {
+		t.Run(way.name, func(t *testing.T) {
+			got, told := make(chan struct{}), make(chan struct{})
+			var toldFirst, sawUpstream, workAfter atomic.Bool
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				close(got)
+				select {
+				case <-told:
+					toldFirst.Store(true)
+				case <-time.After(5 * time.Second):
+				}
+				_, _ = io.WriteString(w, `{"ok":true}`)
+			}))
+			defer up.Close()
+			obs := observerFunc(func(*Call, *Upstream) ResponseSink {
+				select {
+				case <-got:
+					sawUpstream.Store(true)
+				case <-time.After(5 * time.Second):
+				}
+				close(told)
+				return nil
+			})
+			_, srv := newTestProxy(t, up.URL, func(o *Options) {
+				if way.transport != nil {
+					o.Transport = way.transport()
+				}
+				if way.work {
+					o.Transforms = []RequestTransform{besideTransform(func(*Call) {
+						select {
+						case <-told:
+							workAfter.Store(true)
+						default:
+						}
+					})}
+				}
+				o.Observers = []Observer{obs}
+			})
+			resp, body := do(t, rawClient(), "POST", srv.URL+"/v1/chat/completions", way.body, nil)
+			if resp.StatusCode != 200 || string(body) != `{"ok":true}` {
+				t.Fatalf("answer %d %q", resp.StatusCode, body)
+			}
+			if !sawUpstream.Load() || !toldFirst.Load() {
+				t.Fatalf("the observers were not told while the upstream held the request (they saw it there: %v; they were told before the answer: %v)", sawUpstream.Load(), toldFirst.Load())
+			}
+			if way.work && !workAfter.Load() {
+				t.Fatal("the transforms' work beside the trip ran before the observers were told")
+			}
+		})
+	}
+}
+
+// TestObserverRequestPanics: an observer that panics when told of a
+// request is left out of that attempt, in whichever goroutine it was
+// told (a large body's is the one that writes it): the client gets the
+// answer, the other observers see the call, and the proxy goes on
+// serving.
+func TestObserverRequestPanics(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	defer up.Close()
+	rec := &recordingObserver{}
+	_, srv := newTestProxy(t, up.URL, func(o *Options) {
+		o.Observers = []Observer{observerFunc(func(*Call, *Upstream) ResponseSink { panic("observer") }), rec}
+	})
+	bodies := [][]byte{
+		[]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`),
+		[]byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 2*maxInlineBody) + `"}]}`),
+	}
+	for _, b := range append(bodies, bodies...) {
+		resp, body := do(t, rawClient(), "POST", srv.URL+"/v1/chat/completions", b, nil)
+		if resp.StatusCode != 200 || string(body) != `{"ok":true}` {
+			t.Fatalf("answer %d %q", resp.StatusCode, body)
+		}
+	}
+	for _, e := range rec.waitEnds(t, 4) {
+		if e.Outcome != OutcomeComplete {
+			t.Fatalf("the other observer saw the call end %+v", e)
+		}
+	}
+}

@@ -26,13 +26,17 @@ import (
 // follow fail with errIdle. No context is made per attempt.
 func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, body []byte) (retry bool) {
 	clientCtx := out.Context()
-	sinks := p.observe(call, out, body)
 	p.debugRequest(call, body)
+	// The observers are told of the request beside the trip, with the
+	// transforms' work (besideWork): once it is on its way, before its
+	// answer is read.
+	bw := p.besideOf(call, out, body)
 	call.times = callTimes{hold: call.times.hold}
 	if !call.Retry && call.read > 0 {
 		call.times.hold = max(call.Since()-call.read, 1) // the proxy's own work on the request, before its trip
 	}
-	resp, err := p.roundTrip(p.transportFor(call.route), out, p.besideOf(call))
+	resp, err := p.roundTrip(p.transportFor(call.route), out, bw)
+	sinks := bw.observed() // roundTrip ran the work
 	if err != nil {
 		end := p.upstreamFailure(w, call, clientCtx, err)
 		end.Duration = call.Since()
@@ -107,22 +111,30 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 	return false
 }
 
-// besideWork is the work the transforms gave an attempt (Call.Beside),
-// run once, by whichever of the trip's goroutines gets to it first.
+// besideWork is the work of an attempt beside its trip upstream: telling
+// the observers of the request (their sinks kept for the answer), then
+// what the transforms gave (Call.Beside); run once, by whichever of the
+// trip's goroutines gets to it first. None of it is the request's to wait
+// for: it runs while the upstream reads the request and thinks.
 type besideWork struct {
 	once sync.Once
 	p    *Proxy
 	call *Call
-	fs   []func()
+	out  *http.Request // what the observers are told of, with body
+	body []byte
+	// sinks are the observers' for the answer, once Run has run.
+	sinks sinkList
+	fs    []func()
 }
 
-// besideOf takes the work the transforms gave for this attempt; nil when
-// there is none.
-func (p *Proxy) besideOf(call *Call) *besideWork {
-	if len(call.beside) == 0 {
+// besideOf takes the work the transforms gave for the attempt sending out
+// (whose body is body), with the observers' to do; nil when there is
+// neither.
+func (p *Proxy) besideOf(call *Call, out *http.Request, body []byte) *besideWork {
+	if len(call.beside) == 0 && len(p.opts.Observers) == 0 {
 		return nil
 	}
-	b := &besideWork{p: p, call: call, fs: call.beside}
+	b := &besideWork{p: p, call: call, out: out, body: body, fs: call.beside}
 	call.beside = nil
 	return b
 }
@@ -134,10 +146,19 @@ func (b *besideWork) Run() {
 		return
 	}
 	b.once.Do(func() {
+		b.sinks = b.p.observe(b.call, b.out, b.body)
 		for _, f := range b.fs {
 			b.p.safeBeside(b.call, f)
 		}
 	})
+}
+
+// observed returns the observers' sinks (none for a nil b); Run has run.
+func (b *besideWork) observed() sinkList {
+	if b == nil {
+		return sinkList{}
+	}
+	return b.sinks
 }
 
 // roundTrip sends out and returns the answer's header, with the work
@@ -156,9 +177,13 @@ func (p *Proxy) roundTrip(rt http.RoundTripper, out *http.Request, bw *besideWor
 	}
 	var resp *http.Response
 	var err error
-	if h, ok := rt.(*h1Transport); ok && h.sends(out) {
+	switch h, ok := rt.(*h1Transport); {
+	case ok && h.sends(out):
 		resp, err = h.roundTripBeside(out, bw)
-	} else {
+	case len(bw.fs) == 0: // the observers' alone: not worth a goroutine
+		bw.Run()
+		resp, err = rt.RoundTrip(out)
+	default:
 		go bw.Run()
 		resp, err = rt.RoundTrip(out)
 	}

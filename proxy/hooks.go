@@ -315,8 +315,10 @@ type End struct {
 // not block: hand work to a bounded queue and count what is dropped.
 type Observer interface {
 	// Request is called once per upstream attempt, with the request
-	// exactly as sent. It returns the sink for that attempt's response, or
-	// nil to see nothing more of it.
+	// exactly as sent, beside its trip: once it is on its way (a failed
+	// send included), before its answer is read. It returns the sink for
+	// that attempt's response, or nil to see nothing more of it. A panic
+	// leaves the observer out of the attempt.
 	Request(call *Call, up *Upstream) ResponseSink
 }
 

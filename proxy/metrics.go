@@ -125,7 +125,7 @@ func (m *Metrics) newTimingMetrics() {
 	m.streamDuration = hist("shaperproxy_stream_duration_seconds", "Time from the response header of an SSE response to its end, by route and model.")
 	m.hold = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "shaperproxy_request_hold_seconds", Buckets: holdBuckets,
-		Help: "Time the proxy held a request between the last byte of its body from the client and its hand-off to the upstream's transport (parse, transforms, observers), by route and model; requests whose body it did not read whole are not counted.",
+		Help: "Time the proxy held a request between the last byte of its body from the client and its hand-off to the upstream's transport (parse, transforms; the observers are told beside the trip), by route and model; requests whose body it did not read whole are not counted.",
 	}, []string{"route", "model"})
 }
 

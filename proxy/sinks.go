@@ -39,7 +39,8 @@ type usageWatch struct {
 	off bool
 }
 
-// observe asks every observer for a sink for this attempt.
+// observe asks every observer for a sink for this attempt, beside its
+// trip (besideWork).
 func (p *Proxy) observe(call *Call, out *http.Request, body []byte) sinkList {
 	if len(p.opts.Observers) == 0 {
 		return sinkList{}
@@ -48,11 +49,25 @@ func (p *Proxy) observe(call *Call, out *http.Request, body []byte) sinkList {
 	up := &ob.up
 	sinks := sinkList{log: p.log, id: call.ID, s: ob.sinks[:0], usage: &ob.usage}
 	for _, o := range p.opts.Observers {
-		if s := o.Request(call, up); s != nil {
+		if s := p.tell(o, call, up); s != nil {
 			sinks.s = append(sinks.s, s)
 		}
 	}
 	return sinks
+}
+
+// tell tells o of the request: an observer that panics is logged and sees
+// nothing of the attempt (it is told beside the trip, maybe in the
+// goroutine that writes a large body, where a panic would end the
+// process).
+func (p *Proxy) tell(o Observer, call *Call, up *Upstream) (s ResponseSink) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.log.Error("an observer failed; it sees nothing of this attempt", "call", call.ID, "observer", fmt.Sprintf("%T", o), "err", errPanic(v))
+			s = nil
+		}
+	}()
+	return o.Request(call, up)
 }
 
 // observed is what observe allocates for an attempt, in one piece.
