@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -269,6 +270,7 @@ type breaker struct {
 	now          func() time.Time
 	mu           sync.Mutex
 	until        map[string]time.Time
+	tripped      atomic.Int32 // len(until), read without the lock: none paused, none looked up
 }
 
 func newBreaker(c BreakerConfig) *breaker {
@@ -285,13 +287,18 @@ func (b *breaker) rejects(status int, body []byte) bool {
 func (b *breaker) trip(route string) {
 	b.mu.Lock()
 	b.until[route] = b.now().Add(b.cooldown)
+	b.tripped.Store(int32(len(b.until)))
 	b.mu.Unlock()
 }
 
-// paused reports whether shaping is paused on route. A route that is not
-// paused costs no clock read (most requests ask; a trip is rare): its
-// entry goes when its cool-down has passed.
+// paused reports whether shaping is paused on route. While no route is,
+// it costs an atomic read (every request asks; a trip is rare), and a
+// route that is not costs no clock read: its entry goes when its
+// cool-down has passed.
 func (b *breaker) paused(route string) bool {
+	if b.tripped.Load() == 0 {
+		return false
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	until, ok := b.until[route]
@@ -302,5 +309,6 @@ func (b *breaker) paused(route string) bool {
 		return true
 	}
 	delete(b.until, route)
+	b.tripped.Store(int32(len(b.until)))
 	return false
 }
