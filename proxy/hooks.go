@@ -315,10 +315,13 @@ type End struct {
 // not block: hand work to a bounded queue and count what is dropped.
 type Observer interface {
 	// Request is called once per upstream attempt, with the request
-	// exactly as sent, beside its trip: once it is on its way (a failed
-	// send included), before its answer is read. It returns the sink for
-	// that attempt's response, or nil to see nothing more of it. A panic
-	// leaves the observer out of the attempt.
+	// exactly as sent, before its answer is read: for a client's call,
+	// beside its trip, once it is on its way (a failed send included;
+	// before it, on a transport other than the proxy's own when no
+	// transform left work beside the trip); for an internal call
+	// (Call.Do), before it. It returns the sink for that attempt's
+	// response, or nil to see nothing more of it. A panic leaves the
+	// observer out of the attempt.
 	Request(call *Call, up *Upstream) ResponseSink
 }
 
