@@ -167,7 +167,8 @@ func (b *besideWork) observed() sinkList {
 // goroutine the trip has anyway, once the request is flushed: the
 // caller's, between the write and the read, or the one that writes a
 // large body, after the write. Other requests and other transports get
-// it in a goroutine of its own, started before the trip. A goroutine
+// it in a goroutine of its own, started before the trip, or, when it is
+// only the observers' to tell, in the caller's before the trip. A goroutine
 // started per request wakes an idle thread of the runtime, which may
 // take the processor from the very goroutine that is about to send the
 // request (README, Session AW).

@@ -39,8 +39,8 @@ type usageWatch struct {
 	off bool
 }
 
-// observe asks every observer for a sink for this attempt, beside its
-// trip (besideWork).
+// observe asks every observer for a sink for this attempt: a client's
+// call's beside its trip (besideWork), an internal call's before it.
 func (p *Proxy) observe(call *Call, out *http.Request, body []byte) sinkList {
 	if len(p.opts.Observers) == 0 {
 		return sinkList{}

@@ -149,19 +149,12 @@ func (r *Restorer) TransformRequest(_ context.Context, call *proxy.Call, body []
 	if call.Conversation == "" || call.Internal {
 		return body, nil
 	}
-	conversation, view := call.Conversation, call.View
-	out, n, clean, err := restoreFrom(view, r.cleanFrom(conversation, view), func(key [32]byte) (Insertion, bool) {
-		ins, ok, err := r.ledger.Insertion(conversation, key)
+	r.touch(call.Conversation)
+	out, n, clean, err := restoreFrom(call.View, r.cleanFrom(call.Conversation, call.View), func(key [32]byte) (Insertion, bool) {
+		ins, ok, err := r.ledger.Insertion(call.Conversation, key)
 		return Insertion(ins), ok && err == nil
 	}, r.scanned)
-	// What is kept for later (the last-seen time, the messages found
-	// clean for the conversation's next request) is kept beside the trip
-	// upstream: the request does not wait for it, and the next request of
-	// a conversation comes after this one's answer, by then.
-	call.Beside(func() {
-		r.touch(conversation)
-		r.setClean(conversation, view, clean)
-	})
+	r.setClean(call.Conversation, call.View, clean)
 	if err != nil || n == 0 {
 		return body, err
 	}

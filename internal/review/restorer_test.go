@@ -44,7 +44,7 @@ func TestRestorerSearchesOnce(t *testing.T) {
 	send := func(msgs []string) {
 		t.Helper()
 		body := requestBody(msgs)
-		out, err := transformBeside(t, r, &proxy.Call{Conversation: "c:1", View: mustParse(t, body)}, body)
+		out, err := r.TransformRequest(t.Context(), &proxy.Call{Conversation: "c:1", View: mustParse(t, body)}, body)
 		if err != nil || !bytes.Equal(out, body) {
 			t.Fatalf("nothing to restore: err %v, changed %v", err, !bytes.Equal(out, body))
 		}
@@ -73,7 +73,7 @@ func TestRestorerFindsLaterInsertion(t *testing.T) {
 	body := requestBody(append(longTurns(2), merged, msg("role", "user", "content", "next?")))
 	call := func() int {
 		t.Helper()
-		out, err := transformBeside(t, r, &proxy.Call{Conversation: "c:2", View: mustParse(t, body)}, body)
+		out, err := r.TransformRequest(t.Context(), &proxy.Call{Conversation: "c:2", View: mustParse(t, body)}, body)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +107,7 @@ func TestRestorerSkipsCleanHistory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := transformBeside(t, r, &proxy.Call{Conversation: "c:3", View: v}, body)
+		out, err := r.TransformRequest(t.Context(), &proxy.Call{Conversation: "c:3", View: v}, body)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +144,7 @@ func TestRestorerSkipsCleanHistory(t *testing.T) {
 		t.Fatalf("clean from %d, want 82 (the merged message's index)", got)
 	}
 	r.scanned = resolved.New[conv.RawKey, bool](maxScanned)
-	out, err := transformBeside(t, r, &proxy.Call{Conversation: "c:3", View: next}, next.Body)
+	out, err := r.TransformRequest(t.Context(), &proxy.Call{Conversation: "c:3", View: next}, next.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestRestorerSkipsCleanHistory(t *testing.T) {
 	if err != nil || !dv.DuplicateKeys {
 		t.Fatalf("a body repeating a key: err %v", err)
 	}
-	if _, err := transformBeside(t, r, &proxy.Call{Conversation: "c:3", View: dv}, dup); err == nil {
+	if _, err := r.TransformRequest(t.Context(), &proxy.Call{Conversation: "c:3", View: dv}, dup); err == nil {
 		t.Fatal("a body repeating a key restored without a word")
 	}
 	again, err := rp.Parse(requestBody(append(hist, msg("role", "user", "role", "user", "content", "twice"), msg("role", "user", "content", "x"))))
@@ -192,13 +192,4 @@ func TestSetCleanKeepsLatest(t *testing.T) {
 	if got := r.cleanFrom("c:4", parse(42)); got != 82 {
 		t.Fatalf("clean from %d, want 82 (b's record: the next request is read against b)", got)
 	}
-}
-
-// transformBeside runs r on call as the proxy does: the transform, then its work
-// beside the trip (Call.Beside).
-func transformBeside(t *testing.T, r *Restorer, call *proxy.Call, body []byte) ([]byte, error) {
-	t.Helper()
-	out, err := r.TransformRequest(t.Context(), call, body)
-	call.RunBeside()
-	return out, err
 }
