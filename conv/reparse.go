@@ -233,17 +233,19 @@ func (p *Reparser) keep(k uint64, prev, r *Request) {
 	list = append(list, r)
 	p.bytes += r.heldBytes()
 	bigbuf.Retain(r.Body)
-	for k2, old := range p.recent { // over the bound: any other goes (it is only a guess)
-		if p.bytes <= p.maxBytes {
-			break
+	if p.bytes > p.maxBytes { // not a map's walk begun a request for nothing
+		for k2, old := range p.recent { // over the bound: any other goes (it is only a guess)
+			if p.bytes <= p.maxBytes {
+				break
+			}
+			if k2 == k {
+				continue
+			}
+			for _, c := range old {
+				p.drop(c)
+			}
+			delete(p.recent, k2)
 		}
-		if k2 == k {
-			continue
-		}
-		for _, c := range old {
-			p.drop(c)
-		}
-		delete(p.recent, k2)
 	}
 	for len(list) > 1 && p.bytes > p.maxBytes { // still over: this beginning's oldest go
 		p.drop(list[0])

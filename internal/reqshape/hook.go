@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/profile"
 	"github.com/shaperproxy/shaperproxy/internal/resolved"
 	"github.com/shaperproxy/shaperproxy/originals"
@@ -102,44 +103,94 @@ func (s *Shaper) Close() error { return s.history.Close() }
 
 // TransformRequest clears the conversation's earlier turns when the
 // request starts a new one (whether shaping is on or not), then shapes.
+//
+// A request with no assistant message (a conversation's first) has no
+// reasoning to shape: it goes out as it came, and all the shaper does for
+// it (the originals' new turn, the prints its conversation's next request
+// finds a cache break against, the carry) is done beside the trip
+// upstream, by the same code, before the answer is read.
 func (s *Shaper) TransformRequest(_ context.Context, call *proxy.Call, body []byte) ([]byte, error) {
-	view := call.View
-	turn, starts := view.TurnCount()
-	if s.store != nil && starts && !call.Retry {
-		s.store.BeginTurn(call.Conversation, turn)
+	r := requestOf(call)
+	call.Reasoning = proxy.ReasoningCount{}
+	if !hasAssistant(r.view) {
+		call.Beside(func() {
+			if _, b := s.shapeRequest(r); b != nil {
+				s.book(*b)
+			}
+		})
+		return body, nil
 	}
-	rule, ok := s.rules.Match(call.Route, call.Model)
-	if !s.enabled || !ok || call.Retry || s.breaker.paused(call.Route) {
+	res, b := s.shapeRequest(r)
+	call.Reasoning = proxy.ReasoningCount{Shaped: res.Shaped, Raw: res.Raw}
+	if res.View != nil && res.View != r.view {
+		call.SetView(res.View)
+	}
+	if b != nil {
+		// The blocks are counted, their originals queued and the carry
+		// for the conversation's next request made beside the trip
+		// upstream (Call.Beside): the request does not wait for any of
+		// it. The blocks' strings are the body's and the memo's, both
+		// kept past the call's transforms, and the carry is made of the
+		// call's view, held until its end. A next request that comes
+		// before the carry is made takes the one before, or none: a
+		// carry only saves work (TestCarryChangesNothing).
+		call.Beside(func() { s.book(*b) })
+	}
+	return res.Body, nil
+}
+
+// request is what the shaper reads of a call, taken when the call's
+// transforms run (the work beside the trip reads it later).
+type request struct {
+	view                       *conv.Request
+	route, model, conversation string
+	retry                      bool
+}
+
+func requestOf(call *proxy.Call) request {
+	return request{view: call.View, route: call.Route, model: call.Model, conversation: call.Conversation, retry: call.Retry}
+}
+
+// hasAssistant reports whether req has an assistant message, the only
+// kind that carries reasoning. A conversation's history has its first
+// within a few messages of the start: the loop ends there.
+func hasAssistant(req *conv.Request) bool {
+	for i := range req.Messages {
+		if req.Messages[i].Role == conv.RoleAssistant {
+			return true
+		}
+	}
+	return false
+}
+
+// shapeRequest begins the turn in the originals table when the request
+// starts one, shapes it and records its prints; it returns what the
+// request leaves to do beside its trip (nil: nothing).
+func (s *Shaper) shapeRequest(r request) (result, *booking) {
+	view := r.view
+	turn, starts := view.TurnCount()
+	if s.store != nil && starts && !r.retry {
+		s.store.BeginTurn(r.conversation, turn)
+	}
+	rule, ok := s.rules.Match(r.route, r.model)
+	if !s.enabled || !ok || r.retry || s.breaker.paused(r.route) {
 		rule = shapeRule{Shaping: shaping.Options{Op: shaping.OpKeep}, Policy: PolicyKeepRecent}
 	}
-	in := s.inputs(call, rule)
+	in := s.inputs(r, rule)
 	res := shapeLater(view, rule, s.memo, in)
 	in.from.release()
 	if in.track {
-		s.history.record(call.Conversation, in.batched, res.Prints, res.Batched)
-	}
-	call.Reasoning = proxy.ReasoningCount{Shaped: res.Shaped, Raw: res.Raw}
-	if res.View != nil && res.View != view {
-		call.SetView(res.View)
+		s.history.record(r.conversation, in.batched, res.Prints, res.Batched)
 	}
 	if len(res.Blocks) == 0 && res.Later == nil {
 		putBlocks(res.Blocks)
-		return res.Body, nil
+		return res, nil
 	}
-	// The blocks are counted, their originals queued and the carry for
-	// the conversation's next request made beside the trip upstream
-	// (Call.Beside): the request does not wait for any of it. The
-	// blocks' strings are the body's and the memo's, both kept past the
-	// call's transforms, and the carry is made of the call's view, held
-	// until its end. A next request that comes before the carry is made
-	// takes the one before, or none: a carry only saves work
-	// (TestCarryChangesNothing).
-	b := booking{route: call.Route, conversation: call.Conversation, turn: turn, open: -1, shaped: res.Shaped, raw: res.Raw, blocks: res.Blocks, later: res.Later}
+	b := &booking{route: r.route, conversation: r.conversation, turn: turn, open: -1, shaped: res.Shaped, raw: res.Raw, blocks: res.Blocks, later: res.Later}
 	if res.Shaped > 0 && s.store != nil {
 		b.open, _ = view.OpenTurnStart()
 	}
-	call.Beside(func() { s.book(b) })
-	return res.Body, nil
+	return res, b
 }
 
 // booking is what a request leaves to do once it has gone upstream: make
@@ -172,13 +223,13 @@ func (s *Shaper) book(b booking) {
 // inputs resolves the profile (keep-recent reads only whether it is
 // frozen), the carry of the conversation's last request (held: release
 // it) and, under the cache-aware policy, the conversation's history.
-func (s *Shaper) inputs(call *proxy.Call, rule shapeRule) inputs {
-	in := inputs{prof: s.profile(call.Route, call.Model)}
-	if rule.Shaping.Op != shaping.OpKeep && call.Conversation != "" && len(call.View.Messages) >= minCarried {
-		in.from, in.carry = s.carries.get(call.Conversation), true
+func (s *Shaper) inputs(r request, rule shapeRule) inputs {
+	in := inputs{prof: s.profile(r.route, r.model)}
+	if rule.Shaping.Op != shaping.OpKeep && r.conversation != "" && len(r.view.Messages) >= minCarried {
+		in.from, in.carry = s.carries.get(r.conversation), true
 	}
-	if rule.Policy == PolicyCacheAware && call.Conversation != "" {
-		in.prev, in.batched = s.history.state(call.Conversation)
+	if rule.Policy == PolicyCacheAware && r.conversation != "" {
+		in.prev, in.batched = s.history.state(r.conversation)
 		in.track = true
 	}
 	return in
