@@ -76,3 +76,26 @@ func BenchmarkSeedRequestPaced(b *testing.B) {
 		b.ReportMetric(float64(fresh.n+reused.n)/float64(fresh.n), "req/fresh")
 	}
 }
+
+// BenchmarkSmallRequestPaced sends the cost section's small request (a
+// conversation's first: two messages) through the transparent core
+// ("core") and the default configuration ("default") one at a time, 2 ms
+// apart (the cost section's latency pace), and reports each proxy's mean
+// hold (hold-µs/op): its own work on a request whose caches went cold
+// between requests, several times what the same work takes back to back
+// (BenchmarkSmallRequest, BenchmarkSmallRequestDefault).
+func BenchmarkSmallRequestPaced(b *testing.B) {
+	body := []byte(`{"model":"deepseek-reasoner","stream":false,"messages":[{"role":"system","content":"You are a careful coding assistant."},{"role":"user","content":"Say hello to user 3."}]}`)
+	paced := func(b *testing.B) func(do func()) {
+		return func(do func()) {
+			do()
+			b.StopTimer() // ns/op is the requests' mean latency, the pause aside
+			time.Sleep(2 * time.Millisecond)
+			b.StartTimer()
+		}
+	}
+	b.Run("core", func(b *testing.B) {
+		benchProxyEach(b, func(c *config.Config) { c.Shaping.Enabled, c.Capture.Enabled, c.Guard.Enabled = false, false, false }, body, paced(b))
+	})
+	b.Run("default", func(b *testing.B) { benchProxyEach(b, func(*config.Config) {}, body, paced(b)) })
+}
