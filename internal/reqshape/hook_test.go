@@ -14,7 +14,8 @@ import (
 // it came (the very slice), and the shaper's work for it (the originals'
 // new turn, the prints its conversation's next request finds a break
 // against) is done beside the trip, not before: nothing is recorded until
-// the work runs, and then what the request shaped at once records. A
+// the work runs, and then what the request shaped at once records; a
+// first request long enough to carry makes its carry there too. A
 // request with an assistant message is still shaped before its trip.
 func TestFirstRequestBeside(t *testing.T) {
 	newShaper := func() (*Shaper, *originals.Store, *originals.Writer) {
@@ -74,9 +75,33 @@ func TestFirstRequestBeside(t *testing.T) {
 			t.Fatalf("request %d: its turn did not begin beside the trip (%d originals of the earlier turn left)", i, n)
 		}
 	}
+	// A long one makes its carry beside the trip too (book), not before.
+	long := []byte(`{"model":"deepseek-v4-flash","messages":[`)
+	for i := range minCarried + 1 {
+		if i > 0 {
+			long = append(long, ',')
+		}
+		long = fmt.Appendf(long, `{"role":"user","content":"message %d"}`, i)
+	}
+	long = append(long, "]}"...)
+	carried := func(conversation string) bool {
+		s.carries.mu.Lock()
+		defer s.carries.mu.Unlock()
+		return s.carries.by[conversation] != nil
+	}
+	c := call(t, long, "long")
+	if _, err := s.TransformRequest(context.Background(), c, long); err != nil {
+		t.Fatal(err)
+	}
+	if carried("long") {
+		t.Fatal("a long first request's carry was made before the request went upstream")
+	}
+	if c.RunBeside(); !carried("long") {
+		t.Fatal("a long first request made no carry beside the trip")
+	}
 	// With an assistant message, the prints are recorded before the trip.
 	body := []byte(`{"model":"deepseek-v4-flash","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yes","reasoning_content":"Let me think. The answer is yes."},{"role":"user","content":"and?"}]}`)
-	c := call(t, body, "later")
+	c = call(t, body, "later")
 	if _, err := s.TransformRequest(context.Background(), c, body); err != nil {
 		t.Fatal(err)
 	}
