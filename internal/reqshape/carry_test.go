@@ -244,11 +244,6 @@ func TestShaperCarries(t *testing.T) {
 	s := NewShaper(DefaultConfig(), Options{Profiles: profile.NewTable(nil, map[string]string{"ds": "https://api.deepseek.com"})})
 	s.carries = newCarries(100)
 	body := fixtures.AgentHistory(40, 700, 200)
-	carried := func(conversation string) bool {
-		s.carries.mu.Lock()
-		defer s.carries.mu.Unlock()
-		return s.carries.by[conversation] != nil
-	}
 	send := func(conversation string, body []byte) []byte {
 		c := call(t, body, conversation)
 		out, err := s.TransformRequest(context.Background(), c, body)
@@ -259,15 +254,8 @@ func TestShaperCarries(t *testing.T) {
 		return out
 	}
 	// The carry is made beside the trip upstream, not before it.
-	c := call(t, body, "c0")
-	if _, err := s.TransformRequest(context.Background(), c, body); err != nil {
-		t.Fatal(err)
-	}
-	if carried("c0") {
-		t.Fatal("the carry was made before the request went upstream")
-	}
-	if c.RunBeside(); !carried("c0") {
-		t.Fatal("no carry was made beside the trip")
+	if before, after := carriesBeside(t, s, body, "c0"); before || !after {
+		t.Fatalf("a carry before the request went upstream: %v, after the work beside the trip: %v", before, after)
 	}
 	first := send("c1", body)
 	h0, m0 := s.memo.Stats()

@@ -84,24 +84,12 @@ func TestFirstRequestBeside(t *testing.T) {
 		long = fmt.Appendf(long, `{"role":"user","content":"message %d"}`, i)
 	}
 	long = append(long, "]}"...)
-	carried := func(conversation string) bool {
-		s.carries.mu.Lock()
-		defer s.carries.mu.Unlock()
-		return s.carries.by[conversation] != nil
-	}
-	c := call(t, long, "long")
-	if _, err := s.TransformRequest(context.Background(), c, long); err != nil {
-		t.Fatal(err)
-	}
-	if carried("long") {
-		t.Fatal("a long first request's carry was made before the request went upstream")
-	}
-	if c.RunBeside(); !carried("long") {
-		t.Fatal("a long first request made no carry beside the trip")
+	if before, after := carriesBeside(t, s, long, "long"); before || !after {
+		t.Fatalf("a long first request's carry: before the request went upstream %v, after the work beside the trip %v", before, after)
 	}
 	// With an assistant message, the prints are recorded before the trip.
 	body := []byte(`{"model":"deepseek-v4-flash","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yes","reasoning_content":"Let me think. The answer is yes."},{"role":"user","content":"and?"}]}`)
-	c = call(t, body, "later")
+	c := call(t, body, "later")
 	if _, err := s.TransformRequest(context.Background(), c, body); err != nil {
 		t.Fatal(err)
 	}
