@@ -83,10 +83,7 @@ func TestBeside(t *testing.T) {
 				})}
 				o.Observers = []Observer{obs}
 			})
-			resp, body := do(t, rawClient(), "POST", srv.URL+"/v1/chat/completions", way.body, nil)
-			if resp.StatusCode != 200 || string(body) != `{"ok":true}` {
-				t.Fatalf("answer %d %q", resp.StatusCode, body)
-			}
+			postOK(t, srv.URL+"/v1/chat/completions", way.body)
 			if !sawUpstream.Load() || !startedFirst.Load() {
 				t.Fatalf("the work did not run while the upstream held the request (it saw the request: %v; it had started when the upstream had it: %v)", sawUpstream.Load(), startedFirst.Load())
 			}
@@ -227,10 +224,7 @@ func okRig(t *testing.T, transforms ...RequestTransform) (post func()) {
 	_, srv := newTestProxy(t, up.URL, func(o *Options) { o.Transforms = transforms })
 	return func() {
 		t.Helper()
-		resp, body := do(t, rawClient(), "POST", srv.URL+"/v1/chat/completions", []byte(`{"model":"m","messages":[]}`), nil)
-		if resp.StatusCode != 200 || string(body) != `{"ok":true}` {
-			t.Fatalf("answer %d %q", resp.StatusCode, body)
-		}
+		postOK(t, srv.URL+"/v1/chat/completions", []byte(`{"model":"m","messages":[]}`))
 	}
 }
 
@@ -314,10 +308,7 @@ func TestObserversBesideTheTrip(t *testing.T) {
 				}
 				o.Observers = []Observer{obs}
 			})
-			resp, body := do(t, rawClient(), "POST", srv.URL+"/v1/chat/completions", way.body, nil)
-			if resp.StatusCode != 200 || string(body) != `{"ok":true}` {
-				t.Fatalf("answer %d %q", resp.StatusCode, body)
-			}
+			postOK(t, srv.URL+"/v1/chat/completions", way.body)
 			if !sawUpstream.Load() || !toldFirst.Load() {
 				t.Fatalf("the observers were not told while the upstream held the request (they saw it there: %v; they were told before the answer: %v)", sawUpstream.Load(), toldFirst.Load())
 			}
@@ -348,14 +339,21 @@ func TestObserverRequestPanics(t *testing.T) {
 		[]byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 2*maxInlineBody) + `"}]}`),
 	}
 	for _, b := range append(bodies, bodies...) {
-		resp, body := do(t, rawClient(), "POST", srv.URL+"/v1/chat/completions", b, nil)
-		if resp.StatusCode != 200 || string(body) != `{"ok":true}` {
-			t.Fatalf("answer %d %q", resp.StatusCode, body)
-		}
+		postOK(t, srv.URL+"/v1/chat/completions", b)
 	}
 	for _, e := range rec.waitEnds(t, 4) {
 		if e.Outcome != OutcomeComplete {
 			t.Fatalf("the other observer saw the call end %+v", e)
 		}
+	}
+}
+
+// postOK posts body to url and fails t unless the answer is the test
+// upstream's 200 {"ok":true}.
+func postOK(t *testing.T, url string, body []byte) {
+	t.Helper()
+	resp, got := do(t, rawClient(), "POST", url, body, nil)
+	if resp.StatusCode != 200 || string(got) != `{"ok":true}` {
+		t.Fatalf("answer %d %q", resp.StatusCode, got)
 	}
 }
