@@ -196,7 +196,7 @@ func (p *Proxy) safeBeside(call *Call, f func()) {
 	defer func() {
 		if v := recover(); v != nil {
 			p.metrics.transformErrors.Inc()
-			p.log.Warn("work beside the request failed; the call goes on", "call", call.ID, "err", fmt.Sprint(v))
+			p.log.Warn("work a transform left beside or after the request failed; the call goes on", "call", call.ID, "err", fmt.Sprint(v))
 		}
 	}()
 	f()

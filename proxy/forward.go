@@ -32,7 +32,8 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, route *Route, pa
 	defer p.metrics.inflight.Dec()
 	cw := newClientWriter(w, p.opts.ClientIdleTimeout)
 	w = cw
-	defer cw.extend() // the server's last write, after the handler, gets its own deadline
+	defer p.runAfter(call, cw) // before the bodies go back
+	defer cw.extend()          // the server's last write, after the handler, gets its own deadline
 	body, keys, rest, err := p.readBody(cw.rc, r)
 	if err != nil {
 		p.finish(call, nil, p.badBody(w, err))
@@ -54,6 +55,26 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, route *Route, pa
 		}
 		call.Retry = true
 		p.metrics.retries.WithLabelValues(call.Route).Inc()
+	}
+}
+
+// runAfter runs the work the transforms left for after the answer
+// (Call.After), once the client has the answer: an answer of declared
+// length, written whole, is flushed first (the server would send it only
+// when the handler returns); an answer of undeclared length is left to
+// the server, which frames it then, and a stream's end waits for the
+// work (a stream's events went out as they came).
+func (p *Proxy) runAfter(call *Call, cw *clientWriter) {
+	if len(call.after) == 0 {
+		return
+	}
+	if cw.Header().Get("Content-Length") != "" {
+		_ = cw.FlushError()
+	}
+	fs := call.after
+	call.after = nil
+	for _, f := range fs {
+		p.safeBeside(call, f)
 	}
 }
 
@@ -102,6 +123,7 @@ func (p *Proxy) transform(ctx context.Context, call *Call, body []byte) []byte {
 	for i, t := range p.opts.Transforms {
 		call.nextView = nil
 		beside := len(call.beside)
+		after := len(call.after)
 		out, err := safeTransform(ctx, t, call, body)
 		if !sameBuffer(out, body) {
 			call.own(out) // a body a transform returns is the call's (RequestTransform), taken or not
@@ -109,6 +131,8 @@ func (p *Proxy) transform(ctx context.Context, call *Call, body []byte) []byte {
 		if err != nil {
 			clear(call.beside[beside:])
 			call.beside = call.beside[:beside] // a skipped transform leaves no work beside either
+			clear(call.after[after:])
+			call.after = call.after[:after] // nor after
 			p.metrics.transformErrors.Inc()
 			p.log.Warn("transform failed; request goes on without it", "call", call.ID, "transform", i, "err", err)
 			continue

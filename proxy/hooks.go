@@ -79,6 +79,7 @@ type Call struct {
 	bodies     bodies        // the large bodies given back when the call ends (Hold)
 	changedBy  []RequestTransform
 	beside     []func() // Beside's, for the attempt about to go upstream
+	after      []func() // After's, every attempt's
 	route      *Route
 }
 
@@ -194,6 +195,34 @@ func (c *Call) DoRead(ctx context.Context, purpose string, body []byte, limit in
 // bodies and views (they are held until the call ends) but not change
 // the call. A panic in f is logged and the call goes on.
 func (c *Call) Beside(f func()) { c.beside = append(c.beside, f) }
+
+// After gives the proxy work a transform has left that neither the
+// request nor its answer need wait for, only the conversation's next
+// request (a cache to fill, counters, a queue to the disk): f runs once
+// the call's answer is the client's — its last byte written and, when the
+// answer's length was declared, flushed — or the call ended without one,
+// in the call's goroutine, before the call's bodies are released (f may
+// read them and the call's views, but not change the call). Work given by
+// every attempt runs, in order; not the work of a transform that failed
+// (its output is skipped: so is its work). A panic in f is logged and the
+// others still run.
+//
+// A client that sends its next request as soon as it has the answer may
+// find f not done yet: what f leaves must only save that request work,
+// never change what it sends.
+func (c *Call) After(f func()) { c.after = append(c.after, f) }
+
+// RunAfter runs, in the caller's goroutine and in order, the work the
+// transforms gave the call with After that has not run yet: for a caller
+// that runs transforms itself, outside the proxy (a replay, a test). The
+// proxy runs that work on its own.
+func (c *Call) RunAfter() {
+	fs := c.after
+	c.after = nil
+	for _, f := range fs {
+		f()
+	}
+}
 
 // RunBeside runs, in the caller's goroutine and in order, the work the
 // transforms gave the call with Beside that has not run yet: for a

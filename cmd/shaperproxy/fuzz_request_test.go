@@ -146,5 +146,6 @@ func runRequestPath(t *testing.T, transforms []proxy.RequestTransform, body []by
 		}
 		out = next
 	}
-	call.RunBeside() // what the proxy would run beside the trip upstream (the shaper's counts and originals)
+	call.RunBeside() // what the proxy would run beside the trip upstream
+	call.RunAfter()  // and after the answer (the shaper's counts and originals)
 }

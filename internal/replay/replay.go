@@ -259,7 +259,8 @@ func (rp *replayer) shape(ctx context.Context, c *capture.CallData, key string, 
 	if err != nil {
 		return body // as the proxy skips a failed transform, with its work beside
 	}
-	call.RunBeside() // what the proxy runs beside the trip: the shaper's blocks go back to their pool
+	call.RunBeside() // what the proxy runs beside the trip
+	call.RunAfter()  // and after the answer: the shaper's blocks go back to their pool
 	return out
 }
 

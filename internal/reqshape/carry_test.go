@@ -251,11 +251,12 @@ func TestShaperCarries(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.RunBeside() // as the proxy runs it once the request went upstream
+		c.RunAfter()  // and once the client has the answer
 		return out
 	}
-	// The carry is made beside the trip upstream, not before it.
-	if before, after := carriesBeside(t, s, body, "c0"); before || !after {
-		t.Fatalf("a carry before the request went upstream: %v, after the work beside the trip: %v", before, after)
+	// The carry is made once the client has the answer, not before.
+	if before, beside, after := carryMade(t, s, body, "c0"); before || beside || !after {
+		t.Fatalf("a carry before the request went upstream: %v, beside its trip: %v, after its answer: %v", before, beside, after)
 	}
 	first := send("c1", body)
 	h0, m0 := s.memo.Stats()
@@ -377,6 +378,7 @@ func sendAtOnce(t *testing.T, s *Shaper, bodies [][]byte, ok func(i int, out []b
 				c := call(t, bodies[i], "c")
 				out, err := s.TransformRequest(context.Background(), c, bodies[i])
 				c.RunBeside()
+				c.RunAfter()
 				if err != nil || !ok(i, out) {
 					errs <- fmt.Sprintf("goroutine %d, request %d: body %d went out wrong (%v)", g, k, i, err)
 					return

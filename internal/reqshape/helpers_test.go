@@ -33,18 +33,21 @@ func samePrints(a, b prints) bool {
 	return a.head == b.head && (a.msgs == nil) == (b.msgs == nil) && slices.Equal(a.msgs, b.msgs)
 }
 
-// carriesBeside sends body, a request of conversation, through s's hook
-// and reports whether the conversation had a carry before the work beside
-// the trip ran, and after.
-func carriesBeside(t *testing.T, s *Shaper, body []byte, conversation string) (before, after bool) {
+// carryMade sends body, a request of conversation, through s's hook and
+// reports whether the conversation had a carry before the request went
+// upstream, once the work beside its trip ran, and once the work after
+// its answer ran (as the proxy runs each).
+func carryMade(t *testing.T, s *Shaper, body []byte, conversation string) (beforeTrip, beside, afterAnswer bool) {
 	t.Helper()
 	c := call(t, body, conversation)
 	if _, err := s.TransformRequest(context.Background(), c, body); err != nil {
 		t.Fatal(err)
 	}
-	before = hasCarry(s, conversation)
-	c.RunBeside() // as the proxy runs it once the request went upstream
-	return before, hasCarry(s, conversation)
+	beforeTrip = hasCarry(s, conversation)
+	c.RunBeside()
+	beside = hasCarry(s, conversation)
+	c.RunAfter()
+	return beforeTrip, beside, hasCarry(s, conversation)
 }
 
 // hasCarry reports whether s holds a carry of conversation.

@@ -105,16 +105,23 @@ func (s *Shaper) Close() error { return s.history.Close() }
 // request starts a new one (whether shaping is on or not), then shapes.
 //
 // A request with no assistant message (a conversation's first) has no
-// reasoning to shape: it goes out as it came, and all the shaper does for
-// it (the originals' new turn, the prints its conversation's next request
-// finds a cache break against, the carry) is done beside the trip
-// upstream, by the same code, before the answer is read.
+// reasoning to shape: it goes out as it came, and what the shaper does
+// for it that its conversation's next request reads (the originals' new
+// turn, the prints that request finds a cache break against) is done
+// beside the trip upstream, by the same code, before the answer is read.
+//
+// What only saves the next request work, or is only counted or stored
+// (book: the carry, the blocks' counts, their originals), waits until the
+// client has the answer (Call.After): neither the request nor its answer
+// waits for it, nor does it take a processor from the trip.
 func (s *Shaper) TransformRequest(_ context.Context, call *proxy.Call, body []byte) ([]byte, error) {
 	r := requestOf(call)
 	call.Reasoning = proxy.ReasoningCount{}
 	if !hasAssistant(r.view) {
-		call.Beside(func() {
-			if _, b := s.shapeRequest(r); b != nil {
+		var b *booking
+		call.Beside(func() { _, b = s.shapeRequest(r) })
+		call.After(func() { // the beside work ran before the answer was read (or not at all: a failed transform)
+			if b != nil {
 				s.book(*b)
 			}
 		})
@@ -127,14 +134,16 @@ func (s *Shaper) TransformRequest(_ context.Context, call *proxy.Call, body []by
 	}
 	if b != nil {
 		// The blocks are counted, their originals queued and the carry
-		// for the conversation's next request made beside the trip
-		// upstream (Call.Beside): the request does not wait for any of
-		// it. The blocks' strings are the body's and the memo's, both
-		// kept past the call's transforms, and the carry is made of the
+		// for the conversation's next request made once the client has
+		// the answer (Call.After): the request waits for none of it.
+		// The blocks' strings are the body's and the memo's, both kept
+		// past the call's transforms, and the carry is made of the
 		// call's view, held until its end. A next request that comes
 		// before the carry is made takes the one before, or none: a
-		// carry only saves work (TestCarryChangesNothing).
-		call.Beside(func() { s.book(*b) })
+		// carry only saves work (TestCarryChangesNothing); originals
+		// queued after the next turn began are of an earlier turn, which
+		// the table ignores (originals.Store.Put).
+		call.After(func() { s.book(*b) })
 	}
 	return res.Body, nil
 }

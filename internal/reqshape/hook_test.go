@@ -15,7 +15,8 @@ import (
 // new turn, the prints its conversation's next request finds a break
 // against) is done beside the trip, not before: nothing is recorded until
 // the work runs, and then what the request shaped at once records; a
-// first request long enough to carry makes its carry there too. A
+// first request long enough to carry makes its carry once its answer is
+// the client's (Call.After), neither before its trip nor beside it. A
 // request with an assistant message is still shaped before its trip.
 func TestFirstRequestBeside(t *testing.T) {
 	newShaper := func() (*Shaper, *originals.Store, *originals.Writer) {
@@ -62,6 +63,7 @@ func TestFirstRequestBeside(t *testing.T) {
 			t.Fatalf("request %d: its turn began before the request went upstream", i)
 		}
 		c.RunBeside()
+		c.RunAfter()
 		got, _ := s.history.state(conversation)
 		r := requestOf(call(t, body, conversation))
 		if _, b := ref.shapeRequest(r); b != nil {
@@ -84,8 +86,8 @@ func TestFirstRequestBeside(t *testing.T) {
 		long = fmt.Appendf(long, `{"role":"user","content":"message %d"}`, i)
 	}
 	long = append(long, "]}"...)
-	if before, after := carriesBeside(t, s, long, "long"); before || !after {
-		t.Fatalf("a long first request's carry: before the request went upstream %v, after the work beside the trip %v", before, after)
+	if before, beside, after := carryMade(t, s, long, "long"); before || beside || !after {
+		t.Fatalf("a long first request's carry: before the request went upstream %v, beside its trip %v, after its answer %v", before, beside, after)
 	}
 	// With an assistant message, the prints are recorded before the trip.
 	body := []byte(`{"model":"deepseek-v4-flash","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yes","reasoning_content":"Let me think. The answer is yes."},{"role":"user","content":"and?"}]}`)
@@ -97,4 +99,5 @@ func TestFirstRequestBeside(t *testing.T) {
 		t.Fatal("a request with an assistant message had its prints left for later")
 	}
 	c.RunBeside()
+	c.RunAfter()
 }
