@@ -36,7 +36,7 @@ type Shaper struct {
 	decisions *prometheus.CounterVec
 	trips     *prometheus.CounterVec
 
-	counters *resolved.Cache[counterKey, prometheus.Counter]
+	counters *resolved.Cache[string, *routeCounters]      // by route
 	profs    *resolved.Cache[[2]string, *profile.Profile] // by route and model
 }
 
@@ -78,7 +78,7 @@ func NewShaper(c Config, o Options) *Shaper {
 		enabled: c.Enabled, rules: c.RuleSet(), store: o.Originals, profiles: o.Profiles, log: o.Log,
 		history: newTracker(o.State, historyConversations),
 		breaker: newBreaker(c.Breaker), memo: newMemo(memoEntries), carries: newCarries(maxCarried),
-		counters: resolved.New[counterKey, prometheus.Counter](maxCounters), profs: resolved.New[[2]string, *profile.Profile](maxCounters),
+		counters: resolved.New[string, *routeCounters](maxCounters), profs: resolved.New[[2]string, *profile.Profile](maxCounters),
 		blocks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shaperproxy_reasoning_blocks_total", Help: "Reasoning blocks in outgoing requests, by route and state (shaped or raw).",
 		}, []string{"route", "state"}),
@@ -255,25 +255,30 @@ func (s *Shaper) profile(route, model string) *profile.Profile {
 }
 
 // count records the request's blocks in the metrics: one addition per
-// reason, not per block (a long history has hundreds).
+// reason, not per block (a long history has hundreds), to counters looked
+// up once a request.
 func (s *Shaper) count(route string, shaped, raw int, blocks []block) {
-	if shaped > 0 { // most requests carry no reasoning: no counter looked up
-		s.counter(s.blocks, route, "shaped").Add(float64(shaped))
+	if shaped == 0 && raw == 0 {
+		return // most requests carry no reasoning: no counter looked up
+	}
+	rc := s.counters.Get(route, func() *routeCounters { return &routeCounters{} })
+	if shaped > 0 {
+		rc.get(&rc.shaped, s.blocks, route, "shaped").Add(float64(shaped))
 	}
 	if raw > 0 {
-		s.counter(s.blocks, route, "raw").Add(float64(raw))
+		rc.get(&rc.raw, s.blocks, route, "raw").Add(float64(raw))
 	}
 	var n [len(blockReasons)]int
 	for _, b := range blocks {
 		if i := slices.Index(blockReasons[:], b.Reason); i >= 0 {
 			n[i]++
 		} else {
-			s.counter(s.decisions, route, b.Reason).Inc()
+			s.decisions.WithLabelValues(route, b.Reason).Inc()
 		}
 	}
 	for i, k := range n {
 		if k > 0 {
-			s.counter(s.decisions, route, blockReasons[i]).Add(float64(k))
+			rc.get(&rc.reasons[i], s.decisions, route, blockReasons[i]).Add(float64(k))
 		}
 	}
 }
@@ -281,19 +286,28 @@ func (s *Shaper) count(route string, shaped, raw int, blocks []block) {
 // blockReasons are the values of block.Reason.
 var blockReasons = [...]string{reasonKept, reasonSame, reasonFrozen, reasonOld, reasonFree, reasonPays, reasonBreak, reasonBatched}
 
-// counter returns the counter of vec for two label values, kept after its
-// first use: a lookup in the vector hashes the labels under its lock.
-func (s *Shaper) counter(vec *prometheus.CounterVec, a, b string) prometheus.Counter {
-	return s.counters.Get(counterKey{vec, a, b}, func() prometheus.Counter { return vec.WithLabelValues(a, b) })
+// routeCounters are a route's counters of blocks, each made on its first
+// use (a series appears once it counts something), kept after it: a
+// lookup in a vector hashes the labels under its lock.
+type routeCounters struct {
+	shaped, raw atomic.Pointer[prometheus.Counter]
+	reasons     [len(blockReasons)]atomic.Pointer[prometheus.Counter]
 }
 
-// counterKey names a counter of Shaper.counter; maxCounters bounds how
-// many are kept (routes are few; a forgotten one is looked up again).
-type counterKey struct {
-	vec  *prometheus.CounterVec
-	a, b string
+// get returns the counter at *at, the child of vec for labels a and b
+// (made once; two requests that make it at once get the same child).
+func (rc *routeCounters) get(at *atomic.Pointer[prometheus.Counter], vec *prometheus.CounterVec, a, b string) prometheus.Counter {
+	if c := at.Load(); c != nil {
+		return *c
+	}
+	c := vec.WithLabelValues(a, b)
+	at.Store(&c)
+	return c
 }
 
+// maxCounters bounds the routes whose counters are kept, and the route
+// and model pairs whose profiles are (routes are few; a forgotten one is
+// looked up again).
 const maxCounters = 1024
 
 // entries are the originals to keep: the blocks shaped in the open turn.

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/shaperproxy/shaperproxy/fixtures"
 	"github.com/shaperproxy/shaperproxy/internal/profile"
 	"github.com/shaperproxy/shaperproxy/originals"
 )
@@ -100,4 +103,63 @@ func TestFirstRequestBeside(t *testing.T) {
 	}
 	c.RunBeside()
 	c.RunAfter()
+}
+
+// TestShaperCounts: the blocks each request sends, shaped and raw and by
+// why, are counted once its answer is the client's (Call.After), per
+// route, and only the reasons that occur get a series.
+func TestShaperCounts(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Policy = PolicyKeepRecent // the old blocks shaped, the latest raw: both counted
+	s := NewShaper(cfg, Options{Profiles: profile.NewTable(nil, map[string]string{"ds": "https://api.deepseek.com"})})
+	body := fixtures.AgentHistory(40, 700, 200)
+	var shaped, raw int
+	for i := range 3 {
+		c := call(t, body, "counted")
+		if _, err := s.TransformRequest(context.Background(), c, body); err != nil {
+			t.Fatal(err)
+		}
+		c.RunBeside()
+		if got := seriesOf(s.blocks)[[2]string{"ds", "shaped"}]; got != float64(shaped) {
+			t.Fatalf("request %d: counted before its answer (%v shaped blocks, want %d)", i, got, shaped)
+		}
+		c.RunAfter()
+		shaped, raw = shaped+c.Reasoning.Shaped, raw+c.Reasoning.Raw
+		if c.Reasoning.Shaped == 0 || c.Reasoning.Raw == 0 {
+			t.Fatalf("request %d: the history should have both shaped and raw blocks (%+v)", i, c.Reasoning)
+		}
+		blocks := seriesOf(s.blocks)
+		if got, want := blocks[[2]string{"ds", "shaped"}], float64(shaped); got != want {
+			t.Fatalf("request %d: %v shaped blocks counted, want %v", i, got, want)
+		}
+		if got, want := blocks[[2]string{"ds", "raw"}], float64(raw); got != want {
+			t.Fatalf("request %d: %v raw blocks counted, want %v", i, got, want)
+		}
+		decisions := seriesOf(s.decisions)
+		var decided float64
+		for _, v := range decisions {
+			decided += v
+		}
+		if decided != float64(shaped+raw) {
+			t.Fatalf("request %d: %v decisions counted, want %d", i, decided, shaped+raw)
+		}
+		if len(decisions) == 0 || len(decisions) == len(blockReasons) {
+			t.Fatalf("request %d: %d series of decisions, where this history has some reasons, not all", i, len(decisions))
+		}
+	}
+}
+
+// seriesOf reads every series of a vector of counters with two labels.
+func seriesOf(c prometheus.Collector) map[[2]string]float64 {
+	ch := make(chan prometheus.Metric, 64)
+	go func() { c.Collect(ch); close(ch) }()
+	out := map[[2]string]float64{}
+	for m := range ch {
+		var d dto.Metric
+		if err := m.Write(&d); err != nil || len(d.GetLabel()) != 2 {
+			continue
+		}
+		out[[2]string{d.GetLabel()[0].GetValue(), d.GetLabel()[1].GetValue()}] = d.GetCounter().GetValue()
+	}
+	return out
 }
