@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,12 +14,7 @@ import (
 )
 
 // afterTransform gives f to Call.After on every attempt.
-func afterTransform(f func(*Call)) RequestTransform {
-	return RequestTransformFunc(func(_ context.Context, c *Call, b []byte) ([]byte, error) {
-		c.After(func() { f(c) })
-		return b, nil
-	})
-}
+func afterTransform(f func(*Call)) RequestTransform { return leaving((*Call).After, f) }
 
 // TestAfter: work a transform leaves with Call.After runs once the client
 // has the whole answer — it waits for the client to have read it, which
@@ -98,17 +92,8 @@ func TestAfter(t *testing.T) {
 	}
 
 	t.Run("every attempt", func(t *testing.T) {
-		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			b, _ := io.ReadAll(r.Body)
-			if bytes.Contains(b, []byte("marked")) {
-				http.Error(w, `{"error":"no"}`, http.StatusBadRequest)
-				return
-			}
-			_, _ = io.WriteString(w, `{"ok":true}`)
-		}))
-		defer up.Close()
 		var runs, retries atomic.Int32
-		p, srv := newTestProxy(t, up.URL, func(o *Options) {
+		p, srv := newTestProxy(t, rejectsMarked(t), func(o *Options) {
 			o.Transforms = []RequestTransform{retryOnce{}, RequestTransformFunc(func(_ context.Context, c *Call, b []byte) ([]byte, error) {
 				retry := c.Retry // the attempt's, as it runs (the work runs after both)
 				c.After(func() {
@@ -137,18 +122,8 @@ func TestAfter(t *testing.T) {
 		}))
 		defer up.Close()
 		p, srv := newTestProxy(t, up.URL, func(o *Options) {
-			o.Transforms = []RequestTransform{
-				afterTransform(func(*Call) { panic("boom") }),
-				RequestTransformFunc(func(_ context.Context, c *Call, b []byte) ([]byte, error) {
-					c.After(func() { failed.Add(1) })
-					return nil, errors.New("no")
-				}),
-				RequestTransformFunc(func(_ context.Context, c *Call, b []byte) ([]byte, error) {
-					c.After(func() { failed.Add(1) })
-					panic("no")
-				}),
-				afterTransform(func(*Call) { kept.Add(1) }),
-			}
+			o.Transforms = append([]RequestTransform{afterTransform(func(*Call) { panic("boom") })},
+				append(failing((*Call).After, func() { failed.Add(1) }), afterTransform(func(*Call) { kept.Add(1) }))...)
 		})
 		for range 2 {
 			postOK(t, srv.URL+"/v1/chat/completions", []byte(`{"model":"m","messages":[]}`))
@@ -160,18 +135,4 @@ func TestAfter(t *testing.T) {
 			t.Fatalf("the work after the one that panicked ran %d times (want 2), of the transforms that failed %d (want 0)", kept.Load(), failed.Load())
 		}
 	})
-}
-
-// TestRunAfter: outside the proxy, RunAfter runs the work given so far,
-// once.
-func TestRunAfter(t *testing.T) {
-	var got []int
-	c := &Call{}
-	c.After(func() { got = append(got, 1) })
-	c.After(func() { got = append(got, 2) })
-	c.RunAfter()
-	c.RunAfter()
-	if fmt.Sprint(got) != "[1 2]" {
-		t.Fatalf("ran %v, want [1 2]", got)
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,11 +18,46 @@ import (
 )
 
 // besideTransform gives f to Call.Beside on every attempt.
-func besideTransform(f func(*Call)) RequestTransform {
+func besideTransform(f func(*Call)) RequestTransform { return leaving((*Call).Beside, f) }
+
+// leaving is a transform that gives f to the call with give (Call.Beside,
+// Call.After) on every attempt, with what the call is as the attempt's
+// transforms run.
+func leaving(give func(*Call, func()), f func(*Call)) RequestTransform {
 	return RequestTransformFunc(func(_ context.Context, c *Call, b []byte) ([]byte, error) {
-		c.Beside(func() { f(c) })
+		give(c, func() { f(c) })
 		return b, nil
 	})
+}
+
+// failing are two transforms that give f to the call with give
+// (Call.Beside, Call.After) and fail: one with an error, one with a panic.
+func failing(give func(*Call, func()), f func()) []RequestTransform {
+	return []RequestTransform{
+		RequestTransformFunc(func(_ context.Context, c *Call, b []byte) ([]byte, error) {
+			give(c, f)
+			return nil, errors.New("no")
+		}),
+		RequestTransformFunc(func(_ context.Context, c *Call, b []byte) ([]byte, error) {
+			give(c, f)
+			panic("no")
+		}),
+	}
+}
+
+// rejectsMarked is an upstream that answers 400 to a body retryOnce
+// marked (the first attempt) and {"ok":true} to any other.
+func rejectsMarked(t *testing.T) string {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte("marked")) {
+			http.Error(w, `{"error":"no"}`, http.StatusBadRequest)
+			return
+		}
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	t.Cleanup(up.Close)
+	return up.URL
 }
 
 // TestBeside: work a transform leaves with Call.Beside runs while the
@@ -152,17 +188,8 @@ func TestBeside(t *testing.T) {
 	})
 
 	t.Run("once per attempt", func(t *testing.T) {
-		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			body, _ := io.ReadAll(r.Body)
-			if bytes.Contains(body, []byte("marked")) {
-				http.Error(w, `{"error":"no"}`, http.StatusBadRequest)
-				return
-			}
-			_, _ = io.WriteString(w, `{"ok":true}`)
-		}))
-		defer up.Close()
 		var runs, retries atomic.Int32
-		_, srv := newTestProxy(t, up.URL, func(o *Options) {
+		_, srv := newTestProxy(t, rejectsMarked(t), func(o *Options) {
 			o.Transforms = []RequestTransform{retryOnce{}, besideTransform(func(c *Call) {
 				runs.Add(1)
 				if c.Retry {
@@ -181,17 +208,8 @@ func TestBeside(t *testing.T) {
 
 	t.Run("not for a transform that failed", func(t *testing.T) {
 		var failed, kept atomic.Int32
-		post := okRig(t,
-			besideTransform(func(*Call) { kept.Add(1) }),
-			RequestTransformFunc(func(_ context.Context, c *Call, b []byte) ([]byte, error) {
-				c.Beside(func() { failed.Add(1) })
-				return nil, errors.New("no")
-			}),
-			RequestTransformFunc(func(_ context.Context, c *Call, b []byte) ([]byte, error) {
-				c.Beside(func() { failed.Add(1) })
-				panic("no")
-			}),
-		)
+		post := okRig(t, append([]RequestTransform{besideTransform(func(*Call) { kept.Add(1) })},
+			failing((*Call).Beside, func() { failed.Add(1) })...)...)
 		post()
 		if kept.Load() != 1 || failed.Load() != 0 {
 			t.Fatalf("the work of the transform that went on ran %d times (want 1), of those that failed %d (want 0)", kept.Load(), failed.Load())
@@ -237,17 +255,22 @@ func (o *besideObserver) Event(*sse.Event, int, time.Duration)  {}
 func (o *besideObserver) Body([]byte)                           {}
 func (o *besideObserver) End(End)                               {}
 
-// TestRunBeside: outside the proxy, RunBeside runs the work given so far,
-// in order and once.
+// TestRunBeside: outside the proxy, RunBeside and RunAfter each run the
+// work given so far with Beside and After, in order and once, and only
+// theirs.
 func TestRunBeside(t *testing.T) {
-	var got []int
+	var got []string
 	c := &Call{}
-	c.Beside(func() { got = append(got, 1) })
-	c.Beside(func() { got = append(got, 2) })
+	c.Beside(func() { got = append(got, "beside 1") })
+	c.After(func() { got = append(got, "after 1") })
+	c.Beside(func() { got = append(got, "beside 2") })
+	c.After(func() { got = append(got, "after 2") })
 	c.RunBeside()
 	c.RunBeside()
-	if len(got) != 2 || got[0] != 1 || got[1] != 2 {
-		t.Fatalf("ran %v, want [1 2]", got)
+	c.RunAfter()
+	c.RunAfter()
+	if want := "[beside 1 beside 2 after 1 after 2]"; fmt.Sprint(got) != want {
+		t.Fatalf("ran %v, want %s", got, want)
 	}
 }
 
