@@ -174,7 +174,8 @@ func hasAssistant(req *conv.Request) bool {
 
 // shapeRequest begins the turn in the originals table when the request
 // starts one, shapes it and records its prints; it returns what the
-// request leaves to do beside its trip (nil: nothing).
+// request leaves to do once its answer is the client's (book; nil:
+// nothing).
 func (s *Shaper) shapeRequest(r request) (result, *booking) {
 	view := r.view
 	turn, starts := view.TurnCount()

@@ -205,8 +205,9 @@ func shape(req *conv.Request, rule shapeRule, memo *memo, in inputs) result {
 }
 
 // shapeLater is shape with the carry left to be made (result.Later): only
-// the conversation's next request reads it, so the Shaper makes it beside
-// the trip upstream, out of the request's way.
+// the conversation's next request reads it, so the Shaper makes it once
+// the client has the answer (proxy.Call.After), out of the request's and
+// the answer's way.
 func shapeLater(req *conv.Request, rule shapeRule, memo *memo, in inputs) result {
 	res, ok := shapeTaking(req, rule, memo, in, true)
 	if !ok { // the prompt broke before the blocks taken as decided: decide them all
