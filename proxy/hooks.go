@@ -199,10 +199,10 @@ func (c *Call) Beside(f func()) { c.beside = append(c.beside, f) }
 // After gives the proxy work a transform has left that neither the
 // request nor its answer need wait for, only the conversation's next
 // request (a cache to fill, counters, a queue to the disk): f runs once
-// the call's answer is the client's — its last byte written and, when the
-// answer's length was declared, flushed — or the call ended without one,
-// in the call's goroutine, before the call's bodies are released (f may
-// read them and the call's views, but not change the call). Work given by
+// the call's answer is the client's — its last byte written and flushed —
+// or the call ended without one, in the call's goroutine, before the
+// call's bodies are released (f may read them and the call's views, but
+// not change the call). Work given by
 // every attempt runs, in order; not the work of a transform that failed
 // (its output is skipped: so is its work). A panic in f is logged and the
 // others still run.

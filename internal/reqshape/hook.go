@@ -118,6 +118,10 @@ func (s *Shaper) TransformRequest(_ context.Context, call *proxy.Call, body []by
 	r := requestOf(call)
 	call.Reasoning = proxy.ReasoningCount{}
 	if !hasAssistant(r.view) {
+		if len(r.view.Messages) < minCarried { // no blocks, no carry: nothing to book
+			call.Beside(func() { s.shapeRequest(r) })
+			return body, nil
+		}
 		var b *booking
 		call.Beside(func() { _, b = s.shapeRequest(r) })
 		call.After(func() { // the beside work ran before the answer was read (or not at all: a failed transform)
