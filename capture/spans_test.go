@@ -30,7 +30,7 @@ func TestSpansOf(t *testing.T) {
 		if err != nil {
 			t.Fatalf("body %d: %v", i, err)
 		}
-		got, want := spansOf(view, nil), splitBody(view.Body)
+		got, want := spansOf(view, nil, 0), splitBody(view.Body)
 		if leftToSplit := i == 5 || i == 6; leftToSplit != (got == nil) && want != nil {
 			t.Errorf("body %d: spansOf gave nil %v, want nil only for an input array or a repeated key", i, got == nil)
 			continue
@@ -106,7 +106,7 @@ func TestSkeletonCommaGaps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spans := spansOf(view, nil)
+	spans := spansOf(view, nil, 0)
 	var commas []int
 	for k, sp := range spans {
 		if sp.comma {

@@ -9,8 +9,11 @@ import (
 	"io/fs"
 	"log/slog"
 	"path/filepath"
+	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 	"unsafe"
 
@@ -158,24 +161,27 @@ type Writer struct {
 	segments     atomic.Int64
 
 	// Owned by the writer goroutine.
-	enc         *zstd.Encoder
-	consumed    int64
-	seg         segState
-	nextNum     uint64
-	fr          frameBuf
-	out         []byte
-	scratch     []byte
-	spans       []span // spansOf's scratch, up to maxScratchSpans
-	pendingLost int64
-	flushErr    error // first error since the last Flush
-	retryAt     time.Time
-	backoff     time.Duration
-	maxBackoff  time.Duration
-	closeErr    error
-	report      lossReport
-	redact      redactMemo
-	head        []byte // encodeRecord's buffer
-	hdr         headerScratch
+	enc      *zstd.Encoder
+	consumed int64
+	seg      segState
+	nextNum  uint64
+	fr       frameBuf
+	out      []byte
+	scratch  []byte
+	spans    []span // spansOf's scratch, up to maxScratchSpans
+	// carriedSpans counts the spans requests took from a carry (their
+	// messages not read again: spanCarry).
+	carriedSpans atomic.Int64
+	pendingLost  int64
+	flushErr     error // first error since the last Flush
+	retryAt      time.Time
+	backoff      time.Duration
+	maxBackoff   time.Duration
+	closeErr     error
+	report       lossReport
+	redact       redactMemo
+	head         []byte // encodeRecord's buffer
+	hdr          headerScratch
 }
 
 // segState is the segment being written. Its file is created with the
@@ -197,6 +203,8 @@ type segState struct {
 	// key seen at each), tried before blobs.
 	last     resolved.Places[conv.RawKey, uint32]
 	nextBlob uint32
+	// carries are the spans and blobs of the latest requests' bodies.
+	carries spanCarries
 }
 
 // frameBuf collects encoded records until they are written as one frame.
@@ -675,24 +683,95 @@ func (w *Writer) encode(r *Record, view *conv.Request) {
 	w.fr.user++
 	w.fr.rawBytes += int64(len(r.Data))
 	if r.Kind == KindRequest || r.Kind == KindClientRequest {
-		spans := spansOf(view, w.spans)
+		spans, carried := w.requestSpans(view)
 		if spans == nil {
 			spans = splitBody(r.Data)
-		} else if cap(spans) <= maxScratchSpans {
-			w.spans = spans // the next request's scratch (spans hold no pointers)
 		}
 		if spans != nil {
-			w.encodeRequest(r, spans)
+			w.encodeRequest(r, spans, carried)
+			if carried >= 0 {
+				w.carry(view, spans)
+			}
 			return
 		}
 	}
 	w.encodeRecord(r, fData, r.Data)
 }
 
-func (w *Writer) encodeRequest(r *Record, spans []span) {
-	ords := w.fr.ords[:0]
+// requestSpans returns the spans of view's body (spansOf, into the
+// writer's scratch) and how many of them, first, a carry gave with their
+// blobs (in w.fr.ords); -1 when view gave none.
+func (w *Writer) requestSpans(view *conv.Request) ([]span, int) {
+	if view == nil {
+		return nil, -1
+	}
+	if _, base, same := view.Lineage(); base != 0 && same > 0 {
+		if c := w.seg.carries.find(base); c != nil {
+			n := sort.Search(len(c.spans), func(i int) bool { return c.spans[i].end > same })
+			if n > 0 {
+				if spans := spansOf(view, append(w.spans[:0], c.spans[:n]...), c.spans[n-1].end); spans != nil {
+					w.fr.ords = append(w.fr.ords[:0], c.ords[:n]...)
+					if checkCarries {
+						w.checkCarried(view, spans, n)
+					}
+					w.carriedSpans.Add(int64(n))
+					return spans, n
+				}
+			}
+		}
+	}
+	spans := spansOf(view, w.spans[:0], 0)
+	if spans == nil {
+		return nil, -1
+	}
+	return spans, 0
+}
+
+// checkCarries is set in test binaries: every carry taken is checked
+// against the spans read from the whole view, and the blobs the segment
+// holds for them (checkCarried).
+var checkCarries = testing.Testing()
+
+// checkCarried panics unless spans, of which the first n a carry gave
+// with their blobs (w.fr.ords), are those spansOf reads from the whole
+// view, and each carried blob the segment's for its span's key.
+func (w *Writer) checkCarried(view *conv.Request, spans []span, n int) {
+	if whole := spansOf(view, nil, 0); !slices.Equal(whole, spans) {
+		panic(fmt.Sprintf("capture: %d spans with %d carried differ from the %d of the whole view", len(spans), n, len(whole)))
+	}
+	for i, s := range spans[:n] {
+		k := s.key
+		if k == (conv.RawKey{}) {
+			k = conv.RawKeyOf(view.Body[s.start:s.end])
+		}
+		if ord, ok := w.seg.blobs[k]; !ok || ord != w.fr.ords[i] {
+			panic(fmt.Sprintf("capture: carried span %d is blob %d, the segment has %d (%v) for its bytes", i, w.fr.ords[i], ord, ok))
+		}
+	}
+}
+
+// carry keeps spans, view's body's, and the blobs encodeRequest found for
+// them, for the bodies that repeat it (a body numbered, of spans within
+// maxScratchSpans); the carry it replaces gives its array to the
+// writer's scratch.
+func (w *Writer) carry(view *conv.Request, spans []span) {
+	switch body, _, _ := view.Lineage(); {
+	case cap(spans) > maxScratchSpans:
+	case body == 0:
+		w.spans = spans[:0] // the next request's scratch (spans hold no pointers)
+	default:
+		w.spans = w.seg.carries.keep(body, spans, w.fr.ords)
+	}
+}
+
+// encodeRequest encodes r's body as blobs and a skeleton; the first
+// carried spans' blobs are already in w.fr.ords.
+func (w *Writer) encodeRequest(r *Record, spans []span, carried int) {
+	carried = max(carried, 0)
+	ords := w.fr.ords[:carried]
 	w.seg.last.Begin(len(spans))
-	for i, s := range spans {
+	for i := carried; i < len(spans); i++ {
+		s := spans[i]
 		elem := r.Data[s.start:s.end]
 		k := s.key
 		if k == (conv.RawKey{}) {

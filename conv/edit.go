@@ -83,6 +83,7 @@ func (r *Request) derive(body []byte, edits []Edit, h derivedHead) (*Request, bo
 	}
 	sh := shifter{edits: edits}
 	n := &Request{Body: body, Model: r.Model, Stream: r.Stream, msgDup: r.msgDup, derived: true}
+	n.lin = lineage{body: viewIDs.Add(1), base: h.over, same: h.same}
 	n.owned = r.arr != nil && !plan.reread // and every reasoning it puts in is an edit's text (below)
 	n.fields = make([]Field, len(r.fields))
 	for i, f := range r.fields {

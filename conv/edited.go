@@ -82,6 +82,9 @@ type keptBody struct {
 	// tally less its request's).
 	msgs []Message
 	grow int
+	// body is the number of out (Request.Lineage of its view; 0: none),
+	// for the view of the body written over it.
+	body uint64
 }
 
 // link is a base of a view: its id, and how many first bytes of the two
@@ -207,6 +210,9 @@ func (t *editedBodies) writeOver(r *Request, edits []Edit) (out []byte, head der
 		head.msgs = kept.msgs[:min(m, len(kept.msgs))]
 		head.whole = len(head.msgs) == len(kept.msgs)
 	}
+	if kept.over != 0 && w > 0 {
+		head.over, head.same = kept.over, w // out's first w bytes stay those of body kept.over
+	}
 	t.kept.Add(int64(w))
 	t.written.Add(int64(n - w))
 	keptEdits.Put(oldEdits)
@@ -230,6 +236,10 @@ type derivedHead struct {
 	msgs  []Message
 	grow  int
 	whole bool
+	// over is the number of the body written over (Request.Lineage),
+	// and same how many of its first bytes the new body kept (0: none).
+	over uint64
+	same int
 }
 
 // take finds, among the latest bodies back, the one whose view shares
@@ -274,7 +284,7 @@ func (t *editedBodies) take(r *Request, n int) (out []byte, edits []keptEdit, vi
 	k := t.free[best]
 	t.taken, t.tookLim = k.id, lim
 	t.free = slices.Delete(t.free, best, best+1)
-	view = derivedHead{msgs: k.msgs, grow: k.grow}
+	view = derivedHead{msgs: k.msgs, grow: k.grow, over: k.body}
 	out, edits = t.detach(k) // its link stays, for the chains of the views that repeat it
 	// The bodies of r's bases but the latest spareBases go back to the
 	// free list, for any large body: r's conversation goes on from r
@@ -432,7 +442,7 @@ func (t *editedBodies) keep(r *Request, out []byte, edits []Edit, v *Request) {
 		k.chain = t.chainOf(k.links[:0], r)
 		t.add(k)
 	}
-	k.n, k.edits, k.keys = len(out), kept, r.keys
+	k.n, k.edits, k.keys, k.body = len(out), kept, r.keys, v.lin.body
 	if v.owned {
 		k.msgs, k.grow = v.Messages, v.tally.strBytes-r.tallied().strBytes
 	}

@@ -258,6 +258,7 @@ func TestApplyOverRandom(t *testing.T) {
 	p := NewReparser(8 << 20)
 	n := 60
 	var open []editCall
+	lin := lineages{}
 	before := p.edited.over.Load()
 	for round := range 120 {
 		switch rng.IntN(6) {
@@ -288,6 +289,8 @@ func TestApplyOverRandom(t *testing.T) {
 			prev = open[rng.IntN(len(open))].view
 		}
 		c := editAgainst(t, p, body, edits, prev)
+		lin.check(t, c.view)
+		lin.check(t, c.edited)
 		for _, o := range open {
 			if sameBuffer(o.out, c.out) {
 				t.Fatalf("round %d: a held edited body was written over", round)
@@ -305,6 +308,9 @@ func TestApplyOverRandom(t *testing.T) {
 	}
 	if over := p.edited.over.Load() - before; over < 30 {
 		t.Fatalf("%d of 120 edited bodies written over earlier ones: the test checked little", over)
+	}
+	if lin.edited < 30 {
+		t.Fatalf("%d of 120 edited bodies repeat an earlier one's first bytes (Lineage): the test checked little", lin.edited)
 	}
 	p.edited.mu.Lock()
 	defer p.edited.mu.Unlock()
@@ -1073,4 +1079,36 @@ func TestApplyHeadNotTooLarge(t *testing.T) {
 		t.Fatalf("a view of %d messages holds room for %d", n, cap(c.edited.Messages))
 	}
 	c.end()
+}
+
+// lineages checks views' Lineage against copies of the bodies it names:
+// each body numbered once, and its first same bytes its base's (as that
+// base was when its view was made: a later body may be written over
+// it). edited counts the edited views found to repeat an earlier one.
+type lineages struct {
+	bodies map[uint64][]byte
+	edited int
+}
+
+func (l *lineages) check(t *testing.T, v *Request) {
+	t.Helper()
+	if l.bodies == nil {
+		l.bodies = map[uint64][]byte{}
+	}
+	body, base, same := v.Lineage()
+	if body == 0 {
+		t.Fatal("a view Apply or a Reparser made has no number (Lineage)")
+	}
+	if _, dup := l.bodies[body]; dup {
+		t.Fatalf("body number %d given twice", body)
+	}
+	if old, ok := l.bodies[base]; ok && base != 0 {
+		if same > len(old) || same > len(v.Body) || !bytes.Equal(old[:same], v.Body[:same]) {
+			t.Fatalf("body %d repeats %d first bytes of body %d (%d bytes), which differ", body, same, base, len(old))
+		}
+		if v.id == 0 && same > 0 {
+			l.edited++
+		}
+	}
+	l.bodies[body] = bytes.Clone(v.Body)
 }

@@ -91,6 +91,9 @@ type Request struct {
 	// the messages it repeats at their very places.
 	id, base uint64
 	same     int
+	// lin numbers the body of a view derive made and names the kept
+	// body it was written over (Lineage); zero for other views.
+	lin lineage
 	// keys are the keys of Body's blocks (BodyKeys), when the Reparser
 	// was given them; keyed counts the messages it took from an earlier
 	// view on them, uncompared.

@@ -93,6 +93,28 @@ func (r *Request) Repeats(id uint64, n int) bool {
 	return id != 0 && r.base == id && n >= 0 && n <= len(r.Messages) && (n == 0 || r.Messages[n-1].End <= r.same)
 }
 
+// Lineage numbers r's body and names an earlier body its first bytes
+// repeat. body is unique in the process (0: not numbered); when base is
+// not 0, the first same bytes of r.Body are, at the same places, those
+// of the body numbered base. A Reparser's view is numbered by its ID and
+// repeats the view it was read against; a view Apply made is numbered
+// too, and repeats the earlier edited body its body was written over as
+// far as the two agree (editedBodies.writeOver). A reader that kept what
+// it found in an earlier body (the capture's spans of each message) can
+// take that for the bytes the two share instead of reading them again.
+func (r *Request) Lineage() (body, base uint64, same int) {
+	if r.id != 0 {
+		return r.id, r.base, r.same
+	}
+	return r.lin.body, r.lin.base, r.lin.same
+}
+
+// lineage is a derived view's Lineage.
+type lineage struct {
+	body, base uint64
+	same       int
+}
+
 // Repeated returns how many first messages r repeats of the view numbered
 // id, the most n for which Repeats(id, n) holds: found by the messages'
 // ends, without reading each (a long history has hundreds). 0 when the
