@@ -14,6 +14,9 @@ import (
 	"github.com/tidwall/gjson"
 )
 
+// This package's tests check every carry the writer takes.
+func init() { checkCarries = true }
+
 // shapeReasoning edits as the shaper does: every reasoning string over
 // 300 bytes becomes a short one, the same for the same message in every
 // request (conv.Request.Apply, which writes a conversation's next edited

@@ -13,7 +13,6 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 	"unsafe"
 
@@ -727,10 +726,11 @@ func (w *Writer) requestSpans(view *conv.Request) ([]span, int) {
 	return spans, 0
 }
 
-// checkCarries is set in test binaries: every carry taken is checked
-// against the spans read from the whole view, and the blobs the segment
-// holds for them (checkCarried).
-var checkCarries = testing.Testing()
+// checkCarries is set by this package's tests: every carry taken is
+// checked against the spans read from the whole view, and the blobs the
+// segment holds for them (checkCarried). Other packages' tests and
+// benchmarks leave it off, as a production binary does.
+var checkCarries = false
 
 // checkCarried panics unless spans, of which the first n a carry gave
 // with their blobs (w.fr.ords), are those spansOf reads from the whole
