@@ -360,12 +360,22 @@ func (p *projection) Update(req *conv.Request) (signals, stats) {
 // hashMessages writes each message's key (conv.RawKey: 128 bits of its
 // bytes, computed when the message was first parsed and carried by the
 // Reparser, so a history is not hashed again on every request).
+//
+// The keys go to h eight at a time: a write per key cost more than the
+// hashing (a history of hundreds is hashed again whenever a conversation's
+// requests interleave), and the sum of a Hash does not depend on how its
+// bytes were split between writes.
 func hashMessages(h *maphash.Hash, msgs []conv.Message) {
-	var n [16]byte
+	var buf [8 * 16]byte
+	n := 0
 	for i := range msgs {
 		k := msgs[i].RawKey()
-		binary.LittleEndian.PutUint64(n[:8], k[0])
-		binary.LittleEndian.PutUint64(n[8:], k[1])
-		h.Write(n[:])
+		binary.LittleEndian.PutUint64(buf[n:], k[0])
+		binary.LittleEndian.PutUint64(buf[n+8:], k[1])
+		if n += 16; n == len(buf) {
+			h.Write(buf[:])
+			n = 0
+		}
 	}
+	h.Write(buf[:n])
 }
