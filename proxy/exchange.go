@@ -124,7 +124,7 @@ type besideWork struct {
 	body []byte
 	// sinks are the observers' for the answer, once Run has run.
 	sinks sinkList
-	fs    []func()
+	fs    work
 }
 
 // besideOf takes the work the transforms gave for the attempt sending out
@@ -134,9 +134,7 @@ func (p *Proxy) besideOf(call *Call, out *http.Request, body []byte) *besideWork
 	if len(call.beside) == 0 && len(p.opts.Observers) == 0 {
 		return nil
 	}
-	b := &besideWork{p: p, call: call, out: out, body: body, fs: call.beside}
-	call.beside = nil
-	return b
+	return &besideWork{p: p, call: call, out: out, body: body, fs: call.beside.take()}
 }
 
 // Run runs the work unless it has run, and returns when it is done (a

@@ -64,12 +64,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, route *Route, pa
 // come (its end, the last chunk of an undeclared length, waits for the
 // work); TestAfter fails when it does not.
 func (p *Proxy) runAfter(call *Call) {
-	if len(call.after) == 0 {
-		return
-	}
-	fs := call.after
-	call.after = nil
-	for _, f := range fs {
+	for _, f := range call.after.take() {
 		p.safeBeside(call, f)
 	}
 }
@@ -125,10 +120,8 @@ func (p *Proxy) transform(ctx context.Context, call *Call, body []byte) []byte {
 			call.own(out) // a body a transform returns is the call's (RequestTransform), taken or not
 		}
 		if err != nil {
-			clear(call.beside[beside:])
-			call.beside = call.beside[:beside] // a skipped transform leaves no work beside either
-			clear(call.after[after:])
-			call.after = call.after[:after] // nor after
+			call.beside.cut(beside) // a skipped transform leaves no work beside either
+			call.after.cut(after)   // nor after
 			p.metrics.transformErrors.Inc()
 			p.log.Warn("transform failed; request goes on without it", "call", call.ID, "transform", i, "err", err)
 			continue

@@ -78,8 +78,8 @@ type Call struct {
 	nextView   *conv.Request // the view a transform gave of its output (SetView)
 	bodies     bodies        // the large bodies given back when the call ends (Hold)
 	changedBy  []RequestTransform
-	beside     []func() // Beside's, for the attempt about to go upstream
-	after      []func() // After's, every attempt's
+	beside     work // Beside's, for the attempt about to go upstream
+	after      work // After's, every attempt's
 	route      *Route
 }
 
@@ -216,22 +216,34 @@ func (c *Call) After(f func()) { c.after = append(c.after, f) }
 // transforms gave the call with After that has not run yet: for a caller
 // that runs transforms itself, outside the proxy (a replay, a test). The
 // proxy runs that work on its own.
-func (c *Call) RunAfter() {
-	fs := c.after
-	c.after = nil
-	for _, f := range fs {
-		f()
-	}
-}
+func (c *Call) RunAfter() { c.after.take().run() }
 
 // RunBeside runs, in the caller's goroutine and in order, the work the
 // transforms gave the call with Beside that has not run yet: for a
 // caller that runs transforms itself, outside the proxy (a replay, a
 // test). The proxy runs that work on its own.
-func (c *Call) RunBeside() {
-	fs := c.beside
-	c.beside = nil
-	for _, f := range fs {
+func (c *Call) RunBeside() { c.beside.take().run() }
+
+// work is what a call's transforms left for the proxy to run later
+// (Beside, After), in the order given.
+type work []func()
+
+// take empties w and returns what it held.
+func (w *work) take() work {
+	fs := *w
+	*w = nil
+	return fs
+}
+
+// cut drops what was given after the first n (a failed transform's).
+func (w *work) cut(n int) {
+	clear((*w)[n:])
+	*w = (*w)[:n]
+}
+
+// run runs each in order, in the caller's goroutine.
+func (w work) run() {
+	for _, f := range w {
 		f()
 	}
 }

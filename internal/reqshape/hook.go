@@ -118,8 +118,12 @@ func (s *Shaper) TransformRequest(_ context.Context, call *proxy.Call, body []by
 	r := requestOf(call)
 	call.Reasoning = proxy.ReasoningCount{}
 	if !hasAssistant(r.view) {
-		if len(r.view.Messages) < minCarried { // no blocks, no carry: nothing to book
-			call.Beside(func() { s.shapeRequest(r) })
+		if len(r.view.Messages) < minCarried { // no blocks, no carry (inputs): nothing to book after the answer
+			call.Beside(func() {
+				if _, b := s.shapeRequest(r); b != nil {
+					s.book(*b)
+				}
+			})
 			return body, nil
 		}
 		var b *booking
