@@ -54,6 +54,9 @@ func (r *Request) Apply(edits []Edit) (*Request, error) {
 	if r.edited != nil {
 		r.edited.keep(r, body, edits, v)
 	}
+	if v.pieces = piecesOf(r.Body, body, edits); v.pieces != nil {
+		v.from = r.Body
+	}
 	return v, nil
 }
 

@@ -66,6 +66,7 @@ func editAgainst(t *testing.T, p *Reparser, body []byte, edits []Edit, prev *Req
 		}
 		t.Fatalf("edited body differs from ApplyEdits at byte %d of %d (got %d)", i, len(want), len(v.Body))
 	}
+	checkPieces(t, v, b, want, len(edits))
 	pv, err := ParseRequest(bytes.Clone(want))
 	if err != nil {
 		t.Fatal(err)

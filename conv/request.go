@@ -99,6 +99,10 @@ type Request struct {
 	// view on them, uncompared.
 	keys  []xxh3.Uint128
 	keyed int
+	// pieces is Body as pieces of the body Apply edited it from (from)
+	// and of Body itself, for a large body (Pieces); nil: none.
+	pieces [][]byte
+	from   []byte
 }
 
 // Field is one member of a request's top-level object: its key and the

@@ -120,10 +120,27 @@ type heldBody struct {
 	mu   sync.Mutex
 	r    *bytes.Reader // nil once closed
 	hold Hold
+	// pieces are the body's bytes as pieces of the call's bodies
+	// (conv.Request.Pieces; nil: none), written in one writev when
+	// nothing was read yet.
+	pieces [][]byte
 }
 
 func newHeldBody(call *Call, body []byte) *heldBody {
 	return &heldBody{r: bytes.NewReader(body), hold: call.Hold()}
+}
+
+// newPiecedBody is newHeldBody with the body's pieces: when the view the
+// transforms left is of body (one Apply made from the client's body, which
+// the call holds), the upload reads the stretches the edits left alone
+// from the body just read from the client instead of from the edited copy
+// (conv.Request.Pieces).
+func newPiecedBody(call *Call, body []byte) *heldBody {
+	h := newHeldBody(call, body)
+	if v := call.View; v != nil && sameBuffer(v.Body, body) {
+		h.pieces, _ = v.Pieces(call.ClientBody, nil)
+	}
+	return h
 }
 
 func (h *heldBody) Read(p []byte) (int, error) {
@@ -155,8 +172,29 @@ func (h *heldBody) writeTo(w io.Writer, limit int64) (n int64, ok bool, err erro
 	if h.r == nil || int64(h.r.Len()) > limit {
 		return 0, false, nil
 	}
+	if pw, ok := w.(piecesWriter); ok && h.pieces != nil && pw.writesPieces() {
+		// What is left of them: a buffered writer took the first bytes
+		// after the request's head.
+		at := h.r.Size() - int64(h.r.Len())
+		n, err = pw.writePieces(h.pieces, at)
+		piecedBodies.Add(1)
+		if _, serr := h.r.Seek(at+n, io.SeekStart); err == nil {
+			err = serr
+		}
+		return n, true, err
+	}
 	n, err = h.r.WriteTo(w)
 	return n, true, err
+}
+
+// piecedBodies counts the bodies written from their pieces (tests).
+var piecedBodies atomic.Int64
+
+// piecesWriter writes a body's pieces one after the other, as one write
+// of their bytes (countingConn: one writev), when writesPieces says so.
+type piecesWriter interface {
+	writesPieces() bool
+	writePieces(pieces [][]byte, from int64) (int64, error)
 }
 
 // errBodyClosed is a Read of a heldBody after its Close.

@@ -377,7 +377,7 @@ func setBody(out, in *http.Request, call *Call, body []byte, rest io.Reader) {
 	case rest != nil:
 		out.Body, out.ContentLength = io.NopCloser(rest), in.ContentLength
 	case call.owns(body):
-		out.Body, out.ContentLength = newHeldBody(call, body), int64(len(body))
+		out.Body, out.ContentLength = newPiecedBody(call, body), int64(len(body))
 		out.GetBody = func() (io.ReadCloser, error) { return newHeldBody(call, body), nil }
 	case len(body) > 0 || in.ContentLength == 0 && in.Method != http.MethodGet && in.Method != http.MethodHead:
 		out.Body = io.NopCloser(bytes.NewReader(body))

@@ -391,6 +391,42 @@ func (w countingConn) ReadFrom(r io.Reader) (int64, error) {
 	return io.CopyBuffer(struct{ io.Writer }{w}, r, *bp)
 }
 
+// writesPieces reports whether writePieces is one system call: a TCP
+// connection's writev (net.Buffers writes any other connection a piece
+// at a time).
+func (w countingConn) writesPieces() bool {
+	switch w.c.conn.(type) {
+	case *net.TCPConn, *trackedConn: // the second embeds the first, with its writev
+		return true
+	}
+	return false
+}
+
+// writePieces writes the bytes of pieces from the from-th on, as
+// net.Buffers does, from a copy of the list: net.Buffers consumes its
+// own.
+func (w countingConn) writePieces(pieces [][]byte, from int64) (int64, error) {
+	for len(pieces) > 0 && int64(len(pieces[0])) <= from {
+		from -= int64(len(pieces[0]))
+		pieces = pieces[1:]
+	}
+	bp := pieceLists.Get().(*net.Buffers)
+	list := append((*bp)[:0], pieces...)
+	if len(list) > 0 {
+		list[0] = list[0][from:]
+	}
+	bufs := list
+	n, err := bufs.WriteTo(w.c.conn)
+	w.c.wrote += n
+	clear(list) // no body kept alive by the pool
+	*bp = list[:0]
+	pieceLists.Put(bp)
+	return n, err
+}
+
+// pieceLists are writePieces' copies of a body's list of pieces.
+var pieceLists = sync.Pool{New: func() any { return new(net.Buffers) }}
+
 func (c *h1Conn) close() { _ = c.conn.Close() }
 
 // setReadDeadline sets the connection's read deadline (zero: none).

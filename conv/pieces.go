@@ -1,0 +1,52 @@
+package conv
+
+import "unsafe"
+
+// minPieces is the least body Apply describes as pieces (Pieces): a
+// smaller one is written as it is.
+const minPieces = 64 << 10
+
+// Pieces returns the body of a view Apply made as pieces whose bytes,
+// one after the other, are Body's: the stretches the edits left alone
+// as slices of from, the body the view was edited from, and each edit's
+// replacement as a slice of Body. ok is false when from is not that
+// body (the same slice), the view is not one Apply made, or the body is
+// shorter than minPieces.
+//
+// A proxy that still holds from writes the pieces (one writev) instead
+// of Body: from is the body it has just read, still in the processor's
+// cache, where most of Body, written over a body kept from an earlier
+// request (editedBodies), has not been touched since then, and a copy
+// from it costs the kernel more (README, Session BE). The slice returned
+// is the caller's to change; its pieces are not.
+func (r *Request) Pieces(from []byte, dst [][]byte) ([][]byte, bool) {
+	if r.pieces == nil || len(from) != len(r.from) || len(from) == 0 || unsafe.SliceData(from) != unsafe.SliceData(r.from) {
+		return dst, false
+	}
+	return append(dst, r.pieces...), true
+}
+
+// piecesOf returns body, the sorted edits applied to from, as Pieces
+// describes it; nil for a body shorter than minPieces or without edits.
+func piecesOf(from, body []byte, edits []Edit) [][]byte {
+	if len(body) < minPieces || len(edits) == 0 {
+		return nil
+	}
+	ps := make([][]byte, 0, 2*len(edits)+1)
+	at, shift := 0, 0 // at: from's next byte; shift: body's offset from from's there
+	for _, e := range edits {
+		if at < e.Start {
+			ps = append(ps, from[at:e.Start:e.Start])
+		}
+		if n := len(e.Repl); n > 0 {
+			s := e.Start + shift
+			ps = append(ps, body[s:s+n:s+n])
+		}
+		shift += len(e.Repl) - (e.End - e.Start)
+		at = e.End
+	}
+	if at < len(from) {
+		ps = append(ps, from[at:len(from):len(from)])
+	}
+	return ps
+}
