@@ -23,7 +23,7 @@ func appendMsg(body, msg []byte) []byte {
 
 // candsOf is candidates without a carry.
 func candsOf(req *conv.Request, rule shapeRule, memo *memo) []cand {
-	c, _ := candidates(req, rule, memo, nil, 0)
+	c, _ := candidates(req, rule, memo, nil, 0, false)
 	return c
 }
 

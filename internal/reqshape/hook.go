@@ -226,6 +226,7 @@ type booking struct {
 // book makes b's carry, counts its blocks and queues their originals,
 // then gives the blocks back.
 func (s *Shaper) book(b booking) {
+	b.blocks = b.later.fill(b.blocks) // the blocks taken as decided, copied now
 	if b.later != nil {
 		s.carries.put(b.conversation, b.later.carry())
 	}

@@ -108,13 +108,25 @@ func TestFirstRequestBeside(t *testing.T) {
 // TestShaperCounts: the blocks each request sends, shaped and raw and by
 // why, are counted once its answer is the client's (Call.After), per
 // route, and only the reasons that occur get a series.
+// Under the cache-aware policy the later requests take the blocks of the
+// history they repeat as the carry decided them (settled.go), and count
+// them all the same.
 func TestShaperCounts(t *testing.T) {
+	for _, policy := range []Policy{PolicyKeepRecent, PolicyCacheAware} {
+		t.Run(string(policy), func(t *testing.T) { testShaperCounts(t, policy) })
+	}
+}
+
+func testShaperCounts(t *testing.T, policy Policy) {
 	cfg := DefaultConfig()
-	cfg.Policy = PolicyKeepRecent // the old blocks shaped, the latest raw: both counted
+	cfg.Policy = policy // keep-recent: the old blocks shaped, the latest raw: both counted
 	s := NewShaper(cfg, Options{Profiles: profile.NewTable(nil, map[string]string{"ds": "https://api.deepseek.com"})})
 	body := fixtures.AgentHistory(40, 700, 200)
 	var shaped, raw int
 	for i := range 3 {
+		if policy == PolicyCacheAware && i > 0 && s.carries.get("counted").decided() == nil {
+			t.Fatalf("request %d: no decisions carried from the one before: the test checks nothing taken", i)
+		}
 		c := call(t, body, "counted")
 		if _, err := s.TransformRequest(context.Background(), c, body); err != nil {
 			t.Fatal(err)
@@ -125,7 +137,7 @@ func TestShaperCounts(t *testing.T) {
 		}
 		c.RunAfter()
 		shaped, raw = shaped+c.Reasoning.Shaped, raw+c.Reasoning.Raw
-		if c.Reasoning.Shaped == 0 || c.Reasoning.Raw == 0 {
+		if c.Reasoning.Raw == 0 || c.Reasoning.Shaped == 0 && policy == PolicyKeepRecent {
 			t.Fatalf("request %d: the history should have both shaped and raw blocks (%+v)", i, c.Reasoning)
 		}
 		blocks := seriesOf(s.blocks)
@@ -143,7 +155,7 @@ func TestShaperCounts(t *testing.T) {
 		if decided != float64(shaped+raw) {
 			t.Fatalf("request %d: %v decisions counted, want %d", i, decided, shaped+raw)
 		}
-		if len(decisions) == 0 || len(decisions) == len(blockReasons) {
+		if len(decisions) == 0 || len(decisions) == len(blockReasons) && policy == PolicyKeepRecent {
 			t.Fatalf("request %d: %d series of decisions, where this history has some reasons, not all", i, len(decisions))
 		}
 	}

@@ -200,6 +200,7 @@ func applyMemo(req *conv.Request, rule shapeRule, memo *memo) result {
 // shape decides every block of req and edits the body.
 func shape(req *conv.Request, rule shapeRule, memo *memo, in inputs) result {
 	res := shapeLater(req, rule, memo, in)
+	res.Blocks = res.Later.fill(res.Blocks)
 	res.Carry, res.Later = res.Later.carry(), nil
 	return res
 }
@@ -222,11 +223,14 @@ func shapeLater(req *conv.Request, rule shapeRule, memo *memo, in inputs) result
 // (owned), prints and blocks shaped at a break, and the carry it took
 // from (held).
 type carrying struct {
-	req     *conv.Request
-	rule    shapeRule
-	in      inputs
-	rd      profile.Rendering
-	cands   []cand
+	req   *conv.Request
+	rule  shapeRule
+	in    inputs
+	rd    profile.Rendering
+	cands []cand
+	// taken counts the blocks taken as decided that are not yet in cands
+	// nor in the result's blocks: the first of from's (fill).
+	taken   int
 	parts   []partPrints
 	prints  prints
 	batched []blockKey
@@ -234,8 +238,36 @@ type carrying struct {
 	k       int
 }
 
+// fill copies the blocks taken as decided, left in from's array, in
+// front of c's candidates and of blocks (the result's), which it returns.
+// It runs once the answer is the client's, before the carry is made.
+func (c *carrying) fill(blocks []block) []block {
+	if c == nil || c.taken == 0 {
+		return blocks
+	}
+	full, n := takeSettled(candRoom(c.taken+len(c.cands)), c.req, c.from.decided(), c.k)
+	out := room[block](&blockArrays, n+len(blocks))
+	for _, x := range full {
+		b := x.block
+		if !x.Changed {
+			b.Shaped = b.Original
+		}
+		out = append(out, b)
+	}
+	out = append(out, blocks...)
+	if blocks != nil {
+		putBlocks(blocks)
+	}
+	full = append(full, c.cands...)
+	if c.cands != nil {
+		putCands(c.cands)
+	}
+	c.cands, c.taken = full, 0
+	return out
+}
+
 // carry makes the carry (nil for a nil c) and lets go of what it was made
-// of.
+// of; fill has run.
 func (c *carrying) carry() *carry {
 	if c == nil {
 		return nil
@@ -283,7 +315,18 @@ func shapeTaking(req *conv.Request, rule shapeRule, memo *memo, in inputs, take 
 			k = settledPrefix(req, in, rd, from, withPrints)
 		}
 	}
-	cands, kc := candidates(req, rule, memo, from, k)
+	// The blocks taken as decided (the first k messages') stay in the
+	// carry's array: the hold reads only the changed ones' edits, and
+	// what the request keeps (its blocks, the next carry) copies them once
+	// the answer is the client's (carrying.fill). Without a carry to make,
+	// they are copied here.
+	lazy := in.carry && k > 0
+	cands, kc := candidates(req, rule, memo, from, k, lazy)
+	var taken, changedTaken int // blocks taken as decided and left in the carry, and how many of them changed
+	if lazy {
+		taken = settledBefore(from.decided(), k)
+		changedTaken = changedAmong(from.decided(), taken)
+	}
 	defer func() {
 		if cands != nil {
 			putCands(cands) // the blocks are copies; the carry's decisions took none
@@ -322,8 +365,14 @@ func shapeTaking(req *conv.Request, rule shapeRule, memo *memo, in inputs, take 
 	var edits []conv.Edit
 	if len(cands) > 0 {
 		res.Blocks = room[block](&blockArrays, len(cands)) // the hook gives them back (putBlocks)
-		edits = editRoom(len(cands))
+	}
+	if len(cands)+changedTaken > 0 {
+		edits = editRoom(len(cands) + changedTaken)
 		defer putEdits(edits)
+	}
+	if taken > 0 {
+		edits = settledEdits(edits, req, from.decided(), changedTaken)
+		res.Shaped, res.Raw = changedTaken, taken-changedTaken
 	}
 	for _, c := range cands {
 		if c.Changed {
@@ -341,7 +390,7 @@ func shapeTaking(req *conv.Request, rule shapeRule, memo *memo, in inputs, take 
 		if from != nil {
 			from.refs.Add(1) // held until the carry is made
 		}
-		res.Later = &carrying{req: req, rule: rule, in: in, rd: rd, cands: cands, parts: parts, prints: res.Prints, batched: res.Batched, from: from, k: k}
+		res.Later = &carrying{req: req, rule: rule, in: in, rd: rd, cands: cands, taken: taken, parts: parts, prints: res.Prints, batched: res.Batched, from: from, k: k}
 		cands, parts = nil, nil
 	}
 	if len(edits) > 0 {
@@ -522,13 +571,13 @@ func carryOf(req *conv.Request, rule shapeRule, cands []cand, parts []partPrints
 // its reasoning block's shaped text and token estimate from it instead of
 // the memo; and the first k messages take their blocks whole, as it
 // decided them (settledPrefix), the first kc candidates.
-func candidates(req *conv.Request, rule shapeRule, memo *memo, from *carry, k int) (out []cand, kc int) {
+func candidates(req *conv.Request, rule shapeRule, memo *memo, from *carry, k int, lazy bool) (out []cand, kc int) {
 	floor := req.LastSigned()
 	noTools := rule.Shaping.Op == shaping.OpDrop && !profile.HasTools(req) // only dropping asks
 	// The messages that can give a block: room for them in one
 	// allocation, and none when none can.
 	n := 0
-	if s := from.decided(); k > 0 {
+	if s := from.decided(); k > 0 && !lazy {
 		n = len(s.cands) // at most: those of the first k, and more
 	}
 	for i := k; i < len(req.Messages); i++ {
@@ -539,7 +588,7 @@ func candidates(req *conv.Request, rule shapeRule, memo *memo, from *carry, k in
 	if n > 0 {
 		out = candRoom(n)
 	}
-	if k > 0 {
+	if k > 0 && !lazy {
 		out, kc = takeSettled(out, req, from.decided(), k)
 	}
 	begun := false // the memo's places, begun at its first ask: none when every block is carried

@@ -2,6 +2,7 @@ package reqshape
 
 import (
 	"reflect"
+	"sort"
 
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/profile"
@@ -36,6 +37,10 @@ type settled struct {
 	// message gives them) and with each edit's range made relative to its
 	// message's start.
 	cands []cand
+	// changed are the indices of the cands that went out changed, in
+	// order: the taker's hold reads only those (settledEdits), and copies
+	// the rest once its answer is the client's (carrying.fill).
+	changed []int32
 }
 
 // settleOf returns the decisions of cands (req's, final) for the next
@@ -63,7 +68,13 @@ func settleOf(req *conv.Request, rule shapeRule, in inputs, rd profile.Rendering
 			c.edit.End -= start
 		}
 	}
-	return &settled{prof: in.prof, rd: rd, batched: in.batched, floor: req.LastSigned(), cands: cands}
+	var changed []int32
+	for i := range cands {
+		if cands[i].Changed {
+			changed = append(changed, int32(i))
+		}
+	}
+	return &settled{prof: in.prof, rd: rd, batched: in.batched, floor: req.LastSigned(), cands: cands, changed: changed}
 }
 
 // release gives the decisions' array back.
@@ -108,14 +119,36 @@ func sameSet(a, b map[blockKey]bool) bool {
 	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
+// settledBefore returns how many of s's blocks are of the first k
+// messages (a search: the hold reads few of them).
+func settledBefore(s *settled, k int) int {
+	return sort.Search(len(s.cands), func(i int) bool { return s.cands[i].Message >= k })
+}
+
+// changedAmong returns how many of s's first n blocks went out changed.
+func changedAmong(s *settled, n int) int {
+	return sort.Search(len(s.changed), func(i int) bool { return int(s.changed[i]) >= n })
+}
+
+// settledEdits appends to edits those of the first c changed blocks of
+// s, with req's edit ranges: all the request's hold needs of the blocks
+// it takes as decided.
+func settledEdits(edits []conv.Edit, req *conv.Request, s *settled, c int) []conv.Edit {
+	for _, i := range s.changed[:c] {
+		e := s.cands[i].edit
+		start := req.Messages[s.cands[i].Message].Start
+		e.Start += start
+		e.End += start
+		edits = append(edits, e)
+	}
+	return edits
+}
+
 // takeSettled appends to out the blocks of req's first k messages as s
 // decided them, with req's strings and edit ranges, and returns it with
 // how many it took.
 func takeSettled(out []cand, req *conv.Request, s *settled, k int) ([]cand, int) {
-	n := 0
-	for n < len(s.cands) && s.cands[n].Message < k {
-		n++
-	}
+	n := settledBefore(s, k)
 	for _, c := range s.cands[:n] {
 		m := &req.Messages[c.Message]
 		c.Original, c.Field = m.Reasoning, m.ReasoningField
