@@ -365,6 +365,7 @@ func messageRoom(n int) []Message {
 // kept it reads garbage.
 func (r *Request) Recycle() {
 	if r.derived {
+		r.pieces, r.from = nil, nil // the body it was edited from goes back with the call
 		r.recycle()
 	}
 }

@@ -570,7 +570,8 @@ func carryOf(req *conv.Request, rule shapeRule, cands []cand, parts []partPrints
 // under the same rule: a message found there with the same bytes takes
 // its reasoning block's shaped text and token estimate from it instead of
 // the memo; and the first k messages take their blocks whole, as it
-// decided them (settledPrefix), the first kc candidates.
+// decided them (settledPrefix), the first kc candidates — or, when lazy,
+// none: they stay in from's array until carrying.fill copies them.
 func candidates(req *conv.Request, rule shapeRule, memo *memo, from *carry, k int, lazy bool) (out []cand, kc int) {
 	floor := req.LastSigned()
 	noTools := rule.Shaping.Op == shaping.OpDrop && !profile.HasTools(req) // only dropping asks
