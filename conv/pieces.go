@@ -9,21 +9,21 @@ const minPieces = 64 << 10
 // Pieces returns the body of a view Apply made as pieces whose bytes,
 // one after the other, are Body's: the stretches the edits left alone
 // as slices of from, the body the view was edited from, and each edit's
-// replacement as a slice of Body. ok is false when from is not that
+// replacement as a slice of Body. It returns nil when from is not that
 // body (the same slice), the view is not one Apply made, or the body is
-// shorter than minPieces.
+// shorter than minPieces. The list is the view's: read it, never change
+// it (net.Buffers consumes the list it writes: write a copy).
 //
 // A proxy that still holds from writes the pieces (one writev) instead
 // of Body: from is the body it has just read, still in the processor's
 // cache, where most of Body, written over a body kept from an earlier
 // request (editedBodies), has not been touched since then, and a copy
-// from it costs the kernel more (README, Session BE). The slice returned
-// is the caller's to change; its pieces are not.
-func (r *Request) Pieces(from []byte, dst [][]byte) ([][]byte, bool) {
+// from it costs the kernel more (README, Session BE).
+func (r *Request) Pieces(from []byte) [][]byte {
 	if r.pieces == nil || len(from) != len(r.from) || len(from) == 0 || unsafe.SliceData(from) != unsafe.SliceData(r.from) {
-		return dst, false
+		return nil
 	}
-	return append(dst, r.pieces...), true
+	return r.pieces
 }
 
 // piecesOf returns body, the sorted edits applied to from, as Pieces

@@ -121,8 +121,8 @@ type heldBody struct {
 	r    *bytes.Reader // nil once closed
 	hold Hold
 	// pieces are the body's bytes as pieces of the call's bodies
-	// (conv.Request.Pieces; nil: none), written in one writev when
-	// nothing was read yet.
+	// (conv.Request.Pieces, the view's list: never changed; nil: none),
+	// written in one writev.
 	pieces [][]byte
 }
 
@@ -138,7 +138,7 @@ func newHeldBody(call *Call, body []byte) *heldBody {
 func newPiecedBody(call *Call, body []byte) *heldBody {
 	h := newHeldBody(call, body)
 	if v := call.View; v != nil && sameBuffer(v.Body, body) {
-		h.pieces, _ = v.Pieces(call.ClientBody, nil)
+		h.pieces = v.Pieces(call.ClientBody)
 	}
 	return h
 }

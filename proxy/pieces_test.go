@@ -58,7 +58,9 @@ func TestPiecedBodies(t *testing.T) {
 			return nil, err
 		}
 		call.SetView(v)
+		mu.Lock()
 		want = append(want, bytes.Clone(v.Body))
+		mu.Unlock()
 		return v.Body, nil
 	})
 	_, srv := newTestProxy(t, up.URL, func(o *Options) { o.Transforms = []RequestTransform{edit} })
@@ -74,19 +76,19 @@ func TestPiecedBodies(t *testing.T) {
 			t.Fatalf("request %d: status %d", i, resp.StatusCode)
 		}
 		mu.Lock()
-		last := got[len(got)-1]
+		last, edited, ran := got[len(got)-1], want[len(want)-1], len(want)
 		mu.Unlock()
-		if len(want) != i+1 {
-			t.Fatalf("request %d: the transform ran %d times", i, len(want))
+		if ran != i+1 {
+			t.Fatalf("request %d: the transform ran %d times", i, ran)
 		}
-		if !bytes.Equal(last, want[i]) {
+		if !bytes.Equal(last, edited) {
 			n := 0
-			for n < len(last) && n < len(want[i]) && last[n] == want[i][n] {
+			for n < len(last) && n < len(edited) && last[n] == edited[n] {
 				n++
 			}
-			t.Fatalf("request %d: the upstream got %d bytes, differing from the edited body's %d at byte %d", i, len(last), len(want[i]), n)
+			t.Fatalf("request %d: the upstream got %d bytes, differing from the edited body's %d at byte %d", i, len(last), len(edited), n)
 		}
-		if len(want[i]) >= 64<<10 && !bytes.Equal(want[i], body) {
+		if len(edited) >= 64<<10 && !bytes.Equal(edited, body) {
 			large++
 		}
 	}
