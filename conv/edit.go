@@ -2,6 +2,8 @@ package conv
 
 import (
 	"bytes"
+	"sort"
+	"sync"
 	"testing"
 	"unicode/utf8"
 
@@ -35,29 +37,78 @@ import (
 // else's (editedBodies): the bytes the two agree on are not copied again.
 // So no one may write into a body Apply returned.
 func (r *Request) Apply(edits []Edit) (*Request, error) {
+	return r.ApplyLater(edits).View()
+}
+
+// Applied is the result of ApplyLater: the edited body, and its view once
+// View is asked for it.
+type Applied struct {
+	// Body is r.Body with the edits applied, as Apply's view's Body.
+	Body []byte
+
+	r      *Request
+	edits  []Edit // sorted, a copy: the caller's may be reused
+	head   derivedHead
+	pieces [][]byte // Body as pieces of r.Body (Pieces)
+
+	once sync.Once
+	view *Request
+	err  error
+}
+
+// ApplyLater is Apply in two steps: the edited body now, written over an
+// earlier one where Apply would, and its view (Apply's) when View is first
+// called, from any goroutine. The body's place among the bodies the next
+// requests are written over is taken with the view (editedBodies.keep):
+// call View before the body goes back. A proxy that has the body to send
+// at once and the view to read only once the request is on its way
+// (its observers, its capture) makes the view beside the trip upstream
+// instead of in the request's hold.
+func (r *Request) ApplyLater(edits []Edit) *Applied {
 	sortEdits(edits)
-	body, ok := []byte(nil), false
-	var head derivedHead
+	a := &Applied{r: r, edits: append([]Edit(nil), edits...)}
+	ok := false
 	if r.edited != nil {
-		body, head, ok = r.edited.writeOver(r, edits)
+		a.Body, a.head, ok = r.edited.writeOver(r, edits)
 	}
 	if !ok {
-		body = ApplyEdits(r.Body, edits)
+		a.Body = ApplyEdits(r.Body, edits)
 	}
-	v, ok := r.derive(body, edits, head)
-	if !ok {
-		var err error
-		if v, err = ParseRequest(body); err != nil {
-			return nil, err
+	a.pieces = piecesOf(r.Body, a.Body, edits)
+	return a
+}
+
+// View returns the view of a.Body, made on the first call: derived from
+// the view the edits were applied to, else parsed; an error when the
+// edited body does not parse.
+func (a *Applied) View() (*Request, error) {
+	a.once.Do(func() {
+		r, body, edits := a.r, a.Body, a.edits
+		v, ok := r.derive(body, edits, a.head)
+		if !ok {
+			if v, a.err = ParseRequest(body); a.err != nil {
+				return
+			}
 		}
+		if r.edited != nil {
+			r.edited.keep(r, body, edits, v)
+		}
+		if v.pieces = a.pieces; v.pieces != nil {
+			v.from = r.Body
+		}
+		a.view, a.edits, a.head = v, nil, derivedHead{}
+	})
+	return a.view, a.err
+}
+
+// Pieces is Request.Pieces of the view to be: a.Body as pieces of from
+// when from is the body the edits were applied to (nil otherwise), without
+// making the view.
+func (a *Applied) Pieces(from []byte) [][]byte {
+	if a.pieces == nil || !sameSlice(from, a.r.Body) {
+		return nil
 	}
-	if r.edited != nil {
-		r.edited.keep(r, body, edits, v)
-	}
-	if v.pieces = piecesOf(r.Body, body, edits); v.pieces != nil {
-		v.from = r.Body
-	}
-	return v, nil
+	return a.pieces
 }
 
 // editPlan says what each edit of Apply does to the view.
@@ -210,9 +261,10 @@ func (r *Request) plan(edits []Edit) (editPlan, bool) {
 	clear(p.msg) // reasoning is read only where msg is set
 	mi := 0
 	for k, e := range edits {
-		for mi < len(r.Messages) && r.Messages[mi].End <= e.Start {
-			mi++
-		}
+		// The first message that ends after the edit's start, found by
+		// halving rather than by a walk that reads every message before
+		// it: a line of memory each, cold when a request comes.
+		mi += sort.Search(len(r.Messages)-mi, func(j int) bool { return r.Messages[mi+j].End > e.Start })
 		if mi < len(r.Messages) && r.Messages[mi].Start < e.Start && e.End < r.Messages[mi].End {
 			m := &r.Messages[mi]
 			switch {

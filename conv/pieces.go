@@ -20,10 +20,16 @@ const minPieces = 64 << 10
 // request (editedBodies), has not been touched since then, and a copy
 // from it costs the kernel more (README, Session BE).
 func (r *Request) Pieces(from []byte) [][]byte {
-	if r.pieces == nil || len(from) != len(r.from) || len(from) == 0 || unsafe.SliceData(from) != unsafe.SliceData(r.from) {
+	if r.pieces == nil || !sameSlice(from, r.from) {
 		return nil
 	}
 	return r.pieces
+}
+
+// sameSlice reports whether a and b are the same non-empty slice (the same
+// first byte and length).
+func sameSlice(a, b []byte) bool {
+	return len(a) == len(b) && len(a) > 0 && unsafe.SliceData(a) == unsafe.SliceData(b)
 }
 
 // piecesOf returns body, the sorted edits applied to from, as Pieces

@@ -85,6 +85,7 @@ func (h Hold) Release() {
 // step): they go back now, or with the last Hold, and the view the
 // transforms left with them.
 func (c *Call) releaseBodies() {
+	c.settleView() // made beside the trip, unless the call ended before it
 	if c.View != c.clientView {
 		c.bodies.view = c.View
 	}
@@ -131,13 +132,16 @@ func newHeldBody(call *Call, body []byte) *heldBody {
 }
 
 // newPiecedBody is newHeldBody with the body's pieces: when the view the
-// transforms left is of body (one Apply made from the client's body, which
+// transforms left (or left to make: SetViewLater) is of body (one Apply made from the client's body, which
 // the call holds), the upload reads the stretches the edits left alone
 // from the body just read from the client instead of from the edited copy
 // (conv.Request.Pieces).
 func newPiecedBody(call *Call, body []byte) *heldBody {
 	h := newHeldBody(call, body)
-	if v := call.View; v != nil && sameBuffer(v.Body, body) {
+	switch a, v := call.later, call.View; {
+	case a != nil && sameBuffer(a.Body, body):
+		h.pieces = a.Pieces(call.ClientBody)
+	case v != nil && sameBuffer(v.Body, body):
 		h.pieces = v.Pieces(call.ClientBody)
 	}
 	return h

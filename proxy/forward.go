@@ -103,16 +103,38 @@ const reparseBytes = 32 << 20
 // instead of parsing the body again. A view of another body is ignored.
 func (c *Call) SetView(v *conv.Request) { c.nextView = v }
 
+// SetViewLater is SetView for a transform that returns a.Body: the proxy
+// makes the view (a.View) only when something reads it. A later transform
+// or a finisher gets it at once; otherwise it is made beside the trip
+// upstream, once the request is on its way and before the observers are
+// told of it, and until then View is the view before the transform. The
+// request goes out as a.Pieces describe it.
+func (c *Call) SetViewLater(a *conv.Applied) { c.nextLater = a }
+
+// settleView makes the view of the request sent when the last transform
+// left it to make (SetViewLater), and makes it View; one that does not
+// parse leaves View as it was.
+func (c *Call) settleView() {
+	a := c.later
+	if a == nil {
+		return
+	}
+	c.later = nil
+	if v, err := a.View(); err == nil {
+		c.View = v
+	}
+}
+
 // transform runs the request transforms in order. A transform that fails
 // or panics is skipped; the body it was given goes on.
 func (p *Proxy) transform(ctx context.Context, call *Call, body []byte) []byte {
 	if !call.Chat {
 		return body
 	}
-	call.View, call.changedBy = call.clientView, nil
-	defer func() { call.nextView = nil }()
+	call.View, call.changedBy, call.later = call.clientView, nil, nil
+	defer func() { call.nextView, call.nextLater = nil, nil }()
 	for i, t := range p.opts.Transforms {
-		call.nextView = nil
+		call.nextView, call.nextLater = nil, nil
 		beside := len(call.beside)
 		after := len(call.after)
 		out, err := safeTransform(ctx, t, call, body)
@@ -129,6 +151,7 @@ func (p *Proxy) transform(ctx context.Context, call *Call, body []byte) []byte {
 		if !bytes.Equal(out, body) {
 			body = out
 			call.changedBy = append(call.changedBy, t)
+			call.later = nil // the view of an earlier output: none will be asked for
 			call.View = p.viewOf(call, body, i)
 		}
 	}
@@ -136,14 +159,27 @@ func (p *Proxy) transform(ctx context.Context, call *Call, body []byte) []byte {
 }
 
 // viewOf returns the view of body, the output of transform i: the one the
-// transform gave (SetView), else a parse when a later transform or a
-// finisher needs it (a long history costs milliseconds to parse), else the
-// view as it was. A body that does not parse keeps the view as it was.
+// transform gave (SetView, or SetViewLater's, made now when a later
+// transform or a finisher reads it, else left to settleView), else a parse
+// when a later transform or a finisher needs it (a long history costs
+// milliseconds to parse), else the view as it was. A body that does not
+// parse keeps the view as it was.
 func (p *Proxy) viewOf(call *Call, body []byte, i int) *conv.Request {
 	if v := call.nextView; v != nil && len(v.Body) == len(body) && (len(body) == 0 || &v.Body[0] == &body[0]) {
 		return v
 	}
-	if i < len(p.opts.Transforms)-1 || len(p.opts.Finishers) > 0 {
+	now := i < len(p.opts.Transforms)-1 || len(p.opts.Finishers) > 0 // someone reads it before the trip
+	if a := call.nextLater; a != nil && sameBuffer(a.Body, body) {
+		if !now {
+			call.later = a
+			return call.View
+		}
+		if v, err := a.View(); err == nil {
+			return v
+		}
+		return call.View
+	}
+	if now {
 		if v, err := conv.ParseRequest(body); err == nil {
 			return v
 		}

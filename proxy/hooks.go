@@ -76,6 +76,8 @@ type Call struct {
 	p          *Proxy
 	clientView *conv.Request
 	nextView   *conv.Request // the view a transform gave of its output (SetView)
+	nextLater  *conv.Applied // or the edits it applied, their view to make (SetViewLater)
+	later      *conv.Applied // the edits the last transform applied, whose view View waits for (settleView)
 	bodies     bodies        // the large bodies given back when the call ends (Hold)
 	changedBy  []RequestTransform
 	beside     work // Beside's, for the attempt about to go upstream

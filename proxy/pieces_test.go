@@ -15,13 +15,21 @@ import (
 	"github.com/shaperproxy/shaperproxy/conv"
 )
 
-// TestPiecedBodies: a large body a transform edited (conv.Request.Apply)
-// goes upstream as its pieces, the client's body and the replacements
-// (one writev), and the upstream gets exactly the edited body: random
-// edits of the messages' contents, longer, shorter, emptied and at the
-// ends of their strings, over a growing conversation, some bodies under
-// the size that has pieces.
+// TestPiecedBodies: a large body a transform edited (conv.Request.Apply,
+// or ApplyLater with its view left to the proxy: SetViewLater) goes
+// upstream as its pieces, the client's body and the replacements (one
+// writev), and the upstream gets exactly the edited body: random edits of
+// the messages' contents, longer, shorter, emptied and at the ends of
+// their strings, over a growing conversation, some bodies under the size
+// that has pieces. A view left to make is the observers' View: that of
+// the body sent.
 func TestPiecedBodies(t *testing.T) {
+	for _, later := range []bool{false, true} {
+		t.Run(map[bool]string{false: "view", true: "view-later"}[later], func(t *testing.T) { testPiecedBodies(t, later) })
+	}
+}
+
+func testPiecedBodies(t *testing.T, later bool) {
 	var mu sync.Mutex
 	var got [][]byte
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -53,17 +61,37 @@ func TestPiecedBodies(t *testing.T) {
 			}
 			edits = append(edits, conv.Edit{Start: s, End: e, Repl: []byte(strings.Repeat("~", rng.IntN(3)*rng.IntN(200)))})
 		}
-		v, err := call.View.Apply(edits)
-		if err != nil {
-			return nil, err
+		var out []byte
+		if later {
+			a := call.View.ApplyLater(edits)
+			call.SetViewLater(a)
+			out = a.Body
+		} else {
+			v, err := call.View.Apply(edits)
+			if err != nil {
+				return nil, err
+			}
+			call.SetView(v)
+			out = v.Body
 		}
-		call.SetView(v)
 		mu.Lock()
-		want = append(want, bytes.Clone(v.Body))
+		want = append(want, bytes.Clone(out))
 		mu.Unlock()
-		return v.Body, nil
+		return out, nil
 	})
-	_, srv := newTestProxy(t, up.URL, func(o *Options) { o.Transforms = []RequestTransform{edit} })
+	var seen []string // what the observers found wrong with View
+	watch := observerFunc(func(call *Call, up *Upstream) ResponseSink {
+		if msg := viewOfBody(call.View, up.Body); msg != "" {
+			mu.Lock()
+			seen = append(seen, msg)
+			mu.Unlock()
+		}
+		return nil
+	})
+	_, srv := newTestProxy(t, up.URL, func(o *Options) {
+		o.Transforms = []RequestTransform{edit}
+		o.Observers = []Observer{watch}
+	})
 	before := piecedBodies.Load()
 	msgs := []string{`{"role":"system","content":"be brief"}`}
 	large := 0
@@ -95,7 +123,95 @@ func TestPiecedBodies(t *testing.T) {
 	if large < 20 {
 		t.Fatalf("%d large edited bodies: the test checked little", large)
 	}
+	if len(seen) > 0 {
+		t.Fatalf("%d requests' observers read another view than the body sent's; the first: %s", len(seen), seen[0])
+	}
 	if n := piecedBodies.Load() - before; n != int64(large) {
 		t.Fatalf("%d bodies written from their pieces, want the %d large edited ones", n, large)
+	}
+}
+
+// viewOfBody says how v is not the view of body ("" when it is: body's
+// very bytes, and the messages ParseRequest reads in them).
+func viewOfBody(v *conv.Request, body []byte) string {
+	if v == nil || !sameBuffer(v.Body, body) {
+		return "a view of another body"
+	}
+	want, err := conv.ParseRequest(body)
+	if err != nil {
+		return err.Error()
+	}
+	if len(want.Messages) != len(v.Messages) {
+		return fmt.Sprintf("%d messages, want %d", len(v.Messages), len(want.Messages))
+	}
+	for i := range want.Messages {
+		a, b := &v.Messages[i], &want.Messages[i]
+		if a.Start != b.Start || a.End != b.End || a.Content != b.Content || a.Reasoning != b.Reasoning || a.Role != b.Role {
+			return fmt.Sprintf("message %d differs", i)
+		}
+	}
+	return ""
+}
+
+// TestViewLaterRead: the view a transform left to make (SetViewLater) is
+// made at once for the transform after it, which reads it as View; when
+// that one changes the body again with a view of its own, the observers
+// read that one.
+func TestViewLaterRead(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`)
+	}))
+	defer up.Close()
+	// first replaces the user's content with "first" and leaves its view
+	// to make; the second reads View and, when asked, appends "second".
+	first := RequestTransformFunc(func(_ context.Context, call *Call, body []byte) ([]byte, error) {
+		m := call.View.Messages[0]
+		a := call.View.ApplyLater([]conv.Edit{{Start: m.ContentStart, End: m.ContentEnd, Repl: []byte(`"first"`)}})
+		call.SetViewLater(a)
+		return a.Body, nil
+	})
+	for _, change := range []bool{false, true} {
+		var mu sync.Mutex
+		var read, observed []string
+		second := RequestTransformFunc(func(_ context.Context, call *Call, body []byte) ([]byte, error) {
+			mu.Lock()
+			read = append(read, call.View.Messages[0].Content+"|"+viewOfBody(call.View, body))
+			mu.Unlock()
+			if !change {
+				return body, nil
+			}
+			m := call.View.Messages[0]
+			v, err := call.View.Apply([]conv.Edit{{Start: m.ContentEnd - 1, End: m.ContentEnd - 1, Repl: []byte(" second")}})
+			if err != nil {
+				return nil, err
+			}
+			call.SetView(v)
+			return v.Body, nil
+		})
+		watch := observerFunc(func(call *Call, up *Upstream) ResponseSink {
+			mu.Lock()
+			observed = append(observed, call.View.Messages[0].Content)
+			mu.Unlock()
+			return nil
+		})
+		_, srv := newTestProxy(t, up.URL, func(o *Options) {
+			o.Transforms = []RequestTransform{first, second}
+			o.Observers = []Observer{watch}
+		})
+		body := []byte(`{"model":"m","messages":[{"role":"user","content":"hello"}]}`)
+		if resp, _ := do(t, http.DefaultClient, http.MethodPost, srv.URL+"/v1/chat/completions", body, nil); resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		mu.Lock()
+		if len(read) != 1 || read[0] != "first|" {
+			t.Errorf("change %v: the second transform read %q, want the first's output's view", change, read)
+		}
+		want := map[bool]string{false: "first", true: "first second"}[change]
+		if len(observed) != 1 || observed[0] != want {
+			t.Errorf("change %v: the observer read %q, want %q", change, observed, want)
+		}
+		mu.Unlock()
 	}
 }

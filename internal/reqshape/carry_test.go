@@ -182,7 +182,7 @@ func shapeBothWays(t *testing.T, seq [][]byte, rules []shapeRule, p *profile.Pro
 			if r == with {
 				settled += res.Settled
 			}
-			res.Blocks, res.View, res.Carry, res.Settled = nil, nil, nil, 0
+			res.Blocks, res.View, res.Applied, res.Carry, res.Settled = nil, nil, nil, nil, 0
 			got[k] = res
 		}
 		if !bytes.Equal(got[0].Body, got[1].Body) {

@@ -137,8 +137,8 @@ func (s *Shaper) TransformRequest(_ context.Context, call *proxy.Call, body []by
 	}
 	res, b := s.shapeRequest(r)
 	call.Reasoning = proxy.ReasoningCount{Shaped: res.Shaped, Raw: res.Raw}
-	if res.View != nil && res.View != r.view {
-		call.SetView(res.View)
+	if res.Applied != nil {
+		call.SetViewLater(res.Applied) // made beside the trip, off the request's hold
 	}
 	if b != nil {
 		// The blocks are counted, their originals queued and the carry

@@ -127,8 +127,13 @@ type result struct {
 	Body []byte
 	// View is the view of Body (the request's own when nothing changed),
 	// derived from it without parsing the body again; nil when the edited
-	// body does not parse (never, for edits shaping makes).
+	// body does not parse (never, for edits shaping makes), and left to
+	// Applied by shapeLater.
 	View *conv.Request
+	// Applied is the edits applied, whose view (Applied.View) shapeLater
+	// leaves to make (nil: no edit): the Shaper's proxy makes it beside
+	// the trip upstream (proxy.Call.SetViewLater).
+	Applied *conv.Applied
 	// Blocks lists every non-empty reasoning block of assistant messages,
 	// changed or not, in message order.
 	Blocks []block
@@ -200,6 +205,9 @@ func applyMemo(req *conv.Request, rule shapeRule, memo *memo) result {
 // shape decides every block of req and edits the body.
 func shape(req *conv.Request, rule shapeRule, memo *memo, in inputs) result {
 	res := shapeLater(req, rule, memo, in)
+	if res.Applied != nil {
+		res.View, _ = res.Applied.View() // nil when the body does not parse, as Apply's
+	}
 	res.Blocks = res.Later.fill(res.Blocks)
 	res.Carry, res.Later = res.Later.carry(), nil
 	return res
@@ -394,14 +402,11 @@ func shapeTaking(req *conv.Request, rule shapeRule, memo *memo, in inputs, take 
 		cands, parts = nil, nil
 	}
 	if len(edits) > 0 {
-		// The view of the shaped body comes from the edits: the proxy
-		// hands it to the finishers instead of parsing the body again.
-		v, err := req.Apply(edits)
-		if err != nil {
-			res.Body, res.View = conv.ApplyEdits(req.Body, edits), nil
-		} else {
-			res.Body, res.View = v.Body, v
-		}
+		// The view of the shaped body comes from the edits, when it is
+		// read: the proxy hands it to the observers and the finishers
+		// instead of parsing the body again.
+		res.Applied = req.ApplyLater(edits)
+		res.Body, res.View = res.Applied.Body, nil
 	}
 	return res, true
 }
