@@ -77,7 +77,9 @@ type Call struct {
 	clientView *conv.Request
 	nextView   *conv.Request // the view a transform gave of its output (SetView)
 	nextLater  *conv.Applied // or the edits it applied, their view to make (SetViewLater)
-	later      *conv.Applied // the edits the last transform applied, whose view View waits for (settleView)
+	later      *conv.Applied // the edits the last transform applied, whose view View waits for (settle)
+	// settleParse is what the parse left for after the hold (settle).
+	settleParse func()
 	bodies     bodies        // the large bodies given back when the call ends (Hold)
 	changedBy  []RequestTransform
 	beside     work // Beside's, for the attempt about to go upstream
