@@ -132,10 +132,10 @@ func newHeldBody(call *Call, body []byte) *heldBody {
 }
 
 // newPiecedBody is newHeldBody with the body's pieces: when the view the
-// transforms left (or left to make: SetViewLater) is of body (one Apply made from the client's body, which
-// the call holds), the upload reads the stretches the edits left alone
-// from the body just read from the client instead of from the edited copy
-// (conv.Request.Pieces).
+// transforms left, or left to make (SetViewLater), is of body (one Apply
+// made from the client's body, which the call holds), the upload reads the
+// stretches the edits left alone from the body just read from the client
+// instead of from the edited copy (conv.Request.Pieces).
 func newPiecedBody(call *Call, body []byte) *heldBody {
 	h := newHeldBody(call, body)
 	switch a, v := call.later, call.View; {
