@@ -37,7 +37,7 @@ import (
 // else's (editedBodies): the bytes the two agree on are not copied again.
 // So no one may write into a body Apply returned.
 func (r *Request) Apply(edits []Edit) (*Request, error) {
-	return r.ApplyLater(edits).View()
+	return r.apply(edits).View() // at once: the caller's edits are read before it returns
 }
 
 // Applied is the result of ApplyLater: the edited body, and its view once
@@ -47,7 +47,7 @@ type Applied struct {
 	Body []byte
 
 	r      *Request
-	edits  []Edit // sorted, a copy: the caller's may be reused
+	edits  []Edit // sorted (ApplyLater's: a copy)
 	head   derivedHead
 	pieces [][]byte // Body as pieces of r.Body (Pieces)
 
@@ -65,8 +65,16 @@ type Applied struct {
 // (its observers, its capture) makes the view beside the trip upstream
 // instead of in the request's hold.
 func (r *Request) ApplyLater(edits []Edit) *Applied {
+	a := r.apply(edits)
+	a.edits = append([]Edit(nil), a.edits...) // View may come after the caller reused its edits
+	return a
+}
+
+// apply is ApplyLater reading the caller's edits, sorted in place, when
+// View comes.
+func (r *Request) apply(edits []Edit) *Applied {
 	sortEdits(edits)
-	a := &Applied{r: r, edits: append([]Edit(nil), edits...)}
+	a := &Applied{r: r, edits: edits}
 	ok := false
 	if r.edited != nil {
 		a.Body, a.head, ok = r.edited.writeOver(r, edits)

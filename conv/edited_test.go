@@ -1113,3 +1113,31 @@ func (l *lineages) check(t *testing.T, v *Request) {
 	}
 	l.bodies[body] = bytes.Clone(v.Body)
 }
+
+// TestApplyLaterOwnsEdits: the view ApplyLater leaves to make is the one
+// Apply makes at once, even when the caller's edits were overwritten in
+// between (the shaper gives its array back to a pool before the proxy
+// asks for the view).
+func TestApplyLaterOwnsEdits(t *testing.T) {
+	seed := fixtures.SeedHistory()
+	edits := editsOf(t, seed, shapedTag)
+	want, err := parseCopy(t, seed).Apply(cloneEdits(edits))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := cloneEdits(edits)
+	a := parseCopy(t, seed).ApplyLater(mine)
+	other := cloneEdits(mine)
+	for i := range mine { // the caller's array, reused for another request's edits
+		j := (i + 1) % len(other)
+		mine[i].Repl, mine[i].text, mine[i].known = other[j].Repl, other[j].text, other[j].known
+	}
+	got, err := a.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.Body, want.Body) {
+		t.Fatal("the edited bodies differ")
+	}
+	sameView(t, got, want)
+}

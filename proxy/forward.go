@@ -107,8 +107,9 @@ func (c *Call) SetView(v *conv.Request) { c.nextView = v }
 // makes the view (a.View) only when something reads it. A later transform
 // or a finisher gets it at once; otherwise it is made beside the trip
 // upstream, once the request is on its way and before the observers are
-// told of it, and until then View is the view before the transform. The
-// request goes out as a.Pieces describe it.
+// told of it, and until then View is the view before the transform. A
+// large request goes out on the proxy's own transport as a.Pieces
+// describe it, as with SetView.
 func (c *Call) SetViewLater(a *conv.Applied) { c.nextLater = a }
 
 // settleView makes the view of the request sent when the last transform
@@ -151,7 +152,6 @@ func (p *Proxy) transform(ctx context.Context, call *Call, body []byte) []byte {
 		if !bytes.Equal(out, body) {
 			body = out
 			call.changedBy = append(call.changedBy, t)
-			call.later = nil // the view of an earlier output: none will be asked for
 			call.View = p.viewOf(call, body, i)
 		}
 	}
