@@ -382,16 +382,20 @@ func agreed(old []byte, oldEdits []keptEdit, body []byte, lim int, edits []Edit)
 	}
 }
 
-// link records r's chain, as soon as it is parsed: the requests read
-// against r while it is being edited and sent (a conversation's requests
-// sent at once) find their chain through it. Only for a body a buffer of
-// its own could be edited from.
+// link records r's chain once its parse settles (ParseKeyedLater: beside
+// its request's trip upstream): the requests read against r while it is
+// being sent (a conversation's requests sent at once) find their chain
+// through it. An Apply of r that came first (keep) made the link already.
+// Only for a body a buffer of its own could be edited from.
 func (t *editedBodies) link(r *Request) {
 	if len(r.Body) < bigbuf.MinSize || r.id == 0 {
 		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.byID[r.id] != nil {
+		return // linked by an Apply that came first (keep): a link made later must not forget its body
+	}
 	k := &keptBody{id: r.id}
 	k.chain = t.chainOf(k.links[:0], r)
 	t.add(k)

@@ -132,27 +132,62 @@ func (p *Reparser) Parse(body []byte) (*Request, error) { return p.ParseKeyed(bo
 // keys share with the earlier request's from the start are not compared
 // again (only those after are). Keys of another body make a wrong view.
 func (p *Reparser) ParseKeyed(body []byte, keys BodyKeys) (*Request, error) {
-	k := maphash.Bytes(p.seed, body[:min(len(body), reparseKeyBytes)])
-	var buf [maxPerBeginning]*Request
+	r, settle, err := p.ParseKeyedLater(body, keys)
+	settle()
+	return r, err
+}
+
+// ParseKeyedLater is ParseKeyed leaving to settle what only later
+// requests read: the view kept for them to be read against, its place
+// among the bases of the edited bodies (editedBodies.link), its message
+// array's return with the body. The caller calls settle exactly once,
+// before it lets go of body (a proxy, beside the request's trip upstream,
+// off its hold); until then the next requests are read against the views
+// before this one, and the earlier bodies this parse read stay held.
+func (p *Reparser) ParseKeyedLater(body []byte, keys BodyKeys) (r *Request, settle func(), err error) {
+	s := &parseSettle{p: p, body: body}
+	s.k = maphash.Bytes(p.seed, body[:min(len(body), reparseKeyBytes)])
 	p.mu.Lock()
-	cands := append(buf[:0], p.recent[k]...) // a copy: keep changes the lists in place
+	cands := append(s.cands[:0], p.recent[s.k]...) // a copy: keep changes the lists in place
 	for _, c := range cands {
-		bigbuf.Retain(c.Body) // read below, after another parse may have let it go
+		bigbuf.Retain(c.Body) // read below and by settle, after another parse may have let it go
 	}
 	p.mu.Unlock()
-	defer func() {
-		for _, c := range cands {
-			bigbuf.Release(c.Body)
-		}
-	}()
-	prev := closest(cands, body)
-	r, err := parseKeyed(body, keys.keys, prev)
+	s.n = len(cands)
+	s.prev = closest(cands, body)
+	r, err = parseKeyed(body, keys.keys, s.prev)
 	p.count(r)
 	if err == nil {
 		r.edited, r.id = p.edited, viewIDs.Add(1)
-		p.edited.link(r)
+		r.heldBytes() // computed before the view is shared
+		s.r = r
 	}
-	if err == nil && cap(r.Messages) >= minRecycled {
+	return r, s.run, err
+}
+
+// parseSettle is what ParseKeyedLater leaves to do (run).
+type parseSettle struct {
+	p     *Reparser
+	k     uint64
+	cands [maxPerBeginning]*Request // retained by the parse
+	n     int
+	prev  *Request // the view r was read against (nil: none)
+	r     *Request // nil: the parse failed
+	body  []byte
+}
+
+func (s *parseSettle) run() {
+	p, r, prev := s.p, s.r, s.prev
+	defer func() {
+		for _, c := range s.cands[:s.n] {
+			bigbuf.Release(c.Body)
+		}
+	}()
+	if r == nil {
+		return
+	}
+	p.edited.link(r)
+	if cap(r.Messages) >= minRecycled {
 		// The view lives as long as the body it aliases: its array goes
 		// back with the body's last release (the call's, the capture's,
 		// this cache's), for the next view. Reached through a weak
@@ -160,22 +195,21 @@ func (p *Reparser) ParseKeyed(body []byte, keys BodyKeys) (*Request, error) {
 		// view's strings alias it) from the collector, which gives back
 		// a body whose holder never released it.
 		wv := weak.Make(r)
-		bigbuf.OnRelease(body, func() {
+		bigbuf.OnRelease(s.body, func() {
 			if v := wv.Value(); v != nil {
 				v.recycle()
 			}
 		})
 	}
-	if err != nil || r.heldBytes() > p.maxBytes/4 {
-		return r, err
+	if r.heldBytes() > p.maxBytes/4 {
+		return
 	}
 	if !follows(r, prev) {
 		prev = nil // another conversation with the same beginning: r is kept beside it
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.keep(k, prev, r)
-	return r, nil
+	p.keep(s.k, prev, r)
 }
 
 // follows reports whether r carries all of prev's messages (its last one

@@ -1034,3 +1034,54 @@ func TestRepeats(t *testing.T) {
 		t.Fatalf("Apply's view: id %d, err %v", e.ID(), err)
 	}
 }
+
+// TestParseKeyedLater: until its parse settles, a view is not one the
+// next requests are read against (they take the messages of the view
+// before it), and the earlier body it was read against stays held; once
+// settled, the next request takes its messages, and its body goes on to
+// be the one kept.
+func TestParseKeyedLater(t *testing.T) {
+	seed := parseCopy(t, fixtures.SeedHistory())
+	rp := NewReparser(32 << 20)
+	parse := func(n int) (*Request, []byte, func()) {
+		b := truncated(t, seed, n)
+		body := bigbuf.Make(len(b))
+		copy(body, b)
+		var keys BodyKeys
+		keys.Add(body, len(body))
+		v, settle, err := rp.ParseKeyedLater(body, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := ParseRequest(b)
+		sameView(t, v, want)
+		return v, body, settle
+	}
+	a, aBody, settleA := parse(100)
+	settleA()
+	bigbuf.Release(aBody) // its call ended: the Reparser holds it
+	b, bBody, settleB := parse(110)
+	if b.reused != len(a.Messages) {
+		t.Fatalf("the second request took %d messages, want the first's %d", b.reused, len(a.Messages))
+	}
+	released := bigbuf.Released()
+	c, cBody, settleC := parse(120) // b not settled: read against a
+	if c.reused != len(a.Messages) {
+		t.Fatalf("a request read before the second settled took %d messages, want the first's %d", c.reused, len(a.Messages))
+	}
+	settleC()
+	bigbuf.Release(cBody)
+	if got := bigbuf.Released() - released; got != 0 {
+		t.Fatalf("%d bodies went back while the second request's parse held the first's", got)
+	}
+	settleB()
+	bigbuf.Release(bBody)
+	d, _, settleD := parse(130)
+	defer settleD()
+	if d.reused != len(c.Messages) && d.reused != len(b.Messages) {
+		t.Fatalf("after the second settled, the next request took %d messages, want those of a later view (%d or %d)", d.reused, len(b.Messages), len(c.Messages))
+	}
+	if got := bigbuf.Released() - released; got != 1 {
+		t.Fatalf("%d bodies went back once the first was replaced, want the first's", got)
+	}
+}

@@ -85,7 +85,7 @@ func (h Hold) Release() {
 // step): they go back now, or with the last Hold, and the view the
 // transforms left with them.
 func (c *Call) releaseBodies() {
-	c.settleView() // made beside the trip, unless the call ended before it
+	c.settle() // done beside the trip, unless the call ended before it
 	if c.View != c.clientView {
 		c.bodies.view = c.View
 	}

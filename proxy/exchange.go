@@ -132,7 +132,7 @@ type besideWork struct {
 // neither.
 func (p *Proxy) besideOf(call *Call, out *http.Request, body []byte) *besideWork {
 	if len(call.beside) == 0 && len(p.opts.Observers) == 0 {
-		call.settleView() // nothing beside the trip to make it in
+		call.settle() // nothing beside the trip to do it in
 		return nil
 	}
 	return &besideWork{p: p, call: call, out: out, body: body, fs: call.beside.take()}
@@ -145,7 +145,7 @@ func (b *besideWork) Run() {
 		return
 	}
 	b.once.Do(func() {
-		b.call.settleView() // the view the observers read
+		b.call.settle() // the parse's bookkeeping, and the view the observers read
 		b.sinks = b.p.observe(b.call, b.out, b.body)
 		for _, f := range b.fs {
 			b.p.safeBeside(b.call, f)

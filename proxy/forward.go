@@ -81,7 +81,8 @@ func isChatPath(method, path string) bool {
 // Reparser takes the messages it repeats from that one's view instead of
 // validating and parsing them again.
 func (p *Proxy) parse(call *Call, body []byte, keys conv.BodyKeys) {
-	view, err := p.reparse.ParseKeyed(body, keys)
+	view, settle, err := p.reparse.ParseKeyedLater(body, keys)
+	call.settleParse = settle // beside the trip: what only the next requests read
 	if err != nil {
 		return
 	}
@@ -112,10 +113,17 @@ func (c *Call) SetView(v *conv.Request) { c.nextView = v }
 // describe it, as with SetView.
 func (c *Call) SetViewLater(a *conv.Applied) { c.nextLater = a }
 
-// settleView makes the view of the request sent when the last transform
-// left it to make (SetViewLater), and makes it View; one that does not
-// parse leaves View as it was.
-func (c *Call) settleView() {
+// settle does what the parse and the last transform left for after the
+// request's hold: the parse's bookkeeping for the next requests
+// (conv.Reparser.ParseKeyedLater), then the view of the request sent,
+// when the last transform left it to make (SetViewLater), made View; one
+// that does not parse leaves View as it was. It runs beside the trip
+// upstream (besideWork), or when the call ends before it.
+func (c *Call) settle() {
+	if f := c.settleParse; f != nil {
+		c.settleParse = nil
+		f()
+	}
 	a := c.later
 	if a == nil {
 		return
@@ -160,7 +168,7 @@ func (p *Proxy) transform(ctx context.Context, call *Call, body []byte) []byte {
 
 // viewOf returns the view of body, the output of transform i: the one the
 // transform gave (SetView, or SetViewLater's, made now when a later
-// transform or a finisher reads it, else left to settleView), else a parse
+// transform or a finisher reads it, else left to settle), else a parse
 // when a later transform or a finisher needs it (a long history costs
 // milliseconds to parse), else the view as it was. A body that does not
 // parse keeps the view as it was.

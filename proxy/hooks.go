@@ -77,12 +77,14 @@ type Call struct {
 	clientView *conv.Request
 	nextView   *conv.Request // the view a transform gave of its output (SetView)
 	nextLater  *conv.Applied // or the edits it applied, their view to make (SetViewLater)
-	later      *conv.Applied // the edits the last transform applied, whose view View waits for (settleView)
-	bodies     bodies        // the large bodies given back when the call ends (Hold)
-	changedBy  []RequestTransform
-	beside     work // Beside's, for the attempt about to go upstream
-	after      work // After's, every attempt's
-	route      *Route
+	later      *conv.Applied // the edits the last transform applied, whose view View waits for (settle)
+	// settleParse is what the parse left for after the hold (settle).
+	settleParse func()
+	bodies      bodies // the large bodies given back when the call ends (Hold)
+	changedBy   []RequestTransform
+	beside      work // Beside's, for the attempt about to go upstream
+	after       work // After's, every attempt's
+	route       *Route
 }
 
 // ClientView is the view of ClientBody, the request as the client sent it

@@ -77,7 +77,7 @@ func (p *Proxy) debugRequest(call *Call, body []byte) {
 	if !p.log.Enabled(context.Background(), slog.LevelDebug) {
 		return
 	}
-	call.settleView() // the view of what goes out, made now rather than beside the trip
+	call.settle() // the view of what goes out, made now rather than beside the trip
 	changed := make([]string, len(call.changedBy))
 	for i, t := range call.changedBy {
 		changed[i] = fmt.Sprintf("%T", t)
