@@ -419,3 +419,58 @@ func TestReadKeyed(t *testing.T) {
 		}
 	}
 }
+
+// TestOversizeBodyStreamsThrough: a body over MaxBodyBytes goes upstream
+// as it comes, unread by the proxy: its first bytes reach the upstream
+// while the client still holds back the rest, and the whole body arrives
+// unchanged. (The cost section's streamed core relies on it.)
+func TestOversizeBodyStreamsThrough(t *testing.T) {
+	first := make(chan struct{})
+	var got []byte
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		buf := make([]byte, 1)
+		if _, err := io.ReadFull(r.Body, buf); err == nil {
+			close(first)
+		}
+		rest, _ := io.ReadAll(r.Body)
+		got = append(buf, rest...)
+		fmt.Fprint(w, `{"ok":true}`)
+	}))
+	defer up.Close()
+	_, px := newTestProxy(t, up.URL, func(o *Options) { o.MaxBodyBytes = 1024 })
+	head := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("a", 8<<10)
+	tail := strings.Repeat("b", 8<<10) + `"}]}`
+	pr, pw := io.Pipe()
+	req, err := http.NewRequest("POST", px.URL+"/v1/chat/completions", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = int64(len(head) + len(tail))
+	done := make(chan error, 1)
+	go func() {
+		resp, err := rawClient().Do(req)
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	if _, err := pw.Write([]byte(head)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-first:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream got no byte of an oversize body while the client held back its end: the proxy read it whole")
+	}
+	if _, err := pw.Write([]byte(tail)); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != head+tail {
+		t.Fatalf("upstream got %d bytes, not the body's %d", len(got), len(head)+len(tail))
+	}
+}

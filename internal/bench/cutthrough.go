@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httputil"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -30,6 +31,12 @@ import (
 //   - chunked: the same, the length not declared (chunked), as a proxy
 //     that edits the body must send it when it starts before it knows the
 //     edited length.
+//
+// Beside them, the proxy's own transparent core twice: as it runs, the
+// body read whole, and with every body streamed through unread as the
+// reverse proxy streams it (max_body_bytes under the body): what sending
+// as it comes gains with the proxy's own server and transport, with no
+// hold at all.
 const (
 	roleCutThrough = "cutthrough" // newCutThrough (args: MODE HOLD UPSTREAM)
 
@@ -148,7 +155,13 @@ func benchCutThrough(ctx context.Context, e *env, c *http.Client, targets []cost
 		}
 		run = append(run, costTarget{names[mode], u, pid})
 	}
-	fresh := run[3:] // the forms just started: their connections and first requests
+	core := targets[slices.IndexFunc(targets, func(tg costTarget) bool { return tg.name == bare })]
+	u, pid, err := e.start(streamedCore, targets[0].url, targets[0].url, filepath.Join(e.dir, "cost"))
+	if err != nil {
+		return nil, err
+	}
+	run = append(run, core, costTarget{"proxy, body streamed through", u + "/fake", pid})
+	fresh := append(run[3:6:6], run[7]) // the forms just started: their connections and first requests
 	run = append(run, all)
 	w := &wideTable{header: []string{"workload", "metric"}}
 	for _, tg := range run {

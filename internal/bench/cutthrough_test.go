@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -152,5 +153,26 @@ func TestCutThroughModes(t *testing.T) {
 		if chunked != (mode == cutChunked) || !chunked && g.length != int64(len(body)) {
 			t.Fatalf("%s: the upstream got Transfer-Encoding %q and length %d", mode, g.te, g.length)
 		}
+	}
+}
+
+// TestStreamedCoreConfig: the experiment's streamed core is the
+// transparent core with every body of the section over its
+// max_body_bytes (the proxy streams those through unread:
+// proxy.TestOversizeBodyStreamsThrough), and nothing else changed.
+func TestStreamedCoreConfig(t *testing.T) {
+	core := variantConfig(bare, "http://127.0.0.1:1", "http://127.0.0.1:1", t.TempDir(), "")
+	streamed := variantConfig(streamedCore, "http://127.0.0.1:1", "http://127.0.0.1:1", t.TempDir(), "")
+	for _, b := range append(smallBodies(16), seedBody()) {
+		if int64(len(b)) <= streamed.MaxBodyBytes {
+			t.Fatalf("a body of %d bytes is not over the streamed core's max_body_bytes %d", len(b), streamed.MaxBodyBytes)
+		}
+	}
+	if err := streamed.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	streamed.MaxBodyBytes, streamed.DataDir = core.MaxBodyBytes, core.DataDir
+	if !reflect.DeepEqual(core, streamed) {
+		t.Fatalf("the streamed core differs from the core beyond max_body_bytes:\n%+v\n%+v", core, streamed)
 	}
 }

@@ -44,6 +44,10 @@ const (
 	shaped   = "proxy+shaping" // shaping and originals on
 	full     = "proxy+all"     // the defaults: shaping, originals, guard and capture
 	reviewed = "proxy+review"  // the masked review on, everything else off
+	// streamedCore is the transparent core with every request body over
+	// its max_body_bytes: streamed through unread, as the standard
+	// library's reverse proxy sends it (the cost section's cutthrough).
+	streamedCore = "proxy-streamed"
 )
 
 // newEnv starts the upstreams here and one proxy per variant: each in a
@@ -98,6 +102,9 @@ func variantConfig(variant, fakeURL, streamURL, dir, without string) config.Conf
 	c.Shaping.Enabled = variant == shaped || variant == full
 	c.Capture.Enabled = variant == captured || variant == full
 	c.Guard.Enabled = variant == full
+	if variant == streamedCore {
+		c.MaxBodyBytes = 1
+	}
 	if variant == reviewed {
 		c.Review.Routes = []string{"fake"}
 	}
