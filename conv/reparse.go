@@ -132,8 +132,9 @@ func (p *Reparser) Parse(body []byte) (*Request, error) { return p.ParseKeyed(bo
 // keys share with the earlier request's from the start are not compared
 // again (only those after are). Keys of another body make a wrong view.
 func (p *Reparser) ParseKeyed(body []byte, keys BodyKeys) (*Request, error) {
-	r, settle, err := p.ParseKeyedLater(body, keys)
-	settle()
+	var s parseSettle // on the stack: settled here
+	r, err := p.parseInto(&s, body, keys)
+	s.run()
 	return r, err
 }
 
@@ -144,8 +145,22 @@ func (p *Reparser) ParseKeyed(body []byte, keys BodyKeys) (*Request, error) {
 // before it lets go of body (a proxy, beside the request's trip upstream,
 // off its hold); until then the next requests are read against the views
 // before this one, and the earlier bodies this parse read stay held.
+// settle is nil for a body under bigbuf.MinSize: its bookkeeping is a
+// few map writes, done at once, without the half kilobyte a settle
+// left for later takes.
 func (p *Reparser) ParseKeyedLater(body []byte, keys BodyKeys) (r *Request, settle func(), err error) {
-	s := &parseSettle{p: p, body: body}
+	if len(body) < bigbuf.MinSize {
+		r, err = p.ParseKeyed(body, keys)
+		return r, nil, err
+	}
+	s := new(parseSettle)
+	r, err = p.parseInto(s, body, keys)
+	return r, s.run, err
+}
+
+// parseInto is ParseKeyedLater's parse, leaving its bookkeeping in s.
+func (p *Reparser) parseInto(s *parseSettle, body []byte, keys BodyKeys) (r *Request, err error) {
+	s.p, s.body = p, body
 	s.k = maphash.Bytes(p.seed, body[:min(len(body), reparseKeyBytes)])
 	p.mu.Lock()
 	cands := append(s.cands[:0], p.recent[s.k]...) // a copy: keep changes the lists in place
@@ -162,7 +177,7 @@ func (p *Reparser) ParseKeyedLater(body []byte, keys BodyKeys) (r *Request, sett
 		r.heldBytes() // computed before the view is shared
 		s.r = r
 	}
-	return r, s.run, err
+	return r, err
 }
 
 // parseSettle is what ParseKeyedLater leaves to do (run).

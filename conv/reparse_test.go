@@ -1085,3 +1085,23 @@ func TestParseKeyedLater(t *testing.T) {
 		t.Fatalf("%d bodies went back once the first was replaced, want the first's", got)
 	}
 }
+
+// TestParseKeyedLaterSmall: a body under bigbuf.MinSize leaves nothing
+// to settle: its bookkeeping is done in the parse, and the parse
+// allocates no more than ParseKeyed's.
+func TestParseKeyedLaterSmall(t *testing.T) {
+	rp := NewReparser(1 << 20)
+	body := []byte(`{"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hello"}]}`)
+	if len(body) >= bigbuf.MinSize {
+		t.Fatalf("the body is not small: %d bytes", len(body))
+	}
+	_, settle, err := rp.ParseKeyedLater(body, BodyKeys{})
+	if err != nil || settle != nil {
+		t.Fatalf("a small body: settle %v, err %v; want nothing left", settle != nil, err)
+	}
+	now := testing.AllocsPerRun(200, func() { _, _ = rp.ParseKeyed(body, BodyKeys{}) })
+	later := testing.AllocsPerRun(200, func() { _, _, _ = rp.ParseKeyedLater(body, BodyKeys{}) })
+	if later > now {
+		t.Errorf("ParseKeyedLater allocates %.0f times a small body, ParseKeyed %.0f", later, now)
+	}
+}
