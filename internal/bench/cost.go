@@ -87,6 +87,12 @@ type costTarget struct {
 	pid  int    // the process that serves it (0: this one)
 }
 
+// targetNamed returns the target of that name among targets (costTargets
+// starts every one the section names).
+func targetNamed(targets []costTarget, name string) costTarget {
+	return targets[slices.IndexFunc(targets, func(tg costTarget) bool { return tg.name == name })]
+}
+
 // The targets of the cost section, in their column order.
 const (
 	direct  = "direct"
@@ -176,8 +182,7 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 	if cs.runs("large") && (cs.runs("latency") || cs.runs("saturation")) {
 		row := []string{"all the runs above", "history taken from the conversation's previous request (the proxy's /metrics)", "", "", ""}
 		for _, name := range []string{bare, costAll} {
-			i := slices.IndexFunc(targets, func(tg costTarget) bool { return tg.name == name })
-			row = append(row, historyShare(ctx, c, metricsURL(targets[i])))
+			row = append(row, historyShare(ctx, c, metricsURL(targetNamed(targets, name))))
 		}
 		w.add(append(row, "")...)
 	}
@@ -196,7 +201,7 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 func withHold(ctx context.Context, c *http.Client, targets []costTarget, w *wideTable, title string, run func() error) error {
 	var proxies []costTarget
 	for _, name := range []string{bare, costAll} {
-		proxies = append(proxies, targets[slices.IndexFunc(targets, func(tg costTarget) bool { return tg.name == name })])
+		proxies = append(proxies, targetNamed(targets, name))
 	}
 	holds, err := holdOver(ctx, c, proxies, run)
 	if err != nil {

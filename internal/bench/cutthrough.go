@@ -125,7 +125,7 @@ func spin(d time.Duration) {
 // the direct path, the reverse proxy (streaming, and reading the body
 // whole), each of cutModes with that hold, and the proxy.
 func benchCutThrough(ctx context.Context, e *env, c *http.Client, targets []costTarget, cs costSizes, large [][]byte) (*wideTable, error) {
-	all := targets[slices.IndexFunc(targets, func(tg costTarget) bool { return tg.name == costAll })]
+	all := targetNamed(targets, costAll)
 	holds, err := holdOver(ctx, c, []costTarget{all}, func() error {
 		var f failures
 		fireBodies(ctx, c, all.url+chatPath, large, cs.largeN, cs.bigRate, &f)
@@ -146,7 +146,7 @@ func benchCutThrough(ctx context.Context, e *env, c *http.Client, targets []cost
 	}
 	run := []costTarget{targets[0]}
 	for _, name := range []string{stdlib, readRP} {
-		run = append(run, targets[slices.IndexFunc(targets, func(tg costTarget) bool { return tg.name == name })])
+		run = append(run, targetNamed(targets, name))
 	}
 	for _, mode := range cutModes {
 		u, pid, err := e.start(roleCutThrough, mode, hold.String(), targets[0].url)
@@ -155,7 +155,7 @@ func benchCutThrough(ctx context.Context, e *env, c *http.Client, targets []cost
 		}
 		run = append(run, costTarget{names[mode], u, pid})
 	}
-	core := targets[slices.IndexFunc(targets, func(tg costTarget) bool { return tg.name == bare })]
+	core := targetNamed(targets, bare)
 	u, pid, err := e.start(streamedCore, targets[0].url, targets[0].url, filepath.Join(e.dir, "cost"))
 	if err != nil {
 		return nil, err
