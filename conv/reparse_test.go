@@ -1087,21 +1087,25 @@ func TestParseKeyedLater(t *testing.T) {
 }
 
 // TestParseKeyedLaterSmall: a body under bigbuf.MinSize leaves nothing
-// to settle: its bookkeeping is done in the parse, and the parse
-// allocates no more than ParseKeyed's.
+// to settle (no settle to allocate): its bookkeeping is done in the
+// parse, and the next request of its conversation is read against it at
+// once.
 func TestParseKeyedLaterSmall(t *testing.T) {
+	seed := parseCopy(t, fixtures.SeedHistory())
 	rp := NewReparser(1 << 20)
-	body := []byte(`{"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hello"}]}`)
-	if len(body) >= bigbuf.MinSize {
-		t.Fatalf("the body is not small: %d bytes", len(body))
+	var small []*Request
+	for _, n := range []int{4, 5} {
+		body := truncated(t, seed, n)
+		if len(body) >= bigbuf.MinSize {
+			t.Fatalf("the body is not small: %d bytes", len(body))
+		}
+		v, settle, err := rp.ParseKeyedLater(body, BodyKeys{})
+		if err != nil || settle != nil {
+			t.Fatalf("a small body: settle %v, err %v; want nothing left", settle != nil, err)
+		}
+		small = append(small, v)
 	}
-	_, settle, err := rp.ParseKeyedLater(body, BodyKeys{})
-	if err != nil || settle != nil {
-		t.Fatalf("a small body: settle %v, err %v; want nothing left", settle != nil, err)
-	}
-	now := testing.AllocsPerRun(200, func() { _, _ = rp.ParseKeyed(body, BodyKeys{}) })
-	later := testing.AllocsPerRun(200, func() { _, _, _ = rp.ParseKeyedLater(body, BodyKeys{}) })
-	if later > now {
-		t.Errorf("ParseKeyedLater allocates %.0f times a small body, ParseKeyed %.0f", later, now)
+	if small[1].reused != len(small[0].Messages) {
+		t.Fatalf("the next request took %d messages, want the first's %d", small[1].reused, len(small[0].Messages))
 	}
 }

@@ -1,20 +1,25 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/fixtures"
 	"github.com/shaperproxy/shaperproxy/internal/config"
 	"github.com/shaperproxy/shaperproxy/internal/demo"
 	"github.com/shaperproxy/shaperproxy/internal/fakeupstream"
 	"github.com/shaperproxy/shaperproxy/internal/reqshape"
 	"github.com/shaperproxy/shaperproxy/originals"
+	"github.com/tidwall/sjson"
 )
 
 // reasoning returns a long reasoning text with filler and a decision.
@@ -245,5 +250,60 @@ func TestBreaker(t *testing.T) {
 	reqs = r.up.Requests()
 	if !shaped(reqs[len(reqs)-1].Body) {
 		t.Fatal("shaping did not resume after the cool-down")
+	}
+}
+
+// TestSeedResent: the seed's request (631 messages, as the cost section
+// sends it) through the default configuration, three times: it goes up
+// shorter than it came (its history's reasoning outside the rendered
+// prompt, cut) and still a chat request, and the same bytes every time,
+// so a provider's cached prefix holds. `go test -run TestSeedResent -v
+// ./cmd/shaperproxy` prints the sizes.
+func TestSeedResent(t *testing.T) {
+	body, _ := sjson.SetBytes(fixtures.SeedHistory(), "stream", false)
+	var mu sync.Mutex
+	var got [][]byte
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, b)
+		mu.Unlock()
+		_, _ = w.Write([]byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`))
+	}))
+	defer up.Close()
+	c := config.Default()
+	c.DataDir = t.TempDir()
+	c.Routes = c.WithDefaultRoute(up.URL)
+	app, err := build(c, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	px := httptest.NewServer(app)
+	defer px.Close()
+	for range 3 {
+		resp, err := http.Post(px.URL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 3 {
+		t.Fatalf("the upstream got %d requests, want 3", len(got))
+	}
+	t.Logf("the seed's request: %d bytes from the client, %d upstream", len(body), len(got[0]))
+	if len(got[0]) >= len(body) {
+		t.Fatalf("the seed went up %d bytes, not shorter than its %d", len(got[0]), len(body))
+	}
+	if v := mustView(t, got[0]); len(v.Messages) != 631 {
+		t.Fatalf("the shaped request has %d messages, want 631", len(v.Messages))
+	}
+	for i := 1; i < len(got); i++ {
+		if !bytes.Equal(got[i], got[0]) {
+			t.Fatalf("request %d went up other bytes than the first (%d against %d bytes)", i+1, len(got[i]), len(got[0]))
+		}
 	}
 }
