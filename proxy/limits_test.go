@@ -425,15 +425,14 @@ func TestReadKeyed(t *testing.T) {
 // while the client still holds back the rest, and the whole body arrives
 // unchanged. (The cost section's streamed core relies on it.)
 func TestOversizeBodyStreamsThrough(t *testing.T) {
-	first := make(chan struct{})
-	var got []byte
+	first, gotc := make(chan struct{}), make(chan []byte, 1)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		buf := make([]byte, 1)
 		if _, err := io.ReadFull(r.Body, buf); err == nil {
 			close(first)
 		}
 		rest, _ := io.ReadAll(r.Body)
-		got = append(buf, rest...)
+		gotc <- append(buf, rest...)
 		fmt.Fprint(w, `{"ok":true}`)
 	}))
 	defer up.Close()
@@ -470,7 +469,7 @@ func TestOversizeBodyStreamsThrough(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if string(got) != head+tail {
+	if got := <-gotc; string(got) != head+tail {
 		t.Fatalf("upstream got %d bytes, not the body's %d", len(got), len(head)+len(tail))
 	}
 }
