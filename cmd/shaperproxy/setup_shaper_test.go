@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -261,49 +260,29 @@ func TestBreaker(t *testing.T) {
 // ./cmd/shaperproxy` prints the sizes.
 func TestSeedResent(t *testing.T) {
 	body, _ := sjson.SetBytes(fixtures.SeedHistory(), "stream", false)
-	var mu sync.Mutex
-	var got [][]byte
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		got = append(got, b)
-		mu.Unlock()
-		_, _ = w.Write([]byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`))
-	}))
-	defer up.Close()
-	c := config.Default()
-	c.DataDir = t.TempDir()
-	c.Routes = c.WithDefaultRoute(up.URL)
-	app, err := build(c, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer app.Close()
-	px := httptest.NewServer(app)
-	defer px.Close()
+	r := newRig(t, nil)
 	for range 3 {
-		resp, err := http.Post(px.URL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+		resp, err := http.Post(r.url+"/v1/chat/completions", "application/json", bytes.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	got := r.up.Requests()
 	if len(got) != 3 {
 		t.Fatalf("the upstream got %d requests, want 3", len(got))
 	}
-	t.Logf("the seed's request: %d bytes from the client, %d upstream", len(body), len(got[0]))
-	if len(got[0]) >= len(body) {
-		t.Fatalf("the seed went up %d bytes, not shorter than its %d", len(got[0]), len(body))
+	t.Logf("the seed's request: %d bytes from the client, %d upstream", len(body), len(got[0].Body))
+	if len(got[0].Body) >= len(body) {
+		t.Fatalf("the seed went up %d bytes, not shorter than its %d", len(got[0].Body), len(body))
 	}
-	if v := mustView(t, got[0]); len(v.Messages) != 631 {
+	if v := mustView(t, got[0].Body); len(v.Messages) != 631 {
 		t.Fatalf("the shaped request has %d messages, want 631", len(v.Messages))
 	}
 	for i := 1; i < len(got); i++ {
-		if !bytes.Equal(got[i], got[0]) {
-			t.Fatalf("request %d went up other bytes than the first (%d against %d bytes)", i+1, len(got[i]), len(got[0]))
+		if !bytes.Equal(got[i].Body, got[0].Body) {
+			t.Fatalf("request %d went up other bytes than the first (%d against %d bytes)", i+1, len(got[i].Body), len(got[0].Body))
 		}
 	}
 }
