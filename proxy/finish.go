@@ -43,6 +43,9 @@ func (p *Proxy) observeTimes(call *Call, info *ResponseInfo, end End, ts *callTi
 	}
 	if t.hold > 0 {
 		ts.observer(&ts.hold, m.hold).Observe(t.hold.Seconds())
+		if call.Chat {
+			p.observeSteps(call, t.hold)
+		}
 	}
 	if t.firstByte > 0 {
 		ts.observer(&ts.firstByte, m.firstByte).Observe(t.firstByte.Seconds())

@@ -45,6 +45,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, route *Route, pa
 		call.ClientBody = body
 		if isChatPath(r.Method, path) {
 			p.parse(call, body, keys)
+			call.stepDone(0)
 		}
 	}
 	for {
@@ -147,6 +148,7 @@ func (p *Proxy) transform(ctx context.Context, call *Call, body []byte) []byte {
 		beside := len(call.beside)
 		after := len(call.after)
 		out, err := safeTransform(ctx, t, call, body)
+		call.stepDone(i + 1)
 		if !sameBuffer(out, body) {
 			call.own(out) // a body a transform returns is the call's (RequestTransform), taken or not
 		}

@@ -70,6 +70,9 @@ type Call struct {
 
 	times callTimes     // when the upstream answered (metrics and the log line)
 	read  time.Duration // when the body's last byte came (Since), the body read whole; 0: not read whole
+	// steps are when the steps of a chat request's hold ended, counted
+	// from read: the parse's, then each transform's (holdStep).
+	steps [maxHoldSteps]time.Duration
 
 	values     []keyValue // typed per-call values (Key)
 	valueRoom  [2]keyValue

@@ -29,6 +29,7 @@ type Metrics struct {
 	duration        *prometheus.HistogramVec
 	header          *prometheus.HistogramVec
 	hold            *prometheus.HistogramVec
+	holdStep        *prometheus.HistogramVec
 	firstByte       *prometheus.HistogramVec
 	firstToken      *prometheus.HistogramVec
 	streamDuration  *prometheus.HistogramVec
@@ -69,7 +70,7 @@ func NewMetrics() *Metrics {
 	m.newTimingMetrics()
 	m.newTunnelMetrics()
 	m.reg.MustRegister(m.requests, m.streams, m.bytes, m.events, m.upstreamErrors,
-		m.transformErrors, m.retries, m.duration, m.header, m.hold, m.firstByte, m.firstToken,
+		m.transformErrors, m.retries, m.duration, m.header, m.hold, m.holdStep, m.firstByte, m.firstToken,
 		m.streamDuration, m.inflight, m.refused, m.truncated, m.truncatedBytes,
 		m.tunnels, m.tunnelsOpen, m.tunnelBytes, m.tunnelDuration, m.reparse,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -127,6 +128,10 @@ func (m *Metrics) newTimingMetrics() {
 		Name: "shaperproxy_request_hold_seconds", Buckets: holdBuckets,
 		Help: "Time the proxy held a request between the last byte of its body from the client and its hand-off to the upstream's transport (parse, transforms; the observers are told beside the trip), by route and model; requests whose body it did not read whole are not counted.",
 	}, []string{"route", "model"})
+	m.holdStep = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "shaperproxy_request_hold_step_seconds", Buckets: holdBuckets,
+		Help: "The hold of chat requests (shaperproxy_request_hold_seconds) by step: parse (the body read into its view), each request transform by its type (review.Restorer, guard.Hook, reqshape.Shaper, ...), send (the upstream request built and handed to the transport).",
+	}, []string{"step"})
 }
 
 // holdBuckets are the buckets of the hold histogram: the proxy's own work

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/elazarl/goproxy"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/sse"
 )
@@ -143,7 +144,8 @@ type Proxy struct {
 	selfConns sync.Map // local addresses of the proxy's own connections to loopback
 	keys      *conv.KeyCache
 	reparse   *conv.Reparser
-	lastURL   urlMemo // the upstream URL observers get, printed
+	lastURL   urlMemo               // the upstream URL observers get, printed
+	holdSteps []prometheus.Observer // the hold's steps' histograms (holdStep): the parse, each transform, the send
 }
 
 // New returns a Proxy for opts.
@@ -176,6 +178,7 @@ func New(opts Options) (*Proxy, error) {
 		return nil, err
 	}
 	p.metrics.reparse.add(p.reparse) // counted once the proxy is made
+	p.holdSteps = holdStepObservers(p.metrics.holdStep, opts.Transforms)
 	return p, nil
 }
 

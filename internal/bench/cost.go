@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -208,22 +209,33 @@ func withHold(ctx context.Context, c *http.Client, targets []costTarget, w *wide
 		return err
 	}
 	row := []string{title, "the proxy's hold: from the body's last byte to its hand-off upstream (mean over the rounds, from the proxy's /metrics)", "", "", ""}
+	steps := []string{title, "the hold by step (mean µs; shaperproxy_request_hold_step_seconds): the parse, each request transform, the request sent", "", "", ""}
 	for _, tg := range proxies {
-		if d, ok := holds[tg.name]; ok {
-			row = append(row, fmtDur(d))
+		if h, ok := holds[tg.name]; ok {
+			row = append(row, fmtDur(h.mean))
+			steps = append(steps, h.steps)
 		} else {
 			row = append(row, "n/a")
+			steps = append(steps, "n/a")
 		}
 	}
 	w.add(append(row, "")...)
+	w.add(append(steps, "")...)
 	return nil
 }
 
+// heldOver is a proxy's hold over a run: its mean, and its steps' means
+// as a cell ("parse 21, review.Restorer 4, reqshape.Shaper 40, send 8").
+type heldOver struct {
+	mean  time.Duration
+	steps string
+}
+
 // holdOver runs run and returns each proxy target's mean hold
-// (shaperproxy_request_hold_seconds) over it, from its /metrics before
-// and after; a target whose hold could not be read, or that held no
-// request meanwhile, has none.
-func holdOver(ctx context.Context, c *http.Client, proxies []costTarget, run func() error) (map[string]time.Duration, error) {
+// (shaperproxy_request_hold_seconds) over it, and its steps', from its
+// /metrics before and after; a target whose hold could not be read, or
+// that held no request meanwhile, has none.
+func holdOver(ctx context.Context, c *http.Client, proxies []costTarget, run func() error) (map[string]heldOver, error) {
 	read := func() map[string]ProxyCounts {
 		out := map[string]ProxyCounts{}
 		for _, tg := range proxies {
@@ -237,10 +249,10 @@ func holdOver(ctx context.Context, c *http.Client, proxies []costTarget, run fun
 	if err := run(); err != nil {
 		return nil, err
 	}
-	holds := map[string]time.Duration{}
+	holds := map[string]heldOver{}
 	for name, a := range read() {
 		if d, ok := a.HoldSince(before[name]); ok {
-			holds[name] = d
+			holds[name] = heldOver{mean: d, steps: a.StepsSince(before[name])}
 		}
 	}
 	return holds, nil
@@ -254,6 +266,18 @@ type ProxyCounts struct {
 	HoldSeconds        float64
 	Held               uint64
 	WrittenOver, Fresh float64
+	// Steps are the hold's steps (shaperproxy_request_hold_step_seconds)
+	// by name, in the order the proxy takes them: the parse first, the
+	// send last, the transforms between (in their names' order).
+	Steps []HoldStep
+}
+
+// HoldStep is one step of the hold in all: its seconds and how many
+// requests took it.
+type HoldStep struct {
+	Name    string
+	Seconds float64
+	Count   uint64
 }
 
 // ReadProxyCounts reads them from the proxy's metrics at url.
@@ -267,6 +291,17 @@ func ReadProxyCounts(ctx context.Context, c *http.Client, url string) (ProxyCoun
 		pc.HoldSeconds += m.GetHistogram().GetSampleSum()
 		pc.Held += m.GetHistogram().GetSampleCount()
 	}
+	for _, m := range fams["shaperproxy_request_hold_step_seconds"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "step" {
+				pc.Steps = append(pc.Steps, HoldStep{Name: l.GetValue(), Seconds: m.GetHistogram().GetSampleSum(), Count: m.GetHistogram().GetSampleCount()})
+			}
+		}
+	}
+	rank := func(name string) int { return map[string]int{"parse": -1, "send": 1}[name] }
+	slices.SortStableFunc(pc.Steps, func(a, b HoldStep) int {
+		return cmp.Or(cmp.Compare(rank(a.Name), rank(b.Name)), strings.Compare(a.Name, b.Name))
+	})
 	pc.WrittenOver = counterBy(fams, "shaperproxy_edited_bodies_total", "how", "written_over")
 	pc.Fresh = counterBy(fams, "shaperproxy_edited_bodies_total", "how", "fresh")
 	return pc, nil
@@ -278,6 +313,24 @@ func (pc ProxyCounts) HoldSince(before ProxyCounts) (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration((pc.HoldSeconds - before.HoldSeconds) / float64(pc.Held-before.Held) * float64(time.Second)), true
+}
+
+// StepsSince is the mean of each step of the hold over the requests
+// held since before, in µs, as one cell ("parse 21, reqshape.Shaper 40,
+// send 8"); "" when none was held.
+func (pc ProxyCounts) StepsSince(before ProxyCounts) string {
+	var parts []string
+	for _, s := range pc.Steps {
+		i := slices.IndexFunc(before.Steps, func(b HoldStep) bool { return b.Name == s.Name })
+		var b HoldStep
+		if i >= 0 {
+			b = before.Steps[i]
+		}
+		if s.Count > b.Count {
+			parts = append(parts, fmt.Sprintf("%s %.0f", s.Name, (s.Seconds-b.Seconds)/float64(s.Count-b.Count)*1e6))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // WrittenOverSince is the share of the large edited bodies written over

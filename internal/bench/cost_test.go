@@ -399,3 +399,52 @@ shaperproxy_edited_bodies_total{how="fresh"} %[4]g
 		t.Fatalf("written over %v%%, %v; want 90%%", share, ok)
 	}
 }
+
+// TestStepsSince: the hold's steps are read from a proxy's metrics text,
+// put in the order the proxy takes them (the parse first, the send last),
+// and their means between two readings are of the requests held between
+// them; a step no request took meanwhile is left out.
+func TestStepsSince(t *testing.T) {
+	text := ""
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, text) }))
+	defer srv.Close()
+	page := func(parse, shaper, restorer, send float64, n, idle int) string {
+		var b strings.Builder
+		b.WriteString("# TYPE shaperproxy_request_hold_step_seconds histogram\n")
+		for _, s := range []struct {
+			name string
+			sum  float64
+			n    int
+		}{{"idle.Transform", 0.001, idle}, {"parse", parse, n}, {"reqshape.Shaper", shaper, n}, {"review.Restorer", restorer, n}, {"send", send, n}} {
+			fmt.Fprintf(&b, "shaperproxy_request_hold_step_seconds_bucket{step=%q,le=\"+Inf\"} %d\n", s.name, s.n)
+			fmt.Fprintf(&b, "shaperproxy_request_hold_step_seconds_sum{step=%q} %g\n", s.name, s.sum)
+			fmt.Fprintf(&b, "shaperproxy_request_hold_step_seconds_count{step=%q} %d\n", s.name, s.n)
+		}
+		return b.String()
+	}
+	read := func() ProxyCounts {
+		pc, err := ReadProxyCounts(t.Context(), srv.Client(), srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pc
+	}
+	text = page(0.001, 0.002, 0.0005, 0.0001, 10, 3)
+	before := read()
+	var names []string
+	for _, s := range before.Steps {
+		names = append(names, s.Name)
+	}
+	if got := strings.Join(names, " "); got != "parse idle.Transform reqshape.Shaper review.Restorer send" {
+		t.Fatalf("steps in the order %s", got)
+	}
+	if got := before.StepsSince(before); got != "" {
+		t.Fatalf("steps over no request: %q", got)
+	}
+	// Two requests more: parse 20 µs each, the shaper 45, the restorer
+	// 5, the send 9; the idle transform took none.
+	text = page(0.001+0.00004, 0.002+0.00009, 0.0005+0.00001, 0.0001+0.000018, 12, 3)
+	if got, want := read().StepsSince(before), "parse 20, reqshape.Shaper 45, review.Restorer 5, send 9"; got != want {
+		t.Fatalf("steps %q, want %q", got, want)
+	}
+}

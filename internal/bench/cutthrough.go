@@ -134,7 +134,7 @@ func benchCutThrough(ctx context.Context, e *env, c *http.Client, targets []cost
 	if err != nil {
 		return nil, err
 	}
-	hold := holds[all.name]
+	hold := holds[all.name].mean
 	if hold <= 0 {
 		return nil, fmt.Errorf("cutthrough: no hold read from %s's /metrics", all.name)
 	}

@@ -1,0 +1,89 @@
+package proxy
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// slowTransform takes d and changes nothing; idleTransform changes
+// nothing at once. Each is timed under its own type.
+type slowTransform struct{ d time.Duration }
+
+func (s slowTransform) TransformRequest(_ context.Context, _ *Call, body []byte) ([]byte, error) {
+	time.Sleep(s.d)
+	return body, nil
+}
+
+type idleTransform struct{}
+
+func (idleTransform) TransformRequest(_ context.Context, _ *Call, body []byte) ([]byte, error) {
+	return body, nil
+}
+
+// TestHoldSteps: a chat request's hold is timed by step, each transform
+// under its type, over real sockets: the 20 ms a transform takes show in
+// its own step and in no other, and the steps add up to the hold; a
+// request that is no chat request is held but not counted by step.
+func TestHoldSteps(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"choices":[{"message":{"role":"assistant","content":"ok"}}]}`))
+	}))
+	defer up.Close()
+	const slow = 20 * time.Millisecond
+	_, px := newTestProxy(t, up.URL, func(o *Options) {
+		o.Transforms = []RequestTransform{idleTransform{}, slowTransform{slow}}
+	})
+	post := func(path, body string) {
+		if resp, _ := do(t, rawClient(), "POST", px.URL+path, []byte(body), nil); resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	post("/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	page := metricsText(t, px.URL)
+	step := func(page, name, what string) float64 {
+		return metricValue(page, `shaperproxy_request_hold_step_seconds_`+what+`{step="`+name+`"}`)
+	}
+	steps := []string{"parse", "proxy.idleTransform", "proxy.slowTransform", "send"}
+	var sum float64
+	for _, name := range steps {
+		if n := step(page, name, "count"); n != 1 {
+			t.Errorf("step %s counted %v requests, want 1", name, n)
+		}
+		s := step(page, name, "sum")
+		if name == "proxy.slowTransform" && s < slow.Seconds() {
+			t.Errorf("the slow transform's step took %v s, under its %v", s, slow)
+		}
+		if name != "proxy.slowTransform" && s >= slow.Seconds() {
+			t.Errorf("step %s took %v s: the slow transform's time", name, s)
+		}
+		sum += s
+	}
+	hold := metricValue(page, `shaperproxy_request_hold_seconds_sum{model="m",route="default"}`)
+	if math.Abs(sum-hold) > 1e-9 {
+		t.Errorf("the steps add up to %v s, the hold is %v s", sum, hold)
+	}
+	post("/v1/embeddings", `{"model":"m","input":"hi"}`)
+	page = metricsText(t, px.URL)
+	held := 0.0 // under any model label
+	for _, line := range strings.Split(page, "\n") {
+		if rest, ok := strings.CutPrefix(line, "shaperproxy_request_hold_seconds_count{"); ok {
+			n, _ := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64)
+			held += n
+		}
+	}
+	if held != 2 {
+		t.Fatalf("%v requests held, want 2", held)
+	}
+	for _, name := range steps {
+		if n := step(page, name, "count"); n != 1 {
+			t.Errorf("step %s counted %v requests after a request that is no chat, want 1", name, n)
+		}
+	}
+}
