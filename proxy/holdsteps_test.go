@@ -27,7 +27,7 @@ func (idleTransform) TransformRequest(_ context.Context, _ *Call, body []byte) (
 }
 
 // TestHoldSteps: a chat request's hold is timed by step, each transform
-// under its type, over real sockets: the 20 ms a transform takes show in
+// under its type, over real sockets: the 100 ms a transform takes show in
 // its own step and in no other, and the steps add up to the hold; a
 // request that is no chat request is held but not counted by step.
 func TestHoldSteps(t *testing.T) {
@@ -36,7 +36,7 @@ func TestHoldSteps(t *testing.T) {
 		_, _ = w.Write([]byte(`{"choices":[{"message":{"role":"assistant","content":"ok"}}]}`))
 	}))
 	defer up.Close()
-	const slow = 20 * time.Millisecond
+	const slow = 100 * time.Millisecond
 	_, px := newTestProxy(t, up.URL, func(o *Options) {
 		o.Transforms = []RequestTransform{idleTransform{}, slowTransform{slow}}
 	})
