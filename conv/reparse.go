@@ -241,21 +241,12 @@ func follows(r, prev *Request) bool {
 
 // closest returns the candidate body most likely repeats: one whose last
 // message body holds at the same place (the one with most messages when
-// several do, the most recent of those), else the most recent. Only a
-// guess, checked by the parse byte for byte; it costs a comparison of one
-// message per candidate.
-//
-// Among candidates alike, the most recent is the conversation's previous
-// request, the view its readers keep their notes of (the restorer's clean
-// messages, the capture's spans: conv.Request.Lineage). Two requests of
-// one history parsed at once are both kept; read against the older, each
-// later request was read against the one two before it, the readers'
-// notes of the one before never matched, and the restorer searched the
-// seed's 631 messages again on every request (TestClosestMostRecent).
+// several do), else the most recent. Only a guess, checked by the parse
+// byte for byte; it costs a comparison of one message per candidate.
 func closest(cands []*Request, body []byte) *Request {
 	var best *Request
 	for _, c := range cands {
-		if len(c.Messages) == 0 || best != nil && len(c.Messages) < len(best.Messages) {
+		if len(c.Messages) == 0 || best != nil && len(c.Messages) <= len(best.Messages) {
 			continue
 		}
 		m := &c.Messages[len(c.Messages)-1]

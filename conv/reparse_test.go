@@ -1109,38 +1109,3 @@ func TestParseKeyedLaterSmall(t *testing.T) {
 		t.Fatalf("the next request took %d messages, want the first's %d", small[1].reused, len(small[0].Messages))
 	}
 }
-
-// TestClosestMostRecent: two requests of one history parsed at once are
-// both kept; the next request is read against the later of them, the
-// conversation's previous request, whose number its readers kept
-// (Lineage's base), and so are the requests after it, each against the
-// one just before.
-func TestClosestMostRecent(t *testing.T) {
-	seed := parseCopy(t, fixtures.SeedHistory())
-	rp := NewReparser(32 << 20)
-	parse := func() (*Request, func()) {
-		b := truncated(t, seed, 200)
-		body := bigbuf.Make(len(b))
-		copy(body, b)
-		var keys BodyKeys
-		keys.Add(body, len(body))
-		v, settle, err := rp.ParseKeyedLater(body, keys)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v, func() { settle(); bigbuf.Release(body) }
-	}
-	a, settleA := parse()
-	b, settleB := parse() // at once: a is not kept yet, b is read against nothing
-	settleA()
-	settleB() // both kept, a first
-	prev := b
-	for i := range 3 {
-		v, settle := parse()
-		if _, base, _ := v.Lineage(); base != prev.ID() {
-			t.Fatalf("request %d was read against view %d, want the one before it, %d (the first two: %d and %d)", i, base, prev.ID(), a.ID(), b.ID())
-		}
-		settle()
-		prev = v
-	}
-}
