@@ -121,8 +121,8 @@ func TestRestorerSkipsCleanHistory(t *testing.T) {
 	if n := r.scanned.Len(); n != 1 {
 		t.Fatalf("a request repeating a clean history: %d texts searched, want only the new one", n)
 	}
-	if got := r.cleanFrom("c:3", v); got != 0 {
-		t.Fatalf("clean from %d for the view itself (not read against itself), want 0", got)
+	if got := r.cleanFrom("c:3", v); got != 80 {
+		t.Fatalf("clean from %d for the view itself, want 80: the record of the request it was read against, not its own", got)
 	}
 
 	ins := NewInsertion(testDraft(), noticeMessage(testPacket()), contDraft)
@@ -191,5 +191,48 @@ func TestSetCleanKeepsLatest(t *testing.T) {
 	r.setClean("c:4", a, 80) // a's request ends last
 	if got := r.cleanFrom("c:4", parse(42)); got != 82 {
 		t.Fatalf("clean from %d, want 82 (b's record: the next request is read against b)", got)
+	}
+}
+
+// TestCleanFromTwoBack: two requests of one history parsed at once are
+// both kept, and the Reparser reads each later request against the older
+// of the two it keeps: the one two before it. The restorer still takes
+// its record of that request and searches nothing again.
+func TestCleanFromTwoBack(t *testing.T) {
+	r, _ := newTestRestorer(t)
+	rp := conv.NewReparser(32 << 20)
+	body := requestBody(longTurns(200))
+	if len(body) < 64<<10 {
+		t.Fatalf("the body is %d bytes: too short for a parse settled later", len(body))
+	}
+	parse := func() (*conv.Request, func()) {
+		t.Helper()
+		v, settle, err := rp.ParseKeyedLater(bytes.Clone(body), conv.BodyKeys{})
+		if err != nil || settle == nil {
+			t.Fatalf("parse: %v (settle left: %v)", err, settle != nil)
+		}
+		return v, settle
+	}
+	send := func(v *conv.Request) {
+		t.Helper()
+		if _, err := r.TransformRequest(t.Context(), &proxy.Call{Conversation: "c:5", View: v}, v.Body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, settleA := parse()
+	b, settleB := parse() // at once: both are kept
+	settleA()
+	settleB()
+	send(a)
+	send(b)
+	for i := range 3 {
+		v, settle := parse()
+		_, base, _ := v.Lineage()
+		r.scanned = resolved.New[conv.RawKey, bool](maxScanned) // what this request searches
+		send(v)
+		if n := r.scanned.Len(); n != 0 {
+			t.Fatalf("request %d, read against view %d (the first two: %d and %d): %d texts searched again, want none", i, base, a.ID(), b.ID(), n)
+		}
+		settle()
 	}
 }
