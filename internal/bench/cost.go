@@ -298,7 +298,15 @@ func ReadProxyCounts(ctx context.Context, c *http.Client, url string) (ProxyCoun
 			}
 		}
 	}
-	rank := func(name string) int { return map[string]int{"parse": -1, "send": 1}[name] }
+	rank := func(name string) int { // the parse first, the send last
+		switch name {
+		case "parse":
+			return -1
+		case "send":
+			return 1
+		}
+		return 0
+	}
 	slices.SortStableFunc(pc.Steps, func(a, b HoldStep) int {
 		return cmp.Or(cmp.Compare(rank(a.Name), rank(b.Name)), strings.Compare(a.Name, b.Name))
 	})

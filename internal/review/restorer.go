@@ -2,7 +2,6 @@ package review
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
@@ -138,12 +137,12 @@ func (r *Restorer) cleanFrom(conversation string, v *conv.Request) int {
 }
 
 // setClean records the first n messages of v as holding no merged turn,
-// in place of the conversation's record of an earlier view (a request
-// parsed before v that ends after it leaves the later record). A clean
-// run under minClean messages is not recorded (searching it again costs
-// less than the record), and the conversation's earlier record stays: a
-// record is a fact about its view's bytes, never wrong, only less often
-// of use.
+// before the conversation's records of earlier views, the oldest of which
+// goes (a request parsed before v that ends after it leaves the records
+// as they are). A clean run under minClean messages is not recorded
+// (searching it again costs less than the record), and the earlier
+// records stay: a record is a fact about its view's bytes, never wrong,
+// only less often of use.
 func (r *Restorer) setClean(conversation string, v *conv.Request, n int) {
 	if v.ID() == 0 || n < minClean {
 		return // no later request can be read against it, or not worth it
@@ -154,8 +153,8 @@ func (r *Restorer) setClean(conversation string, v *conv.Request, n int) {
 		r.clean = map[string]cleanRuns{} // forgetting only costs a search more
 	}
 	cs := r.clean[conversation]
-	if cs[0].view >= v.ID() || slices.ContainsFunc(cs[:], func(c cleanRun) bool { return c.view == v.ID() }) {
-		return // a later view is recorded first (the Reparser reads against the latest it kept), or this one is
+	if cs[0].view >= v.ID() {
+		return // this view is recorded, or a later one: the records stay newest first
 	}
 	copy(cs[1:], cs[:len(cs)-1])
 	cs[0] = cleanRun{view: v.ID(), n: n}
