@@ -33,7 +33,7 @@ import (
 // that the section works.
 //
 // Every latency figure is an added latency: a target's percentile minus
-// the direct path's, per round, rounds interleaved (the order rotates), the
+// the direct path's, per round, rounds interleaved (in the order of a Williams design: inOrder), the
 // median of the rounds reported. "Per core" divides the requests served by
 // the CPU time the serving process used meanwhile (/proc/PID/stat), which
 // is what one core gives when the machine is shared with the client and
@@ -515,7 +515,7 @@ func costLatency(ctx context.Context, c *http.Client, targets []costTarget, bodi
 	pooled := map[string][]time.Duration{}
 	fs, check := tallies(targets)
 	for r := 0; r < rounds; r++ {
-		for _, tg := range rotate(targets, r) {
+		for _, tg := range inOrder(targets, r) {
 			s0, f0 := fs[tg.name].mark()
 			lat := fireBodies(ctx, c, tg.url+chatPath, bodies, n, rate, fs[tg.name])
 			if err := ctx.Err(); err != nil {
@@ -592,11 +592,51 @@ func roundsNote(ratio float64, rs []float64, target string) string {
 	return s + " (target " + target + ")"
 }
 
-// rotate returns targets starting at position r (mod len), so no target
-// always runs first in a round.
-func rotate(targets []costTarget, r int) []costTarget {
-	r %= len(targets)
-	return append(slices.Clone(targets[r:]), targets[:r]...)
+// inOrder returns targets in the order of round r of a Williams design
+// (williams): over its rows, every target runs at each place of a round,
+// and right after every other target, equally often. A round's targets
+// run one after the other, and one leaves the machine to the next as it
+// was (the caches, the client's and the upstream's state): rotated
+// rounds kept each target after the same one, and two proxy+all
+// configurations alike, one in each of the two last columns, read 5%
+// apart on the seed's p50 (session BI).
+func inOrder(targets []costTarget, r int) []costTarget {
+	rows := williams(len(targets))
+	out := make([]costTarget, 0, len(targets))
+	for _, i := range rows[r%len(rows)] {
+		out = append(out, targets[i])
+	}
+	return out
+}
+
+// williams returns the rows of a Williams design for n treatments: n
+// rows when n is even, 2n when it is odd (each row of the first n then
+// reversed). Row 0 is 0, 1, n-1, 2, n-2, …; row k adds k to each (mod n).
+func williams(n int) [][]int {
+	first := make([]int, n)
+	for j, lo, hi := 1, 1, n-1; j < n; j++ {
+		if j%2 == 1 {
+			first[j], lo = lo, lo+1
+		} else {
+			first[j], hi = hi, hi-1
+		}
+	}
+	var rows [][]int
+	for k := range n {
+		row := make([]int, n)
+		for j, v := range first {
+			row[j] = (v + k) % n
+		}
+		rows = append(rows, row)
+	}
+	if n%2 == 1 {
+		for k := range n {
+			rev := slices.Clone(rows[k])
+			slices.Reverse(rev)
+			rows = append(rows, rev)
+		}
+	}
+	return rows
 }
 
 // fireBodies is fire with a body per request, taken in turn from bodies.
@@ -743,7 +783,7 @@ func costSaturation(ctx context.Context, c *http.Client, targets []costTarget, b
 	perCore := map[string][]float64{}
 	fs, check := tallies(targets)
 	for r := 0; r < cs.satRounds; r++ {
-		for _, tg := range rotate(targets, r) {
+		for _, tg := range inOrder(targets, r) {
 			s0, f0 := fs[tg.name].mark()
 			n, elapsed, cpu := saturate(ctx, c, tg, bodies, workers, cs.satDur, fs[tg.name])
 			if err := ctx.Err(); err != nil {
@@ -908,7 +948,7 @@ func costStreams(ctx context.Context, c *http.Client, targets []costTarget, conc
 	p99 := map[string][]time.Duration{} // per round; -1: no whole stream
 	fs, _ := tallies(targets)
 	for r := 0; r < cs.streamRounds; r++ {
-		for _, tg := range rotate(targets, r) {
+		for _, tg := range inOrder(targets, r) {
 			gaps := streamGaps(ctx, c, tg.url+chatPath+q, conc, cs.streamEvents, fs[tg.name])
 			if err := ctx.Err(); err != nil {
 				return err
