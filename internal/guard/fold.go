@@ -300,6 +300,17 @@ type projection struct {
 	h    maphash.Hash // of their keys (its state: the next request's go on from it)
 	view uint64       // the view they were read from (conv.Request.ID; 0: not known)
 	seed maphash.Seed
+	// back is n, h and view as they were before the last Update: the
+	// Reparser reads a request against the older of two views alike, and
+	// a conversation whose request was sent twice at once has each later
+	// request read against the one two before (README, session BH). The
+	// hash of such a request's first back.n messages is back.h; only the
+	// messages from there to n are hashed for the prefix check.
+	back struct {
+		n    int
+		h    maphash.Hash
+		view uint64
+	}
 }
 
 // NewProjection returns an empty Projection for one conversation.
@@ -321,6 +332,11 @@ type stats struct {
 	// Repeated is true when the prefix was known to match without a
 	// hash: the request was read against the view folded last.
 	Repeated bool
+	// Back is true when the prefix was hashed on from the state of the
+	// view folded before the last one, which the request was read
+	// against (projection.back): only the messages after that view's
+	// were hashed.
+	Back bool
 }
 
 // Update brings the projection to req's history and returns its signals.
@@ -338,7 +354,12 @@ func (p *projection) Update(req *conv.Request) (signals, stats) {
 		h, start = p.h, p.n // a copy of the state: p.h stays as it is until the end
 		st.Repeated = true
 	case p.n > 0 && len(msgs) >= p.n:
-		hashMessages(&h, msgs[:p.n])
+		from := 0
+		if b := &p.back; b.view != 0 && b.n <= p.n && req.Repeats(b.view, b.n) {
+			h, from = b.h, b.n // the first b.n messages are that view's: their hash is its
+			st.Back = true
+		}
+		hashMessages(&h, msgs[from:p.n])
 		if h.Sum64() == p.h.Sum64() {
 			start = p.n
 		}
@@ -352,6 +373,7 @@ func (p *projection) Update(req *conv.Request) (signals, stats) {
 		p.f.add(p.g, req.Body, &msgs[i])
 	}
 	hashMessages(&h, msgs[start:])
+	p.back.n, p.back.h, p.back.view = p.n, p.h, p.view
 	p.n, p.h, p.view = len(msgs), h, req.ID()
 	st.Processed = len(msgs) - start
 	return p.f.signals(p.g), st

@@ -238,3 +238,56 @@ func TestProjectionRepeated(t *testing.T) {
 	h.user("last")
 	step("read against the edited one", parse(), 1, false, true)
 }
+
+// TestProjectionTwoBack: a request the Reparser read against the view
+// folded before the last one (a conversation's request sent twice at
+// once has each later one read so) hashes for the prefix check only the
+// messages after that view's, from its hash (Back); the signals are the
+// full fold's; and a last request whose history differed from that view's
+// before its end is still caught (folded again).
+func TestProjectionTwoBack(t *testing.T) {
+	g := mustGuard(t, nil)
+	p := g.NewProjection()
+	rp := conv.NewReparser(64 << 20)
+	h := agentHistory(200, 300, 300)
+	step := func(name string, req *conv.Request, processed int, refold, back bool) {
+		t.Helper()
+		sig, st := p.Update(req)
+		if st.Processed != processed || st.Refold != refold || st.Back != back || st.Repeated && back {
+			t.Fatalf("%s: stats %+v, want processed %d, refold %v, back %v", name, st, processed, refold, back)
+		}
+		if want := g.Fold(req); !reflect.DeepEqual(sig, want) {
+			t.Fatalf("%s: incremental %+v != full %+v", name, sig, want)
+		}
+	}
+	parse := func() *conv.Request {
+		t.Helper()
+		r, err := rp.Parse(h.body())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	a := parse() // kept by the Reparser
+	step("first", a, 200, false, false)
+	h.user("go on")
+	step("parsed on its own", h.req(t), 1, false, false) // not the Reparser's: the next is read against a
+	h.assistant("Let me run the tests.", tc{"call_a", "run_tests", `{}`}).tool("call_a", "Exit code: 1\nFAIL")
+	c := parse()
+	if _, base, _ := c.Lineage(); base != a.ID() {
+		t.Fatalf("the third request was read against view %d, not the first's %d: the test checks nothing", base, a.ID())
+	}
+	step("read against the view two back", c, 2, false, true)
+
+	// The last request differed from the view two back before its end: the
+	// hash from that view's state does not match the last's, and all is
+	// folded again.
+	d := parse() // kept; read against c
+	step("read against the last", d, 0, false, false)
+	saved := h.msgs[1]
+	h.msgs[1] = `{"role":"user","content":"fix the failing tests"}`
+	step("an early message edited, parsed on its own", h.req(t), len(h.msgs), true, false)
+	h.msgs[1] = saved
+	h.user("back to the history before")
+	step("read against the view two back, the last differed", parse(), len(h.msgs), true, true)
+}
