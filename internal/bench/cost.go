@@ -33,8 +33,9 @@ import (
 // that the section works.
 //
 // Every latency figure is an added latency: a target's percentile minus
-// the direct path's, per round, rounds interleaved (in the order of a Williams design: inOrder), the
-// median of the rounds reported. "Per core" divides the requests served by
+// the direct path's, per round, rounds interleaved (each in the order of
+// a row of a Williams design: inOrder), the median of the rounds
+// reported. "Per core" divides the requests served by
 // the CPU time the serving process used meanwhile (/proc/PID/stat), which
 // is what one core gives when the machine is shared with the client and
 // the upstream.
