@@ -195,6 +195,18 @@ func checkOpenTurn(t *testing.T, req *conv.Request, s stall) {
 	}
 }
 
+// reparsing returns a parse, by rp, of h's body as it is when called.
+func reparsing(t *testing.T, rp *conv.Reparser, h *hist) func() *conv.Request {
+	return func() *conv.Request {
+		t.Helper()
+		r, err := rp.Parse(h.body())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+}
+
 // TestProjectionRepeated: requests the proxy's Reparser read against the
 // view folded last are continued without hashing their prefix; the
 // signals are the full fold's, and the hash carried on still matches a
@@ -205,14 +217,7 @@ func TestProjectionRepeated(t *testing.T) {
 	p := g.NewProjection()
 	rp := conv.NewReparser(64 << 20)
 	h := agentHistory(200, 300, 300)
-	parse := func() *conv.Request {
-		t.Helper()
-		r, err := rp.Parse(h.body())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	parse := reparsing(t, rp, h)
 	step := func(name string, req *conv.Request, processed int, refold, repeated bool) {
 		t.Helper()
 		sig, st := p.Update(req)
@@ -260,14 +265,7 @@ func TestProjectionTwoBack(t *testing.T) {
 			t.Fatalf("%s: incremental %+v != full %+v", name, sig, want)
 		}
 	}
-	parse := func() *conv.Request {
-		t.Helper()
-		r, err := rp.Parse(h.body())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	parse := reparsing(t, rp, h)
 	a := parse() // kept by the Reparser
 	step("first", a, 200, false, false)
 	h.user("go on")
