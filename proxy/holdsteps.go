@@ -21,12 +21,17 @@ import (
 const maxHoldSteps = 8
 
 // holdStepObservers resolves the histograms of the steps once: "parse",
-// each transform's type without its package path ("reqshape.Shaper"),
-// "send".
+// each transform's type without its package path ("reqshape.Shaper"; a
+// second transform of one type "reqshape.Shaper#2": each step is observed
+// once a request), "send".
 func holdStepObservers(vec *prometheus.HistogramVec, ts []RequestTransform) []prometheus.Observer {
 	names := []string{"parse"}
+	seen := map[string]int{}
 	for i, t := range ts {
 		name := strings.TrimPrefix(fmt.Sprintf("%T", t), "*")
+		if seen[name]++; seen[name] > 1 {
+			name = fmt.Sprintf("%s#%d", name, seen[name])
+		}
 		if i+1 < maxHoldSteps {
 			names = append(names, name)
 		} else {

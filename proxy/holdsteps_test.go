@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // slowTransform takes d and changes nothing; idleTransform changes
@@ -84,6 +87,30 @@ func TestHoldSteps(t *testing.T) {
 	for _, name := range steps {
 		if n := step(page, name, "count"); n != 1 {
 			t.Errorf("step %s counted %v requests after a request that is no chat, want 1", name, n)
+		}
+	}
+}
+
+// TestHoldStepNames: each step has a label of its own, so each is observed
+// once a request: two transforms of one type are told apart.
+func TestHoldStepNames(t *testing.T) {
+	vec := NewMetrics().holdStep
+	obs := holdStepObservers(vec, []RequestTransform{idleTransform{}, slowTransform{}, idleTransform{}})
+	for _, o := range obs {
+		o.Observe(0.001)
+	}
+	want := map[string]bool{"parse": true, "proxy.idleTransform": true, "proxy.slowTransform": true, "proxy.idleTransform#2": true, "send": true}
+	for name := range want {
+		h, err := vec.GetMetricWithLabelValues(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := &dto.Metric{}
+		if err := h.(prometheus.Metric).Write(m); err != nil {
+			t.Fatal(err)
+		}
+		if n := m.GetHistogram().GetSampleCount(); n != 1 {
+			t.Errorf("step %s observed %d times, want 1", name, n)
 		}
 	}
 }
