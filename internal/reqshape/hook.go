@@ -223,18 +223,20 @@ type booking struct {
 	later               *carrying
 }
 
-// book makes b's carry, counts its blocks and queues their originals,
-// then gives the blocks back.
+// book counts b's blocks, queues their originals and makes its carry,
+// then gives the blocks back. The blocks taken as decided are read where
+// they are, in the carry they were taken from: each is counted by its
+// reason, and only those to queue are made whole (settledBlock).
 func (s *Shaper) book(b booking) {
-	b.blocks = b.later.fill(b.blocks) // the blocks taken as decided, copied now
-	if b.later != nil {
-		s.carries.put(b.conversation, b.later.carry())
-	}
-	s.count(b.route, b.shaped, b.raw, b.blocks)
+	pre := b.later.settledCands()
+	s.count(b.route, b.shaped, b.raw, pre, b.blocks)
 	if b.open >= 0 {
-		if es := entries(b.blocks, b.shaped, b.open, b.conversation, b.turn); len(es) > 0 {
+		if es := entries(b.later.request(), pre, b.blocks, b.shaped, b.open, b.conversation, b.turn); len(es) > 0 {
 			s.store.Put(es)
 		}
+	}
+	if b.later != nil {
+		s.carries.put(b.conversation, b.later.carry())
 	}
 	putBlocks(b.blocks) // counted and stored: nothing reads them after
 }
@@ -266,8 +268,9 @@ func (s *Shaper) profile(route, model string) *profile.Profile {
 
 // count records the request's blocks in the metrics: one addition per
 // reason, not per block (a long history has hundreds), to counters looked
-// up once a request.
-func (s *Shaper) count(route string, shaped, raw int, blocks []block) {
+// up once a request. pre are the blocks taken as decided, blocks the
+// others.
+func (s *Shaper) count(route string, shaped, raw int, pre []cand, blocks []block) {
 	if shaped == 0 && raw == 0 {
 		return // most requests carry no reasoning: no counter looked up
 	}
@@ -278,19 +281,35 @@ func (s *Shaper) count(route string, shaped, raw int, blocks []block) {
 	if raw > 0 {
 		rc.get(&rc.raw, s.blocks, route, "raw").Add(float64(raw))
 	}
-	var n [len(blockReasons)]int
-	for _, b := range blocks {
-		if i := slices.Index(blockReasons[:], b.Reason); i >= 0 {
-			n[i]++
-		} else {
-			s.decisions.WithLabelValues(route, b.Reason).Inc()
-		}
+	n, other := reasonCounts(pre, blocks)
+	for _, reason := range other {
+		s.decisions.WithLabelValues(route, reason).Inc()
 	}
 	for i, k := range n {
 		if k > 0 {
 			rc.get(&rc.reasons[i], s.decisions, route, blockReasons[i]).Add(float64(k))
 		}
 	}
+}
+
+// reasonCounts counts the blocks taken as decided (pre) and the others
+// by reason, in blockReasons' order; other has the reasons not there, a
+// block's each.
+func reasonCounts(pre []cand, blocks []block) (n [len(blockReasons)]int, other []string) {
+	tally := func(reason string) {
+		if i := slices.Index(blockReasons[:], reason); i >= 0 {
+			n[i]++
+		} else {
+			other = append(other, reason)
+		}
+	}
+	for i := range pre {
+		tally(pre[i].Reason)
+	}
+	for i := range blocks {
+		tally(blocks[i].Reason)
+	}
+	return n, other
 }
 
 // blockReasons are the values of block.Reason.
@@ -320,12 +339,19 @@ func (rc *routeCounters) get(at *atomic.Pointer[prometheus.Counter], vec *promet
 // looked up again).
 const maxCounters = 1024
 
-// entries are the originals to keep: the blocks shaped in the open turn.
-// Blocks of earlier turns were recorded in their own turn and cleared
-// when this one began; recording them again would make the table hold
-// the whole history instead of one turn.
-func entries(blocks []block, shaped, openStart int, conversation string, turn int) []originals.Entry {
+// entries are the originals to keep: the blocks shaped in the open turn,
+// of those req took as decided (pre) and the others (blocks). Blocks of
+// earlier turns were recorded in their own turn and cleared when this one
+// began; recording them again would make the table hold the whole
+// history instead of one turn.
+func entries(req *conv.Request, pre []cand, blocks []block, shaped, openStart int, conversation string, turn int) []originals.Entry {
 	out := make([]originals.Entry, 0, shaped) // shaped: the changed blocks, the most there are
+	for i := range pre {
+		if c := &pre[i]; c.Changed && c.Message >= openStart {
+			b := settledBlock(req, c)
+			out = append(out, originals.Entry{Shaped: b.Shaped, Original: b.Original, Conversation: conversation, Turn: turn})
+		}
+	}
 	for _, b := range blocks {
 		if b.Changed && b.Message >= openStart {
 			out = append(out, originals.Entry{Shaped: b.Shaped, Original: b.Original, Conversation: conversation, Turn: turn})

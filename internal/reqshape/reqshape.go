@@ -236,8 +236,8 @@ type carrying struct {
 	in    inputs
 	rd    profile.Rendering
 	cands []cand
-	// taken counts the blocks taken as decided that are not yet in cands
-	// nor in the result's blocks: the first of from's (fill).
+	// taken counts the blocks taken as decided, which are in neither
+	// cands nor the result's blocks: the first of from's (settledCands).
 	taken   int
 	parts   []partPrints
 	prints  prints
@@ -246,43 +246,54 @@ type carrying struct {
 	k       int
 }
 
-// fill copies the blocks taken as decided, left in from's array, in
-// front of c's candidates and of blocks (the result's), which it returns.
-// It runs once the answer is the client's, before the carry is made.
-func (c *carrying) fill(blocks []block) []block {
+// settledCands returns the blocks taken as decided, in from's array (nil
+// for a nil c, or none): the first of from's decisions, with from's
+// strings stripped and edit ranges relative to their messages (settled).
+func (c *carrying) settledCands() []cand {
 	if c == nil || c.taken == 0 {
+		return nil
+	}
+	return c.from.decided().cands[:c.taken]
+}
+
+// fill returns the request's blocks: those taken as decided, left in
+// from's array, in front of blocks (the result's, given back). Only
+// shape needs them all; the Shaper's booking reads the decided ones
+// where they are (Shaper.book).
+func (c *carrying) fill(blocks []block) []block {
+	pre := c.settledCands()
+	if len(pre) == 0 {
 		return blocks
 	}
-	full, n := takeSettled(candRoom(c.taken+len(c.cands)), c.req, c.from.decided(), c.k)
-	out := room[block](&blockArrays, n+len(blocks))
-	for _, x := range full {
-		b := x.block
-		if !x.Changed {
-			b.Shaped = b.Original
-		}
-		out = append(out, b)
+	out := room[block](&blockArrays, len(pre)+len(blocks))
+	for i := range pre {
+		out = append(out, settledBlock(c.req, &pre[i]))
 	}
 	out = append(out, blocks...)
 	if blocks != nil {
 		putBlocks(blocks)
 	}
-	full = append(full, c.cands...)
-	if c.cands != nil {
-		putCands(c.cands)
-	}
-	c.cands, c.taken = full, 0
 	return out
 }
 
+// request returns the request the carry is made for (nil for a nil c).
+func (c *carrying) request() *conv.Request {
+	if c == nil {
+		return nil
+	}
+	return c.req
+}
+
 // carry makes the carry (nil for a nil c) and lets go of what it was made
-// of; fill has run.
+// of.
 func (c *carrying) carry() *carry {
 	if c == nil {
 		return nil
 	}
 	out := carryOf(c.req, c.rule, c.cands, c.parts, c.prints, c.rd, c.from, c.k)
-	// The candidates themselves become the carry's decisions.
-	if out.settled = settleOf(c.req, c.rule, c.in, c.rd, c.cands, c.batched); out.settled != nil {
+	// The candidates themselves become the carry's decisions, after
+	// those taken as decided.
+	if out.settled = settleOf(c.req, c.rule, c.in, c.rd, c.from.decided(), c.taken, c.cands, c.batched); out.settled != nil {
 		c.cands = nil
 	}
 	c.release()
@@ -325,9 +336,9 @@ func shapeTaking(req *conv.Request, rule shapeRule, memo *memo, in inputs, take 
 	}
 	// The blocks taken as decided (the first k messages') stay in the
 	// carry's array: the hold reads only the changed ones' edits, and
-	// what the request keeps (its blocks, the next carry) copies them once
-	// the answer is the client's (carrying.fill). Without a carry to make,
-	// they are copied here.
+	// what the request keeps (its counts and originals, the next carry)
+	// reads them there once the answer is the client's (Shaper.book).
+	// Without a carry to make, they are copied here.
 	lazy := in.carry && k > 0
 	cands, kc := candidates(req, rule, memo, from, k, lazy)
 	var taken, changedTaken int // blocks taken as decided and left in the carry, and how many of them changed
@@ -576,7 +587,7 @@ func carryOf(req *conv.Request, rule shapeRule, cands []cand, parts []partPrints
 // its reasoning block's shaped text and token estimate from it instead of
 // the memo; and the first k messages take their blocks whole, as it
 // decided them (settledPrefix), the first kc candidates — or, when lazy,
-// none: they stay in from's array until carrying.fill copies them.
+// none: they stay in from's array (carrying.settledCands).
 func candidates(req *conv.Request, rule shapeRule, memo *memo, from *carry, k int, lazy bool) (out []cand, kc int) {
 	floor := req.LastSigned()
 	noTools := rule.Shaping.Op == shaping.OpDrop && !profile.HasTools(req) // only dropping asks

@@ -39,18 +39,21 @@ type settled struct {
 	cands []cand
 	// changed are the indices of the cands that went out changed, in
 	// order: the taker's hold reads only those (settledEdits), and copies
-	// the rest once its answer is the client's (carrying.fill).
+	// the rest where they are once its answer is the client's (Shaper.book).
 	changed []int32
 }
 
-// settleOf returns the decisions of cands (req's, final) for the next
-// request, made of cands itself (which the caller then no longer owns),
-// or nil when they cannot be taken: under the keep-recent policy (which
-// decides by distance from the end), with <think> blocks (whose texts are
-// the body's), after a break shaped blocks in this request (the set the
-// next one reads differs), or when a shaped text is not the memo's own
-// (it would be the body's memory).
-func settleOf(req *conv.Request, rule shapeRule, in inputs, rd profile.Rendering, cands []cand, batched []blockKey) *settled {
+// settleOf returns the decisions of req's blocks for the next request:
+// prior's first taken (those req took as decided, already settled),
+// then cands (req's others, final), made of cands itself (which the
+// caller then no longer owns) when prior gave none. It is nil when they
+// cannot be taken: under the keep-recent policy (which decides by
+// distance from the end), with <think> blocks (whose texts are the
+// body's), after a break shaped blocks in this request (the set the next
+// one reads differs), or when a shaped text is not the memo's own (it
+// would be the body's memory). The blocks taken as decided were checked
+// when prior was settled, under the same rule and profile.
+func settleOf(req *conv.Request, rule shapeRule, in inputs, rd profile.Rendering, prior *settled, taken int, cands []cand, batched []blockKey) *settled {
 	if in.prof == nil || rule.Policy == PolicyKeepRecent || rule.ThinkTags || len(batched) > 0 {
 		return nil
 	}
@@ -69,7 +72,18 @@ func settleOf(req *conv.Request, rule shapeRule, in inputs, rd profile.Rendering
 		}
 	}
 	var changed []int32
-	for i := range cands {
+	if prior != nil && taken > 0 {
+		// The decided blocks are copied as they are (one move, not a
+		// block at a time), and so are the indices of those changed.
+		all := append(candRoom(taken+len(cands)), prior.cands[:taken]...)
+		all = append(all, cands...)
+		if cands != nil {
+			putCands(cands)
+		}
+		cands = all
+		changed = append(changed, prior.changed[:changedAmong(prior, taken)]...)
+	}
+	for i := taken; i < len(cands); i++ {
 		if cands[i].Changed {
 			changed = append(changed, int32(i))
 		}
@@ -161,4 +175,18 @@ func takeSettled(out []cand, req *conv.Request, s *settled, k int) ([]cand, int)
 		out = append(out, c)
 	}
 	return out, n
+}
+
+// settledBlock returns the block of a decision taken as decided (c, of
+// a settled, for a message req repeats) as req sent it: takeSettled's,
+// with the text it went out with.
+func settledBlock(req *conv.Request, c *cand) block {
+	m := &req.Messages[c.Message]
+	b := c.block
+	b.Original, b.Field = m.Reasoning, m.ReasoningField
+	b.Shaped = b.Original
+	if c.can && c.Changed {
+		b.Shaped = c.out
+	}
+	return b
 }
