@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -106,4 +107,35 @@ func quickBench(t *testing.T, only string) string {
 		t.Fatal(err)
 	}
 	return out.String()
+}
+
+// TestBenchAgainst runs the cost section with -against naming a binary
+// (this one, run as the program): the core's column is that binary's
+// proxy+all, in a process of its own, so its hold's steps include the
+// guard's, which the core does not run. Without -subprocess, -against is
+// refused.
+func TestBenchAgainst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	code, _, stderr := runMain(t, "bench", "-quick", "-only", "cost", "-against", os.Args[0])
+	if code == 0 || !strings.Contains(stderr, "-against needs -subprocess") {
+		t.Fatalf("-against without -subprocess: exit %d, stderr %q", code, stderr)
+	}
+	code, out, stderr := runMain(t, "bench", "-quick", "-subprocess", "-only", "cost:latency,cost:small", "-against", os.Args[0])
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(out, "| proxy+all of "+os.Args[0]+" | proxy+all |") {
+		t.Fatalf("the header does not name the other build's column:\n%s", out)
+	}
+	steps := regexp.MustCompile(`\| the hold by step [^|]*\|  \|  \|  \| ([^|]+) \| ([^|]+) \|`).FindStringSubmatch(out)
+	if steps == nil {
+		t.Fatalf("no hold-step row:\n%s", out)
+	}
+	for _, cell := range steps[1:] {
+		if !strings.Contains(cell, "guard.Hook") {
+			t.Errorf("a column's hold has no guard step: %q (not proxy+all)", cell)
+		}
+	}
 }

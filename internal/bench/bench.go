@@ -10,6 +10,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -58,6 +59,12 @@ type Options struct {
 	// the rounds of the cost section's saturation runs: shorter rounds,
 	// more of them, leave less of the machine's drift inside a round.
 	Saturation string
+	// Against, when set, is another shaperproxy binary (an earlier build)
+	// whose proxy+all takes the transparent core's column of the cost
+	// section: two builds measured in one run, their rounds interleaved,
+	// instead of in two runs a machine's drift sets apart. It needs
+	// Subprocess.
+	Against string
 }
 
 func pick(quick bool) sizes {
@@ -91,6 +98,9 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 			return err
 		}
 		sz.cost.satRounds, sz.cost.satDur = n, d
+	}
+	if o.Against != "" && !subprocess {
+		return errors.New("bench: -against needs -subprocess (the other build runs as a child)")
 	}
 	if o.Profile != "" { // the children write into it and say nothing when they cannot
 		if err := os.MkdirAll(o.Profile, 0o700); err != nil {

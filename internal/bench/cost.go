@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -113,7 +114,11 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 		return err
 	}
 	c := newCostClient()
-	w := &wideTable{header: []string{"workload", "metric", direct, stdlib, readRP, bare, costAll, costAll + " ÷ " + stdlib}} // latency rows: added to direct's, as their metric says
+	coreColumn := bare
+	if e.against != "" {
+		coreColumn = costAll + " of " + e.against // Options.Against
+	}
+	w := &wideTable{header: []string{"workload", "metric", direct, stdlib, readRP, coreColumn, costAll, costAll + " ÷ " + stdlib}} // latency rows: added to direct's, as their metric says
 	where := "client, upstream, ReverseProxy and each proxy in processes of their own"
 	if !separate {
 		where = "all in this process (no child command): the figures only show that the section runs"
@@ -441,13 +446,33 @@ func (e *env) costTargets() (targets []costTarget, separate bool, err error) {
 	}
 	targets = append(targets, costTarget{readRP, whole, wholePID})
 	for _, v := range costVariants { // a data directory apart from the other sections' proxies
-		u, pid, err := e.start(v, up, up, filepath.Join(e.dir, "cost"))
+		start := func() (string, int, error) { return e.start(v, up, up, filepath.Join(e.dir, "cost")) }
+		if v == bare && e.against != "" {
+			start = func() (string, int, error) { return e.spawnAgainst(up) }
+		}
+		u, pid, err := start()
 		if err != nil {
 			return nil, false, err
 		}
 		targets = append(targets, costTarget{v, u + "/fake", pid})
 	}
 	return targets, len(e.child) > 0, nil
+}
+
+// spawnAgainst starts the proxy+all of the build Options.Against names,
+// in the core's place, with a data directory of its own, and its
+// profiles, when asked for, in the profiles' directory's "against".
+func (e *env) spawnAgainst(up string) (string, int, error) {
+	child, profile := e.child, e.profile
+	e.child = []string{e.against, "bench", "-child"}
+	if profile != "" {
+		e.profile = filepath.Join(profile, "against")
+		if err := os.MkdirAll(e.profile, 0o700); err != nil {
+			return "", 0, err
+		}
+	}
+	defer func() { e.child, e.profile = child, profile }()
+	return e.spawn([]string{costAll, up, up, filepath.Join(e.dir, "cost", "against")}, true)
 }
 
 // start starts a role or a proxy variant of the cost section, in a child

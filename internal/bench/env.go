@@ -35,6 +35,7 @@ type env struct {
 	dir      string
 	profile  string // ProfileEnv for the children of the cost section
 	without  string // Options.Without (WithoutEnv for the children)
+	against  string // Options.Against: the binary whose proxy+all takes the core's column
 }
 
 // The proxy variants measured against the direct baseline.
@@ -55,7 +56,7 @@ const (
 // garbage collector and scheduler apart from the client's and the
 // upstream's), in this process otherwise (the tests).
 func newEnv(o Options) (*env, error) {
-	e := &env{fake: fakeupstream.New(), build: o.Build, child: o.Child, profile: o.Profile, without: o.Without}
+	e := &env{fake: fakeupstream.New(), build: o.Build, child: o.Child, profile: o.Profile, without: o.Without, against: o.Against}
 	subprocess := o.Subprocess
 	var err error
 	if e.fakeURL, err = startServer(e.fake, &e.closers); err != nil {
