@@ -164,13 +164,11 @@ func settledEdits(edits []conv.Edit, req *conv.Request, s *settled, c int) []con
 func takeSettled(out []cand, req *conv.Request, s *settled, k int) ([]cand, int) {
 	n := settledBefore(s, k)
 	for _, c := range s.cands[:n] {
-		m := &req.Messages[c.Message]
-		c.Original, c.Field = m.Reasoning, m.ReasoningField
-		c.Shaped = c.Original
+		c.block = settledBlock(req, &c)
 		if c.can {
-			c.Shaped = c.out
-			c.edit.Start += m.Start
-			c.edit.End += m.Start
+			start := req.Messages[c.Message].Start
+			c.edit.Start += start
+			c.edit.End += start
 		}
 		out = append(out, c)
 	}
@@ -178,8 +176,8 @@ func takeSettled(out []cand, req *conv.Request, s *settled, k int) ([]cand, int)
 }
 
 // settledBlock returns the block of a decision taken as decided (c, of
-// a settled, for a message req repeats) as req sent it: takeSettled's,
-// with the text it went out with.
+// a settled, for a message req repeats) as req sent it: the message's
+// strings, and the text it went out with (the shaped one when it changed).
 func settledBlock(req *conv.Request, c *cand) block {
 	m := &req.Messages[c.Message]
 	b := c.block
