@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
 	"io"
 	"net"
 	"net/http"
@@ -618,10 +619,11 @@ func deepStack() byte {
 }
 
 // deepBody is the shortest request body whose write grows its stack first
-// (deepStack): a small request's calls stay within the stack a goroutine
-// starts with (the profiles of the small request at saturation show no
-// growth), and a growth it does not need would cost it a larger stack.
-const deepBody = 64 << 10
+// (deepStack): a large body, read into a buffer of internal/bigbuf. A
+// small request's calls stay within the stack a goroutine starts with
+// (the profiles of the small request at saturation show no growth), and
+// a growth it does not need would cost it a larger stack.
+const deepBody = bigbuf.MinSize
 
 // aisleStack is the frame deepStack takes: the stack it leaves is the
 // next power of two above it.
