@@ -113,7 +113,8 @@ func quickBench(t *testing.T, only string) string {
 // (this one, run as the program): the core's column is that binary's
 // proxy+all, in a process of its own, so its hold's steps include the
 // guard's, which the core does not run. Without -subprocess, -against is
-// refused.
+// refused, and so it is with the cutthrough experiment, whose core it
+// would replace.
 func TestBenchAgainst(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
@@ -121,6 +122,10 @@ func TestBenchAgainst(t *testing.T) {
 	code, _, stderr := runMain(t, "bench", "-quick", "-only", "cost", "-against", os.Args[0])
 	if code == 0 || !strings.Contains(stderr, "-against needs -subprocess") {
 		t.Fatalf("-against without -subprocess: exit %d, stderr %q", code, stderr)
+	}
+	code, _, stderr = runMain(t, "bench", "-quick", "-subprocess", "-only", "cost:cutthrough", "-against", os.Args[0])
+	if code == 0 || !strings.Contains(stderr, "the cutthrough experiment") {
+		t.Fatalf("-against with the cutthrough experiment, which measures the core: exit %d, stderr %q", code, stderr)
 	}
 	code, out, stderr := runMain(t, "bench", "-quick", "-subprocess", "-only", "cost:latency,cost:small", "-against", os.Args[0])
 	if code != 0 {

@@ -102,6 +102,9 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 	if o.Against != "" && !subprocess {
 		return errors.New("bench: -against needs -subprocess (the other build runs as a child)")
 	}
+	if o.Against != "" && slices.Contains(strings.Split(only, ","), "cost:cutthrough") {
+		return errors.New("bench: -against replaces the core, which the cutthrough experiment measures")
+	}
 	if o.Profile != "" { // the children write into it and say nothing when they cannot
 		if err := os.MkdirAll(o.Profile, 0o700); err != nil {
 			return fmt.Errorf("bench: the profiles' directory: %w", err)

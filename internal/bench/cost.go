@@ -463,16 +463,14 @@ func (e *env) costTargets() (targets []costTarget, separate bool, err error) {
 // in the core's place, with a data directory of its own, and its
 // profiles, when asked for, in the profiles' directory's "against".
 func (e *env) spawnAgainst(up string) (string, int, error) {
-	child, profile := e.child, e.profile
-	e.child = []string{e.against, "bench", "-child"}
-	if profile != "" {
-		e.profile = filepath.Join(profile, "against")
-		if err := os.MkdirAll(e.profile, 0o700); err != nil {
+	profile := ""
+	if e.profile != "" {
+		profile = filepath.Join(e.profile, "against")
+		if err := os.MkdirAll(profile, 0o700); err != nil {
 			return "", 0, err
 		}
 	}
-	defer func() { e.child, e.profile = child, profile }()
-	return e.spawn([]string{costAll, up, up, filepath.Join(e.dir, "cost", "against")}, true)
+	return e.spawnCmd([]string{e.against, "bench", "-child"}, profile, []string{costAll, up, up, filepath.Join(e.dir, "cost", "against")})
 }
 
 // start starts a role or a proxy variant of the cost section, in a child

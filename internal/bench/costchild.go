@@ -66,10 +66,20 @@ const ProfileEnv = "SHAPERPROXY_BENCH_PROFILE"
 // children are profiled (profiled set): the other sections' proxies carry
 // the same variant names, and their profiles would overwrite these.
 func (e *env) spawn(args []string, profiled bool) (string, int, error) {
-	cmd := exec.Command(e.child[0], append(append([]string(nil), e.child[1:]...), args...)...)
+	profile := ""
+	if profiled {
+		profile = e.profile
+	}
+	return e.spawnCmd(e.child, profile, args)
+}
+
+// spawnCmd is spawn with the child's command line and its profiles'
+// directory ("": none) given.
+func (e *env) spawnCmd(child []string, profile string, args []string) (string, int, error) {
+	cmd := exec.Command(child[0], append(append([]string(nil), child[1:]...), args...)...)
 	cmd.Env = os.Environ()
-	if profiled && e.profile != "" {
-		cmd.Env = append(cmd.Env, ProfileEnv+"="+e.profile)
+	if profile != "" {
+		cmd.Env = append(cmd.Env, ProfileEnv+"="+profile)
 	}
 	if e.without != "" {
 		cmd.Env = append(cmd.Env, WithoutEnv+"="+e.without)
