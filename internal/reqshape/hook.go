@@ -192,7 +192,7 @@ func (s *Shaper) shapeRequest(r request) (result, *booking) {
 	}
 	rule, ok := s.rules.Match(r.route, r.model)
 	if !s.enabled || !ok || r.retry || s.breaker.paused(r.route) {
-		rule = shapeRule{Shaping: shaping.Options{Op: shaping.OpKeep}, Policy: PolicyKeepRecent}
+		return s.unshaped(r, turn)
 	}
 	in := s.inputs(r, rule)
 	res := shapeLater(view, rule, s.memo, in)
@@ -211,6 +211,31 @@ func (s *Shaper) shapeRequest(r request) (result, *booking) {
 	return res, b
 }
 
+// unshaped is shapeRequest for a request that goes out as it came
+// (shaping off, no rule for its route and model, a retry, the breaker
+// paused): its blocks are counted, each with the reason keep-recent
+// gives a block that keeping does not change (same; frozen on a frozen
+// profile), and nothing is decided, carried or stored. Deciding each
+// block under keep-recent gave the same counts at several times the
+// cost (TestUnshapedCounts, BenchmarkSeedHold's "off").
+func (s *Shaper) unshaped(r request, turn int) (result, *booking) {
+	view := r.view
+	res := result{Body: view.Body, View: view, Break: -1}
+	for i := range view.Messages {
+		if m := &view.Messages[i]; m.Role == conv.RoleAssistant && hasReasoning(m) {
+			res.Raw++
+		}
+	}
+	if res.Raw == 0 {
+		return res, nil
+	}
+	reason := reasonSame
+	if s.profile(r.route, r.model).Frozen {
+		reason = reasonFrozen
+	}
+	return res, &booking{route: r.route, conversation: r.conversation, turn: turn, open: -1, raw: res.Raw, passed: reason}
+}
+
 // booking is what a request leaves to do once it has gone upstream: make
 // the carry (later; nil: none), count its blocks, queue the originals of
 // those shaped in the open turn (from its start, open; -1: none to
@@ -221,6 +246,9 @@ type booking struct {
 	shaped, raw         int
 	blocks              []block
 	later               *carrying
+	// passed is, for a request that went out as it came (unshaped), the
+	// reason of each of its raw blocks, which has no blocks listed.
+	passed string
 }
 
 // book counts b's blocks, queues their originals and makes its carry,
@@ -229,7 +257,7 @@ type booking struct {
 // reason, and only those to queue are made whole (settledBlock).
 func (s *Shaper) book(b booking) {
 	pre := b.later.settledCands()
-	s.count(b.route, b.shaped, b.raw, pre, b.blocks)
+	s.count(b.route, b.shaped, b.raw, pre, b.blocks, b.passed)
 	if b.open >= 0 {
 		if es := entries(b.later.request(), pre, b.blocks, b.shaped, b.open, b.conversation, b.turn); len(es) > 0 {
 			s.store.Put(es)
@@ -269,8 +297,9 @@ func (s *Shaper) profile(route, model string) *profile.Profile {
 // count records the request's blocks in the metrics: one addition per
 // reason, not per block (a long history has hundreds), to counters looked
 // up once a request. pre are the blocks taken as decided, blocks the
-// others.
-func (s *Shaper) count(route string, shaped, raw int, pre []cand, blocks []block) {
+// others; passed, when not "", is the reason of every raw block of a
+// request that went out as it came (booking.passed).
+func (s *Shaper) count(route string, shaped, raw int, pre []cand, blocks []block, passed string) {
 	if shaped == 0 && raw == 0 {
 		return // most requests carry no reasoning: no counter looked up
 	}
@@ -282,6 +311,9 @@ func (s *Shaper) count(route string, shaped, raw int, pre []cand, blocks []block
 		rc.get(&rc.raw, s.blocks, route, "raw").Add(float64(raw))
 	}
 	n, other := reasonCounts(pre, blocks)
+	if passed != "" {
+		n[slices.Index(blockReasons[:], passed)] += raw
+	}
 	for _, reason := range other {
 		s.decisions.WithLabelValues(route, reason).Inc()
 	}

@@ -725,8 +725,7 @@ func btoi(b bool) int {
 // request (the same bytes, shaped under the same rule).
 //
 // The block's token estimate of what follows it (cand.after) is made only
-// where a policy weighs it: not under keep-recent, which decides by place
-// (nor, so, with shaping off, which decides under it).
+// where a policy weighs it: not under keep-recent, which decides by place.
 func reasoningCand(c *cand, body []byte, m *conv.Message, rule shapeRule, memo *memo, allowed, noTools bool, pc *carried) bool {
 	if !hasReasoning(m) {
 		return false
