@@ -18,7 +18,7 @@ const minPieces = 64 << 10
 // of Body: from is the body it has just read, still in the processor's
 // cache, where most of Body, written over a body kept from an earlier
 // request (editedBodies), has not been touched since then, and a copy
-// from it costs the kernel more (README, Session BE).
+// from it costs the kernel more (internal/bench/HISTORY.md, Session BE).
 func (r *Request) Pieces(from []byte) [][]byte {
 	if r.pieces == nil || !sameSlice(from, r.from) {
 		return nil

@@ -171,7 +171,7 @@ func (b *besideWork) observed() sinkList {
 // only the observers' to tell, in the caller's before the trip. A goroutine
 // started per request wakes an idle thread of the runtime, which may
 // take the processor from the very goroutine that is about to send the
-// request (README, Session AW).
+// request (internal/bench/HISTORY.md, Session AW).
 func (p *Proxy) roundTrip(rt http.RoundTripper, out *http.Request, bw *besideWork) (*http.Response, error) {
 	if bw == nil {
 		return rt.RoundTrip(out)

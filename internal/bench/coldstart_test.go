@@ -16,7 +16,7 @@ import (
 // workloads' pace is 20 to 500 requests a second, with other processes
 // running meanwhile), and a walk once after the 50 ms followed by a 1 MB
 // or a 4 MB write (a warm-up at a body's first bytes). It reports the
-// median walk in µs (walk-µs); README, Session BI:
+// median walk in µs (walk-µs); internal/bench/HISTORY.md, Session BI:
 //
 //	go test -run='^$' -bench=ColdStart -benchtime=40x ./internal/bench
 func BenchmarkColdStart(b *testing.B) {

@@ -303,7 +303,7 @@ type projection struct {
 	// back is n, h and view as they were before the last Update: the
 	// Reparser reads a request against the older of two views alike, and
 	// a conversation whose request was sent twice at once has each later
-	// request read against the one two before (README, session BH). The
+	// request read against the one two before (internal/bench/HISTORY.md, Session BH). The
 	// hash of such a request's first back.n messages is back.h; only the
 	// messages from there to n are hashed for the prefix check.
 	back struct {

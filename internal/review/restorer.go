@@ -113,7 +113,7 @@ type cleanRun struct {
 // let go of its edited body for the next to be written over). With the
 // last request's record alone, the restorer found none that matched and
 // searched the seed's 631 messages on every request (20 µs of the hold in
-// situ against 5; README, Session BH).
+// situ against 5; internal/bench/HISTORY.md, Session BH).
 type cleanRuns [4]cleanRun
 
 // cleanFrom returns how many first messages of v are known to hold no
