@@ -48,11 +48,34 @@ func TestHoldSteps(t *testing.T) {
 			t.Fatalf("status %d", resp.StatusCode)
 		}
 	}
-	post("/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
-	page := metricsText(t, px.URL)
 	step := func(page, name, what string) float64 {
 		return metricValue(page, `shaperproxy_request_hold_step_seconds_`+what+`{step="`+name+`"}`)
 	}
+	// A call's times are recorded when it finishes, which may come just
+	// after its client has the answer: the page is read until it counts
+	// the requests held and the chat requests' last step, "send" (or a
+	// few seconds went by, and the checks below fail).
+	heldNow := func() (string, float64) {
+		page := metricsText(t, px.URL)
+		held := 0.0 // under any model label
+		for _, line := range strings.Split(page, "\n") {
+			if rest, ok := strings.CutPrefix(line, "shaperproxy_request_hold_seconds_count{"); ok {
+				n, _ := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64)
+				held += n
+			}
+		}
+		return page, held
+	}
+	heldBy := func(want float64) (string, float64) {
+		page, held := heldNow()
+		for deadline := time.Now().Add(5 * time.Second); (held < want || step(page, "send", "count") < 1) && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+			page, held = heldNow()
+		}
+		return page, held
+	}
+	post("/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	page, _ := heldBy(1)
 	steps := []string{"parse", "proxy.idleTransform", "proxy.slowTransform", "send"}
 	var sum float64
 	for _, name := range steps {
@@ -73,14 +96,7 @@ func TestHoldSteps(t *testing.T) {
 		t.Errorf("the steps add up to %v s, the hold is %v s", sum, hold)
 	}
 	post("/v1/embeddings", `{"model":"m","input":"hi"}`)
-	page = metricsText(t, px.URL)
-	held := 0.0 // under any model label
-	for _, line := range strings.Split(page, "\n") {
-		if rest, ok := strings.CutPrefix(line, "shaperproxy_request_hold_seconds_count{"); ok {
-			n, _ := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64)
-			held += n
-		}
-	}
+	page, held := heldBy(2)
 	if held != 2 {
 		t.Fatalf("%v requests held, want 2", held)
 	}
