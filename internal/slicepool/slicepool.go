@@ -17,20 +17,39 @@ type Pool[T any] struct{ p, boxes sync.Pool }
 // Get returns an empty slice with room for n, one given back when its
 // room is between n and most (a slice much larger than asked would keep
 // its room under a short request), else a new one. A slice larger than
-// most goes back for a longer request. The room past what the caller
-// writes may hold what an earlier user left (Put does not clear).
+// most goes back for a longer request, after a second look: the pool
+// hands out the slice given back last first, so a conversation's first
+// request, whose arrays are its longest, would otherwise leave one there
+// that every shorter request after it finds first and makes its own
+// (TestLargerSliceDoesNotBlock). The room past what the caller writes
+// may hold what an earlier user left (Put does not clear).
 func (p *Pool[T]) Get(n, most int) []T {
-	if b, ok := p.p.Get().(*[]T); ok {
+	var large *[]T // a slice too large for n, to go back
+	for range 2 {
+		b, ok := p.p.Get().(*[]T)
+		if !ok {
+			break
+		}
 		s := *b
 		if cap(s) > most && cap(s) > n {
-			p.p.Put(b) // for a longer request
-			return make([]T, 0, n)
+			if large != nil {
+				p.p.Put(large)
+			}
+			large = b
+			continue
 		}
 		*b = nil
 		p.boxes.Put(b)
+		if large != nil {
+			p.p.Put(large) // for a longer request
+		}
 		if cap(s) >= n {
 			return s[:0]
 		}
+		return make([]T, 0, n)
+	}
+	if large != nil {
+		p.p.Put(large) // for a longer request
 	}
 	return make([]T, 0, n)
 }

@@ -49,3 +49,27 @@ func TestPutAllocatesNothing(t *testing.T) {
 		t.Fatalf("%.2f allocations a Get and Put", allocs)
 	}
 }
+
+// TestLargerSliceDoesNotBlock: a slice too large for the requests that
+// follow (a conversation's first request, which decides every block, and
+// then its shorter ones) does not keep a fitting slice given back from
+// being handed out: Get and Put allocate nothing (before, the large
+// slice, handed out first, went back and a new one was made each time),
+// and the large slice is still there for a long request.
+func TestLargerSliceDoesNotBlock(t *testing.T) {
+	if testenv.Race {
+		t.Skip("sync.Pool drops what it is given at random under the race detector")
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // one processor: sync.Pool's per-processor slot is the one the test sees
+	runtime.GC()
+	runtime.GC() // the pools start empty
+	var p Pool[int]
+	p.Put(make([]int, 0, 1000)) // the long request's
+	p.Put(make([]int, 0, 10))   // a short one's
+	if allocs := testing.AllocsPerRun(1000, func() { p.Put(p.Get(8, 48)) }); allocs != 0 {
+		t.Fatalf("%.2f allocations a Get and Put with a larger slice in the pool", allocs)
+	}
+	if s := p.Get(900, 4000); cap(s) != 1000 {
+		t.Fatalf("the large slice is gone: a Get for 900 made cap %d", cap(s))
+	}
+}
