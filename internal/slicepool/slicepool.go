@@ -24,32 +24,24 @@ type Pool[T any] struct{ p, boxes sync.Pool }
 // (TestLargerSliceDoesNotBlock). The room past what the caller writes
 // may hold what an earlier user left (Put does not clear).
 func (p *Pool[T]) Get(n, most int) []T {
-	var large *[]T // a slice too large for n, to go back
-	for range 2 {
-		b, ok := p.p.Get().(*[]T)
-		if !ok {
-			break
+	tooLarge := func(b *[]T) bool { return cap(*b) > most && cap(*b) > n }
+	b, ok := p.p.Get().(*[]T)
+	if ok && tooLarge(b) {
+		next, more := p.p.Get().(*[]T) // taken before the large one goes back, which would come out first again
+		p.p.Put(b)                     // for a longer request
+		if b, ok = next, more; ok && tooLarge(b) {
+			p.p.Put(b)
+			ok = false
 		}
-		s := *b
-		if cap(s) > most && cap(s) > n {
-			if large != nil {
-				p.p.Put(large)
-			}
-			large = b
-			continue
-		}
-		*b = nil
-		p.boxes.Put(b)
-		if large != nil {
-			p.p.Put(large) // for a longer request
-		}
-		if cap(s) >= n {
-			return s[:0]
-		}
+	}
+	if !ok {
 		return make([]T, 0, n)
 	}
-	if large != nil {
-		p.p.Put(large) // for a longer request
+	s := *b
+	*b = nil
+	p.boxes.Put(b)
+	if cap(s) >= n {
+		return s[:0]
 	}
 	return make([]T, 0, n)
 }
