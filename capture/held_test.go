@@ -503,3 +503,26 @@ func TestCallRecordsSlowStart(t *testing.T) {
 		t.Fatalf("CallRecords: %q, want %q", got, want)
 	}
 }
+
+// TestResponseRecordAtHeader: the response record is dated when the
+// upstream's header came (ResponseInfo.At), though the proxy tells the
+// sink of it later (once a copied body's first bytes are on their way);
+// an answer told without a time (an internal call's) is dated when told.
+func TestResponseRecordAtHeader(t *testing.T) {
+	w, _ := openTest(t, Options{})
+	o := NewObserver(w, false)
+	for _, at := range []time.Duration{7 * time.Millisecond, 0} {
+		start := time.Now().Add(-time.Second)
+		call := &proxy.Call{ID: fmt.Sprint("c", at), Route: "r", Chat: true, Start: start}
+		sink := o.Request(call, &proxy.Upstream{Method: "POST", URL: "http://up/v1/chat/completions", Body: []byte(`{}`)})
+		sink.Response(&proxy.ResponseInfo{Status: 200, At: at})
+		r := sink.(*captureSink).room[0].Record
+		switch {
+		case at > 0 && (r.Offset != at || !r.Time.Equal(start.Add(at))):
+			t.Errorf("the response record is at %v (%v), want the header's %v", r.Offset, r.Time, at)
+		case at == 0 && r.Offset < time.Second:
+			t.Errorf("an answer told without a time is at %v, want when told (a second or more into the call)", r.Offset)
+		}
+		sink.End(proxy.End{Outcome: proxy.OutcomeComplete, Status: 200})
+	}
+}

@@ -183,7 +183,11 @@ func (s *captureSink) Response(info *proxy.ResponseInfo) {
 	if info.Encoded {
 		s.where = whereDecoded
 	}
-	r := s.record(KindResponse, s.call.Since())
+	at := info.At
+	if at == 0 { // an internal call's answer, told when it came
+		at = s.call.Since()
+	}
+	r := s.record(KindResponse, at)
 	r.Status, r.Header, r.Stream = info.Status, info.Header, info.Stream
 	s.hold = !info.Stream && s.holds
 	s.keep(queued{Record: r})

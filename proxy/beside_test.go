@@ -102,7 +102,7 @@ func TestBeside(t *testing.T) {
 			defer up.Close()
 			var sawUpstream, done atomic.Bool
 			var doneAtResponse atomic.Bool
-			obs := &besideObserver{done: &done, doneAtResponse: &doneAtResponse}
+			obs := &besideObserver{done: &done, doneAtResponse: &doneAtResponse, responded: make(chan struct{})}
 			_, srv := newTestProxy(t, up.URL, func(o *Options) {
 				if way.transport != nil {
 					o.Transport = way.transport()
@@ -125,6 +125,11 @@ func TestBeside(t *testing.T) {
 			}
 			if !done.Load() {
 				t.Fatal("the client had the answer before the work was done")
+			}
+			select { // a body copied as it comes is told of once its first bytes are on their way: maybe after the client has them
+			case <-obs.responded:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the observers were not told of the answer")
 			}
 			if !doneAtResponse.Load() {
 				t.Fatal("the observers saw the answer before the work was done")
@@ -247,13 +252,23 @@ func okRig(t *testing.T, transforms ...RequestTransform) (post func()) {
 }
 
 // besideObserver notes, at the response, whether the Beside work was done.
-type besideObserver struct{ done, doneAtResponse *atomic.Bool }
+type besideObserver struct {
+	done, doneAtResponse *atomic.Bool
+	responded            chan struct{} // closed at the first Response
+}
 
 func (o *besideObserver) Request(*Call, *Upstream) ResponseSink { return o }
-func (o *besideObserver) Response(*ResponseInfo)                { o.doneAtResponse.Store(o.done.Load()) }
-func (o *besideObserver) Event(*sse.Event, int, time.Duration)  {}
-func (o *besideObserver) Body([]byte)                           {}
-func (o *besideObserver) End(End)                               {}
+func (o *besideObserver) Response(*ResponseInfo) {
+	o.doneAtResponse.Store(o.done.Load())
+	select {
+	case <-o.responded:
+	default:
+		close(o.responded)
+	}
+}
+func (o *besideObserver) Event(*sse.Event, int, time.Duration) {}
+func (o *besideObserver) Body([]byte)                          {}
+func (o *besideObserver) End(End)                              {}
 
 // TestRunBeside: outside the proxy, RunBeside and RunAfter each run the
 // work given so far with Beside and After, in order and once, and only

@@ -17,13 +17,14 @@ type clientWriter struct {
 	rc   *http.ResponseController
 	idle time.Duration
 	dl   deadline
+	call *Call // notes its first flush (Call.clientFirst)
 }
 
 // writePiece is the most written under one deadline.
 const writePiece = 64 << 10
 
-func newClientWriter(w http.ResponseWriter, idle time.Duration) *clientWriter {
-	return &clientWriter{ResponseWriter: w, rc: http.NewResponseController(w), idle: idle}
+func newClientWriter(w http.ResponseWriter, idle time.Duration, call *Call) *clientWriter {
+	return &clientWriter{ResponseWriter: w, rc: http.NewResponseController(w), idle: idle, call: call}
 }
 
 func (c *clientWriter) extend() {
@@ -86,10 +87,16 @@ func (c *clientWriter) Write(p []byte) (int, error) {
 	return written, nil
 }
 
-// FlushError flushes under a deadline (http.ResponseController uses it).
+// FlushError flushes under a deadline (http.ResponseController uses it),
+// and notes when the first flush put the answer's first bytes on their
+// way.
 func (c *clientWriter) FlushError() error {
 	c.extend()
-	return c.rc.Flush()
+	err := c.rc.Flush()
+	if err == nil && c.call.clientFirst.Load() == 0 {
+		c.call.clientFirst.CompareAndSwap(0, int64(max(c.call.Since(), 1)))
+	}
+	return err
 }
 
 // Flush is FlushError for callers that want an http.Flusher.

@@ -51,8 +51,8 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 		Status: resp.StatusCode, Header: resp.Header,
 		Stream:  isEventStream(resp.Header),
 		Encoded: contentEncoding(resp.Header) != "",
+		At:      call.times.header,
 	}
-	sinks.Response(info)
 	p.debugResponse(call, info)
 	// The idle limit covers every read of the body, the few the retry
 	// question makes included.
@@ -67,6 +67,7 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 	}
 	resp.Body = readCloser{ir, upBody}
 	if p.askRetry(call, resp, ir) {
+		sinks.Response(info)
 		sinks.End(End{Outcome: OutcomeRetried, Status: resp.StatusCode, Duration: call.Since()})
 		return true
 	}
@@ -80,12 +81,14 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 			length = noLength // the finisher may write more or less than the upstream sent
 		}
 		p.writeHeader(w, resp, length)
+		sinks.Response(info)
 		end = p.copyEvents(w, src, call, sinks, fin, clientCtx)
 	case fin != nil && !info.Stream:
+		sinks.Response(info)
 		end = p.copyHeldBody(w, resp, src, call, sinks, fin, clientCtx)
 	default:
 		p.writeHeader(w, resp, upstreamLength)
-		end = p.copyRaw(w, src, call, info, sinks)
+		end = p.copyRaw(w, src, call, info, sinks, true)
 	}
 	if end.Status == 0 { // else the proxy answered in the upstream's place (a finisher's 502)
 		end.Status = resp.StatusCode
@@ -477,7 +480,7 @@ func (p *Proxy) copyHeldBody(w http.ResponseWriter, resp *http.Response, src io.
 			return clientGone(End{})
 		}
 		bodyInPieces(sinks, body)
-		end := p.copyRaw(w, src, call, &ResponseInfo{}, sinks)
+		end := p.copyRaw(w, src, call, &ResponseInfo{}, sinks, false)
 		end.Bytes += int64(len(body))
 		return end
 	}
@@ -594,10 +597,13 @@ func safeEndBody(ctx context.Context, fin FinishSession, body []byte, keepAlive 
 // hands each piece to the observers once it is on its way to the client
 // (their work is not part of its latency). When the body is compressed,
 // the observers get the decoded bytes. A small answer goes out in one
-// write: the first flush sends the header with it.
-func (p *Proxy) copyRaw(w http.ResponseWriter, src io.Reader, call *Call, info *ResponseInfo, sinks sinkList) End {
-	tee := p.newTee(sinks, call, info)
+// write: the first flush sends the header with it. When tell is set the
+// observers are told of the response (Response) only then, with the tee
+// they read it through made: before it, they would be.
+func (p *Proxy) copyRaw(w http.ResponseWriter, src io.Reader, call *Call, info *ResponseInfo, sinks sinkList, tell bool) End {
+	var tee *tee
 	defer func() {
+		tee = p.teeOnce(tee, sinks, call, info, tell)
 		tee.Close()
 		if tee.tok.at > 0 {
 			call.times.firstToken = tee.tok.at
@@ -615,16 +621,30 @@ func (p *Proxy) copyRaw(w http.ResponseWriter, src io.Reader, call *Call, info *
 			}
 			end.Bytes += int64(n)
 			_ = http.NewResponseController(w).Flush()
+			tee = p.teeOnce(tee, sinks, call, info, tell)
 			tee.Write(buf[:n])
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				end.Err = describeReadErr(err)
 			}
+			tee = p.teeOnce(tee, sinks, call, info, tell)
 			end.Events = tee.Close()
 			return end
 		}
 	}
+}
+
+// teeOnce returns t, or, the first time (t nil), tells the sinks of the
+// response when tell is set and makes the tee they read it through.
+func (p *Proxy) teeOnce(t *tee, sinks sinkList, call *Call, info *ResponseInfo, tell bool) *tee {
+	if t != nil {
+		return t
+	}
+	if tell {
+		sinks.Response(info)
+	}
+	return p.newTee(sinks, call, info)
 }
 
 // copyBufs holds the buffers of copyRaw: one 32 KiB allocation per

@@ -34,7 +34,8 @@ func (p *Proxy) finish(call *Call, info *ResponseInfo, end End) {
 
 // observeTimes records when the upstream answered: its response header,
 // the first byte of its body, the first token of a chat stream, and how
-// long a stream ran after its header.
+// long a stream ran after its header; and when the answer's first bytes
+// were flushed to the client.
 func (p *Proxy) observeTimes(call *Call, info *ResponseInfo, end End, ts *callTimers) {
 	m := p.metrics
 	t := call.times
@@ -49,6 +50,9 @@ func (p *Proxy) observeTimes(call *Call, info *ResponseInfo, end End, ts *callTi
 	}
 	if t.firstByte > 0 {
 		ts.observer(&ts.firstByte, m.firstByte).Observe(t.firstByte.Seconds())
+	}
+	if first := call.clientFirst.Load(); first > 0 {
+		ts.observer(&ts.clientFirst, m.clientFirst).Observe(time.Duration(first).Seconds())
 	}
 	if t.firstToken > 0 {
 		ts.observer(&ts.firstToken, m.firstToken).Observe(t.firstToken.Seconds())

@@ -30,7 +30,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, route *Route, pa
 	defer call.releaseBodies() // after every hook and observer saw the call: the large bodies go back (Hold)
 	p.metrics.inflight.Inc()
 	defer p.metrics.inflight.Dec()
-	cw := newClientWriter(w, p.opts.ClientIdleTimeout)
+	cw := newClientWriter(w, p.opts.ClientIdleTimeout, call)
 	w = cw
 	defer p.runAfter(call) // before the bodies go back
 	defer cw.extend()      // the server's last write, after the handler, gets its own deadline

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/shaperproxy/shaperproxy/conv"
@@ -68,8 +69,12 @@ type Call struct {
 	// upstream; the shaping transform sets it, the capture records it.
 	Reasoning ReasoningCount
 
-	times callTimes     // when the upstream answered (metrics and the log line)
-	read  time.Duration // when the body's last byte came (Since), the body read whole; 0: not read whole
+	times callTimes // when the upstream answered (metrics and the log line)
+	// clientFirst is when the answer's first bytes were flushed to the
+	// client (Since, in ns; 0: not yet), set by the client's writer, which
+	// a finish session's keep-alive beats also write through.
+	clientFirst atomic.Int64
+	read        time.Duration // when the body's last byte came (Since), the body read whole; 0: not read whole
 	// steps are when the steps of a chat request's hold ended, counted
 	// from read: the parse's, then each transform's (holdStep).
 	steps [maxHoldSteps]time.Duration
@@ -316,6 +321,9 @@ type ResponseInfo struct {
 	// Encoded reports whether the body was compressed on the wire; the
 	// events and body bytes given to a ResponseSink are then decoded.
 	Encoded bool
+	// At is when the header came, counted from the call's start (0 for
+	// an internal call's answer, told at once).
+	At time.Duration
 }
 
 // Outcome says how a call ended.
@@ -375,8 +383,11 @@ type Observer interface {
 
 // ResponseSink receives one response as it passes to the client.
 type ResponseSink interface {
-	// Response is called when the response header arrives. It is not
-	// called when the upstream could not be reached.
+	// Response is called once the response header arrived (info.At): at
+	// once for a stream or an answer a finisher holds, and for a body the
+	// proxy copies as it comes, once its first bytes are on their way to
+	// the client (what the observers do is no part of its latency). It is
+	// not called when the upstream could not be reached.
 	Response(info *ResponseInfo)
 	// Event is called for each SSE event, after it was written to the
 	// client. ev's slices are only valid during the call. at is the time

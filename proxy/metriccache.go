@@ -69,10 +69,10 @@ func (l *lazyChild[T]) get(resolve func() T) T {
 // callTimers are a route and model's timing children: finish looks them
 // up once a call, where it looked up each (three to five lookups).
 type callTimers struct {
-	vecs                                                          *Metrics
-	route, model                                                  string
-	duration, header, hold, firstByte, firstToken, streamDuration lazyChild[prometheus.Observer]
-	streams                                                       lazyChild[prometheus.Counter]
+	vecs                                                                       *Metrics
+	route, model                                                               string
+	duration, header, hold, firstByte, clientFirst, firstToken, streamDuration lazyChild[prometheus.Observer]
+	streams                                                                    lazyChild[prometheus.Counter]
 }
 
 // timersOf returns the timing children of route and model.

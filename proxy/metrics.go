@@ -31,6 +31,7 @@ type Metrics struct {
 	hold            *prometheus.HistogramVec
 	holdStep        *prometheus.HistogramVec
 	firstByte       *prometheus.HistogramVec
+	clientFirst     *prometheus.HistogramVec
 	firstToken      *prometheus.HistogramVec
 	streamDuration  *prometheus.HistogramVec
 	inflight        prometheus.Gauge
@@ -70,7 +71,7 @@ func NewMetrics() *Metrics {
 	m.newTimingMetrics()
 	m.newTunnelMetrics()
 	m.reg.MustRegister(m.requests, m.streams, m.bytes, m.events, m.upstreamErrors,
-		m.transformErrors, m.retries, m.duration, m.header, m.hold, m.holdStep, m.firstByte, m.firstToken,
+		m.transformErrors, m.retries, m.duration, m.header, m.hold, m.holdStep, m.firstByte, m.clientFirst, m.firstToken,
 		m.streamDuration, m.inflight, m.refused, m.truncated, m.truncatedBytes,
 		m.tunnels, m.tunnelsOpen, m.tunnelBytes, m.tunnelDuration, m.reparse,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -122,6 +123,7 @@ func (m *Metrics) newTimingMetrics() {
 	m.duration = hist("shaperproxy_request_duration_seconds", "Time from request to the end of the response, by route and model.")
 	m.header = hist("shaperproxy_upstream_header_seconds", "Time from request to the upstream response header, by route and model.")
 	m.firstByte = hist("shaperproxy_time_to_first_byte_seconds", "Time from request to the first byte of the upstream response body, by route and model.")
+	m.clientFirst = hist("shaperproxy_client_first_byte_seconds", "Time from request to the first bytes of the answer flushed to the client (a whole body, or a stream's header with its first event), by route and model; answers the proxy makes itself (refusals, upstream failures) are not counted.")
 	m.firstToken = hist("shaperproxy_time_to_first_token_seconds", "Time from request to the first chat stream event carrying content or reasoning text, by route and model.")
 	m.streamDuration = hist("shaperproxy_stream_duration_seconds", "Time from the response header of an SSE response to its end, by route and model.")
 	m.hold = prometheus.NewHistogramVec(prometheus.HistogramOpts{

@@ -23,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/shaperproxy/shaperproxy/internal/testenv"
+	"github.com/shaperproxy/shaperproxy/sse"
 	"github.com/tidwall/gjson"
 )
 
@@ -359,11 +360,68 @@ func TestTimingMetrics(t *testing.T) {
 	first := metricValue(m, "shaperproxy_time_to_first_byte_seconds_sum"+labels)
 	token := metricValue(m, "shaperproxy_time_to_first_token_seconds_sum"+labels)
 	stream := metricValue(m, "shaperproxy_stream_duration_seconds_sum"+labels)
+	client := metricValue(m, "shaperproxy_client_first_byte_seconds_sum"+labels)
 	if !(header >= 0 && header <= first && first >= 0.1 && token >= 0.3 && first < token && stream >= token-header-0.001) {
 		t.Fatalf("header %v, first byte %v, first token %v, stream %v", header, first, token, stream)
 	}
+	// The stream's header goes to the client with its first event (the
+	// role-only chunk), not before it nor with the first token.
+	if !(client >= first && client < token) {
+		t.Fatalf("first byte to the client %v, from the upstream %v, first token %v", client, first, token)
+	}
 	if metricValue(m, `shaperproxy_request_duration_seconds_bucket{model="deepseek-reasoner",route="default",le="1800"}`) != 1 {
 		t.Fatalf("no 30-minute bucket:\n%s", grepLines([]byte(m), "shaperproxy_request_duration_seconds_bucket"))
+	}
+}
+
+// TestClientFirstByteMetric: the answer's first bytes flushed to the
+// client are timed from the request: a non-stream body that comes 100 ms
+// after its header goes out when it comes (after the upstream's header,
+// before the call's end), once a call; an answer the proxy makes itself
+// (the upstream unreachable) is not counted.
+func TestClientFirstByteMetric(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(200)
+		_ = http.NewResponseController(w).Flush()
+		time.Sleep(100 * time.Millisecond)
+		fmt.Fprint(w, `{"choices":[{"message":{"role":"assistant","content":"ok"}}]}`)
+	}))
+	defer up.Close()
+	_, px := newTestProxy(t, up.URL, nil)
+	for range 2 {
+		if resp, body := do(t, rawClient(), "POST", px.URL+"/v1/chat/completions", []byte(chatBody), nil); resp.StatusCode != 200 || !strings.Contains(string(body), "ok") {
+			t.Fatalf("status %d: %s", resp.StatusCode, body)
+		}
+	}
+	labels := `{model="deepseek-reasoner",route="default"}`
+	var m string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if m = metricsText(t, px.URL); metricValue(m, "shaperproxy_request_duration_seconds_count"+labels) == 2 {
+			break
+		}
+	}
+	header := metricValue(m, "shaperproxy_upstream_header_seconds_sum"+labels)
+	client := metricValue(m, "shaperproxy_client_first_byte_seconds_sum"+labels)
+	duration := metricValue(m, "shaperproxy_request_duration_seconds_sum"+labels)
+	if n := metricValue(m, "shaperproxy_client_first_byte_seconds_count"+labels); n != 2 {
+		t.Fatalf("%v answers timed to the client, want 2:\n%s", n, grepLines([]byte(m), "shaperproxy_client_first_byte"))
+	}
+	if !(client >= header+0.2 && client <= duration) {
+		t.Fatalf("first bytes to the client after %v s in all, the upstream's header after %v, the calls took %v", client, header, duration)
+	}
+
+	_, dead := newTestProxy(t, "http://127.0.0.1:1", nil)
+	if resp, _ := do(t, rawClient(), "POST", dead.URL+"/v1/chat/completions", []byte(chatBody), nil); resp.StatusCode < 500 {
+		t.Fatalf("status %d from an unreachable upstream", resp.StatusCode)
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if m = metricsText(t, dead.URL); strings.Contains(m, "shaperproxy_request_duration_seconds_count") {
+			break
+		}
+	}
+	if strings.Contains(m, "shaperproxy_client_first_byte_seconds_count{") {
+		t.Fatalf("the proxy's own answer was timed:\n%s", grepLines([]byte(m), "shaperproxy_client_first_byte"))
 	}
 }
 
@@ -633,5 +691,46 @@ func TestConnContextCancellableBase(t *testing.T) {
 	}
 	if _, ok := p.ConnContext(context.Background(), nil).Value(connCutKey{}).(context.CancelCauseFunc); !ok {
 		t.Fatal("no connection context under a base that cannot be cancelled")
+	}
+}
+
+// heldObserver's sinks wait in Response until release is closed (at
+// most five seconds).
+type heldObserver struct{ release chan struct{} }
+
+func (o *heldObserver) Request(*Call, *Upstream) ResponseSink { return o }
+func (o *heldObserver) Response(*ResponseInfo) {
+	select {
+	case <-o.release:
+	case <-time.After(5 * time.Second):
+	}
+}
+func (o *heldObserver) Event(*sse.Event, int, time.Duration) {}
+func (o *heldObserver) Body([]byte)                          {}
+func (o *heldObserver) End(End)                              {}
+
+// TestObserversAfterFirstBytes: the observers are told of a body the
+// proxy copies as it comes once its first bytes are on their way to the
+// client: an observer that takes its time over the response does not
+// hold the answer back (a small one arrives whole while it waits).
+func TestObserversAfterFirstBytes(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"choices":[{"message":{"role":"assistant","content":"ok"}}]}`)
+	}))
+	defer up.Close()
+	obs := &heldObserver{release: make(chan struct{})}
+	defer close(obs.release)
+	_, px := newTestProxy(t, up.URL, func(o *Options) { o.Observers = []Observer{obs} })
+	c := rawClient()
+	c.Timeout = 2 * time.Second
+	resp, err := c.Post(px.URL+"/v1/chat/completions", "application/json", strings.NewReader(chatBody))
+	if err != nil {
+		t.Fatalf("the answer waited for the observers: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || !strings.Contains(string(body), `"ok"`) {
+		t.Fatalf("the answer waited for the observers: %q, %v", body, err)
 	}
 }

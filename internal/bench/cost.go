@@ -216,25 +216,31 @@ func withHold(ctx context.Context, c *http.Client, targets []costTarget, w *wide
 	}
 	row := []string{title, "the proxy's hold: from the body's last byte to its hand-off upstream (mean over the rounds, from the proxy's /metrics)", "", "", ""}
 	steps := []string{title, "the hold by step (mean µs; shaperproxy_request_hold_step_seconds): the parse, each request transform, the request sent", "", "", ""}
+	way := []string{title, "the call's way (mean µs over the rounds, from the proxy's /metrics): from the request to the upstream's header (shaperproxy_upstream_header_seconds), then on to the answer's first bytes flushed to the client (shaperproxy_client_first_byte_seconds)", "", "", ""}
 	for _, tg := range proxies {
 		if h, ok := holds[tg.name]; ok {
 			row = append(row, fmtDur(h.mean))
 			steps = append(steps, h.steps)
+			way = append(way, h.way)
 		} else {
 			row = append(row, "n/a")
 			steps = append(steps, "n/a")
+			way = append(way, "n/a")
 		}
 	}
 	w.add(append(row, "")...)
 	w.add(append(steps, "")...)
+	w.add(append(way, "")...)
 	return nil
 }
 
 // heldOver is a proxy's hold over a run: its mean, and its steps' means
-// as a cell ("parse 21, review.Restorer 4, reqshape.Shaper 40, send 8").
+// as a cell ("parse 21, review.Restorer 4, reqshape.Shaper 40, send 8");
+// and the call's way as a cell ("header 262, then client +57").
 type heldOver struct {
 	mean  time.Duration
 	steps string
+	way   string
 }
 
 // holdOver runs run and returns each proxy target's mean hold
@@ -258,7 +264,7 @@ func holdOver(ctx context.Context, c *http.Client, proxies []costTarget, run fun
 	holds := map[string]heldOver{}
 	for name, a := range read() {
 		if d, ok := a.HoldSince(before[name]); ok {
-			holds[name] = heldOver{mean: d, steps: a.StepsSince(before[name])}
+			holds[name] = heldOver{mean: d, steps: a.StepsSince(before[name]), way: a.WaySince(before[name])}
 		}
 	}
 	return holds, nil
@@ -269,9 +275,14 @@ func holdOver(ctx context.Context, c *http.Client, proxies []costTarget, run fun
 // in all and how many requests) and its large edited bodies written over
 // an earlier one's or made fresh (shaperproxy_edited_bodies_total).
 type ProxyCounts struct {
-	HoldSeconds        float64
-	Held               uint64
-	WrittenOver, Fresh float64
+	HoldSeconds float64
+	Held        uint64
+	// Header and ClientFirst are the seconds in all to the upstream's
+	// header (shaperproxy_upstream_header_seconds) and to the answer's
+	// first bytes flushed to the client
+	// (shaperproxy_client_first_byte_seconds), and how many calls each.
+	Header, ClientFirst timeSum
+	WrittenOver, Fresh  float64
 	// Steps are the hold's steps (shaperproxy_request_hold_step_seconds)
 	// by name, in the order the proxy takes them: the parse first, the
 	// send last, the transforms between (in their names' order).
@@ -293,10 +304,10 @@ func ReadProxyCounts(ctx context.Context, c *http.Client, url string) (ProxyCoun
 		return ProxyCounts{}, err
 	}
 	var pc ProxyCounts
-	for _, m := range fams["shaperproxy_request_hold_seconds"].GetMetric() {
-		pc.HoldSeconds += m.GetHistogram().GetSampleSum()
-		pc.Held += m.GetHistogram().GetSampleCount()
-	}
+	hold := sumOf(fams, "shaperproxy_request_hold_seconds")
+	pc.HoldSeconds, pc.Held = hold.Seconds, hold.Count
+	pc.Header = sumOf(fams, "shaperproxy_upstream_header_seconds")
+	pc.ClientFirst = sumOf(fams, "shaperproxy_client_first_byte_seconds")
 	for _, m := range fams["shaperproxy_request_hold_step_seconds"].GetMetric() {
 		for _, l := range m.GetLabel() {
 			if l.GetName() == "step" {
@@ -345,6 +356,47 @@ func (pc ProxyCounts) StepsSince(before ProxyCounts) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// timeSum is a histogram's sum (seconds) and count over all its series.
+type timeSum struct {
+	Seconds float64
+	Count   uint64
+}
+
+// sumOf adds up the series of the histogram name.
+func sumOf(fams map[string]*dto.MetricFamily, name string) timeSum {
+	var t timeSum
+	for _, m := range fams[name].GetMetric() {
+		t.Seconds += m.GetHistogram().GetSampleSum()
+		t.Count += m.GetHistogram().GetSampleCount()
+	}
+	return t
+}
+
+// meanSince is the mean in µs of what t counted since before; false when
+// it counted nothing.
+func (t timeSum) meanSince(before timeSum) (float64, bool) {
+	if t.Count <= before.Count {
+		return 0, false
+	}
+	return (t.Seconds - before.Seconds) / float64(t.Count-before.Count) * 1e6, true
+}
+
+// WaySince is the call's way over the calls since before, in µs, as one
+// cell: the mean time to the upstream's header, and from it on to the
+// answer's first bytes at the client ("header 262, then client +57");
+// "" when no call answered.
+func (pc ProxyCounts) WaySince(before ProxyCounts) string {
+	h, ok := pc.Header.meanSince(before.Header)
+	if !ok {
+		return ""
+	}
+	out := fmt.Sprintf("header %.0f", h)
+	if c, ok := pc.ClientFirst.meanSince(before.ClientFirst); ok {
+		out += fmt.Sprintf(", then client %+.0f", c-h)
+	}
+	return out
 }
 
 // WrittenOverSince is the share of the large edited bodies written over

@@ -448,3 +448,55 @@ func TestStepsSince(t *testing.T) {
 		t.Fatalf("steps %q, want %q", got, want)
 	}
 }
+
+// TestWaySince: the call's way is read from a proxy's metrics text (every
+// route and model's series added up): the mean time to the upstream's
+// header, and from it on to the answer's first bytes at the client, of
+// the calls between two readings; nothing over no call, and no relay
+// when no answer was timed at the client.
+func TestWaySince(t *testing.T) {
+	text := ""
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, text) }))
+	defer srv.Close()
+	page := func(header, client float64, n, clients int) string {
+		var b strings.Builder
+		for _, h := range []struct {
+			name string
+			sum  float64
+			n    int
+		}{{"shaperproxy_upstream_header_seconds", header, n}, {"shaperproxy_client_first_byte_seconds", client, clients}} {
+			fmt.Fprintf(&b, "# TYPE %s histogram\n", h.name)
+			for _, route := range []string{"a", "b"} { // the calls split between two routes
+				fmt.Fprintf(&b, "%s_bucket{model=\"m\",route=%q,le=\"+Inf\"} %d\n", h.name, route, h.n)
+				fmt.Fprintf(&b, "%s_sum{model=\"m\",route=%q} %g\n", h.name, route, h.sum/2)
+				fmt.Fprintf(&b, "%s_count{model=\"m\",route=%q} %d\n", h.name, route, h.n/2)
+			}
+		}
+		return b.String()
+	}
+	read := func() ProxyCounts {
+		pc, err := ReadProxyCounts(t.Context(), srv.Client(), srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pc
+	}
+	text = page(0.01, 0.012, 40, 40)
+	before := read()
+	if before.Header.Count != 40 || before.ClientFirst.Count != 40 {
+		t.Fatalf("read %+v", before)
+	}
+	if got := before.WaySince(before); got != "" {
+		t.Fatalf("a way over no call: %q", got)
+	}
+	// Four calls more: the header after 250 µs each, the client's first
+	// bytes 60 µs after it.
+	text = page(0.01+0.001, 0.012+0.00124, 44, 44)
+	if got, want := read().WaySince(before), "header 250, then client +60"; got != want {
+		t.Fatalf("way %q, want %q", got, want)
+	}
+	text = page(0.01+0.001, 0.012, 44, 40) // no answer reached the client meanwhile
+	if got, want := read().WaySince(before), "header 250"; got != want {
+		t.Fatalf("way %q, want %q", got, want)
+	}
+}
