@@ -389,11 +389,12 @@ type ResponseSink interface {
 	// the client (what the observers do is no part of its latency). It is
 	// not called when the upstream could not be reached.
 	Response(info *ResponseInfo)
-	// Event is called for each SSE event, after it was written to the
-	// client. ev's slices are only valid during the call. at is the time
-	// since the call started. An event longer than Options.MaxEventBytes
-	// comes with ev.Truncated set: Raw and Data hold its beginning, Size
-	// its whole length.
+	// Event is called for each SSE event as it arrives from upstream,
+	// before the proxy writes it to the client (an event too long to
+	// hold, after its pieces went out). ev's slices are only valid during
+	// the call. at is the time since the call started. An event longer
+	// than Options.MaxEventBytes comes with ev.Truncated set: Raw and Data
+	// hold its beginning, Size its whole length.
 	Event(ev *sse.Event, seq int, at time.Duration)
 	// Body is called with the bytes of a non-stream body as they pass.
 	Body(p []byte)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -659,13 +660,39 @@ func ratioNote(a, b []time.Duration, target string) string {
 }
 
 // roundsNote formats a ratio of medians with the median and range of the
-// per-round ratios rs (when there are three or more) and the target.
+// per-round ratios rs (when there are three or more), the target, and
+// whether the ratio meets it (judged).
 func roundsNote(ratio float64, rs []float64, target string) string {
-	s := fmt.Sprintf("%.2f", ratio)
+	shown, met := judged(ratio, target)
 	if len(rs) >= 3 {
-		s += fmt.Sprintf(" (rounds: median %.2f, %.2f to %.2f)", median(rs), slices.Min(rs), slices.Max(rs))
+		shown += fmt.Sprintf(" (rounds: median %.2f, %.2f to %.2f)", median(rs), slices.Min(rs), slices.Max(rs))
 	}
-	return s + " (target " + target + ")"
+	verdict := "missed"
+	if met {
+		verdict = "met"
+	}
+	return shown + " (target " + target + ": " + verdict + ")"
+}
+
+// judged reports whether ratio meets target ("≤ 1.0", "≥ 0.9"), and
+// formats it with two decimals, or with as many more (up to four) as it
+// takes not to read as the target's own value: 1.0027 against ≤ 1.0
+// shows as 1.003, not as a 1.00 that looks met.
+func judged(ratio float64, target string) (string, bool) {
+	op, value, _ := strings.Cut(target, " ")
+	v, err := strconv.ParseFloat(value, 64)
+	if err != nil {
+		return fmt.Sprintf("%.2f", ratio), false
+	}
+	met := ratio <= v
+	if op == "≥" {
+		met = ratio >= v
+	}
+	shown := fmt.Sprintf("%.2f", ratio)
+	for d := 3; d <= 4 && ratio != v && shown == fmt.Sprintf("%.*f", d-1, v); d++ {
+		shown = fmt.Sprintf("%.*f", d, ratio)
+	}
+	return shown, met
 }
 
 // inOrder returns targets in the order of round r of a Williams design

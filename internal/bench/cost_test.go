@@ -71,17 +71,17 @@ func TestOnlyRefusesUnknown(t *testing.T) {
 func TestSatRatio(t *testing.T) {
 	a := []float64{90, 80, 100, 70, 95} // median 90
 	b := []float64{100, 100, 100, 100, 100}
-	want := "0.90 (rounds: median 0.90, 0.70 to 1.00) (target ≥ 0.9)"
+	want := "0.90 (rounds: median 0.90, 0.70 to 1.00) (target ≥ 0.9: met)"
 	if got := satRatio(a, b); got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
-	if got := satRatio([]float64{8}, []float64{10}); got != "0.80 (target ≥ 0.9)" {
+	if got := satRatio([]float64{8}, []float64{10}); got != "0.80 (target ≥ 0.9: missed)" {
 		t.Fatalf("one round: got %q", got)
 	}
 	// A round without a CPU reading (0) is left out of both the medians
 	// and the per-round ratios; the other rounds stay paired.
 	a, b = []float64{90, 0, 80, 100, 70}, []float64{100, 100, 0, 100, 100}
-	if got, want := satRatio(a, b), "0.90 (rounds: median 0.90, 0.70 to 1.00) (target ≥ 0.9)"; got != want {
+	if got, want := satRatio(a, b), "0.90 (rounds: median 0.90, 0.70 to 1.00) (target ≥ 0.9: met)"; got != want {
 		t.Fatalf("missing readings: got %q, want %q", got, want)
 	}
 	if got := satRatio([]float64{0, 0}, []float64{0, 0}); !strings.HasPrefix(got, "n/a") {
@@ -89,6 +89,34 @@ func TestSatRatio(t *testing.T) {
 	}
 	if got := satRatio([]float64{0, 0}, []float64{100, 100}); !strings.HasPrefix(got, "n/a") {
 		t.Fatalf("no reading of the proxy's: got %q", got)
+	}
+}
+
+// TestJudged: a ratio is judged against its target unrounded, and
+// shown with as many decimals as it takes not to read as the target's
+// own value (a 1.0027 against ≤ 1.0 is missed, and shows as 1.003).
+func TestJudged(t *testing.T) {
+	for _, c := range []struct {
+		ratio  float64
+		target string
+		shown  string
+		met    bool
+	}{
+		{1.0027, "≤ 1.0", "1.003", false},
+		{0.9973, "≤ 1.0", "0.997", true},
+		{1.0004, "≤ 1.0", "1.0004", false},
+		{1.0, "≤ 1.0", "1.00", true},
+		{0.95, "≤ 1.0", "0.95", true},
+		{1.07, "≤ 1.0", "1.07", false},
+		{1.4999, "≤ 1.5", "1.4999", true},
+		{0.8999, "≥ 0.9", "0.8999", false},
+		{0.9012, "≥ 0.9", "0.901", true},
+		{0.94, "≥ 0.9", "0.94", true},
+	} {
+		shown, met := judged(c.ratio, c.target)
+		if shown != c.shown || met != c.met {
+			t.Errorf("%v against %s: %q, met %v; want %q, %v", c.ratio, c.target, shown, met, c.shown, c.met)
+		}
 	}
 }
 
