@@ -47,6 +47,20 @@ func metricsText(t *testing.T, px string) string {
 	return string(body)
 }
 
+// metricsWhen reads the proxy's /metrics page until ready says it holds
+// what a call records once its client has the answer (at most five
+// seconds), and returns the last page read.
+func metricsWhen(t *testing.T, px string, ready func(page string) bool) string {
+	t.Helper()
+	var page string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if page = metricsText(t, px); ready(page) {
+			break
+		}
+	}
+	return page
+}
+
 // metricValue returns the value of the sample whose name and labels
 // start the line (labels in the exposition's sorted order); -1 when there
 // is none.
@@ -349,13 +363,8 @@ func TestTimingMetrics(t *testing.T) {
 	_, px := newTestProxy(t, up.URL, func(o *Options) { o.Observers = []Observer{obs} })
 	do(t, rawClient(), "POST", px.URL+"/v1/chat/completions", []byte(chatBody), nil)
 	obs.waitEnd(t)
-	var m string
 	labels := `{model="deepseek-reasoner",route="default"}`
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if m = metricsText(t, px.URL); metricValue(m, "shaperproxy_stream_duration_seconds_count"+labels) == 1 {
-			break
-		}
-	}
+	m := metricsWhen(t, px.URL, func(m string) bool { return metricValue(m, "shaperproxy_stream_duration_seconds_count"+labels) == 1 })
 	header := metricValue(m, "shaperproxy_upstream_header_seconds_sum"+labels)
 	first := metricValue(m, "shaperproxy_time_to_first_byte_seconds_sum"+labels)
 	token := metricValue(m, "shaperproxy_time_to_first_token_seconds_sum"+labels)
@@ -395,12 +404,7 @@ func TestClientFirstByteMetric(t *testing.T) {
 		}
 	}
 	labels := `{model="deepseek-reasoner",route="default"}`
-	var m string
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if m = metricsText(t, px.URL); metricValue(m, "shaperproxy_request_duration_seconds_count"+labels) == 2 {
-			break
-		}
-	}
+	m := metricsWhen(t, px.URL, func(m string) bool { return metricValue(m, "shaperproxy_request_duration_seconds_count"+labels) == 2 })
 	header := metricValue(m, "shaperproxy_upstream_header_seconds_sum"+labels)
 	client := metricValue(m, "shaperproxy_client_first_byte_seconds_sum"+labels)
 	duration := metricValue(m, "shaperproxy_request_duration_seconds_sum"+labels)
@@ -415,11 +419,7 @@ func TestClientFirstByteMetric(t *testing.T) {
 	if resp, _ := do(t, rawClient(), "POST", dead.URL+"/v1/chat/completions", []byte(chatBody), nil); resp.StatusCode < 500 {
 		t.Fatalf("status %d from an unreachable upstream", resp.StatusCode)
 	}
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if m = metricsText(t, dead.URL); strings.Contains(m, "shaperproxy_request_duration_seconds_count") {
-			break
-		}
-	}
+	m = metricsWhen(t, dead.URL, func(m string) bool { return strings.Contains(m, "shaperproxy_request_duration_seconds_count") })
 	if strings.Contains(m, "shaperproxy_client_first_byte_seconds_count{") {
 		t.Fatalf("the proxy's own answer was timed:\n%s", grepLines([]byte(m), "shaperproxy_client_first_byte"))
 	}
@@ -457,12 +457,7 @@ func TestHoldMetric(t *testing.T) {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	labels := `{model="deepseek-reasoner",route="default"}`
-	var m string
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if m = metricsText(t, px.URL); metricValue(m, "shaperproxy_request_duration_seconds_count"+labels) == 1 {
-			break
-		}
-	}
+	m := metricsWhen(t, px.URL, func(m string) bool { return metricValue(m, "shaperproxy_request_duration_seconds_count"+labels) == 1 })
 	hold, n := metricValue(m, "shaperproxy_request_hold_seconds_sum"+labels), metricValue(m, "shaperproxy_request_hold_seconds_count"+labels)
 	total := metricValue(m, "shaperproxy_request_duration_seconds_sum"+labels)
 	if n != 1 || hold < 0.03 || hold >= 0.3 || total < 0.3 {

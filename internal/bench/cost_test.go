@@ -383,13 +383,26 @@ func TestWithout(t *testing.T) {
 	}
 }
 
+// countsOf serves *text as a proxy's /metrics page and returns what reads
+// it (ReadProxyCounts), the page as *text holds it at each read.
+func countsOf(t *testing.T, text *string) func() ProxyCounts {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, *text) }))
+	t.Cleanup(srv.Close)
+	return func() ProxyCounts {
+		pc, err := ReadProxyCounts(t.Context(), srv.Client(), srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pc
+	}
+}
+
 // TestReadProxyCounts: the hold and the edited bodies are read from a
 // proxy's metrics text, and the means and shares between two readings
 // are of what happened between them.
 func TestReadProxyCounts(t *testing.T) {
-	text := ""
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, text) }))
-	defer srv.Close()
+	var text string
+	read := countsOf(t, &text)
 	page := func(sum float64, n int, over, fresh float64) string {
 		return fmt.Sprintf(`# TYPE shaperproxy_request_hold_seconds histogram
 shaperproxy_request_hold_seconds_bucket{model="m",route="a",le="+Inf"} %[2]d
@@ -402,13 +415,6 @@ shaperproxy_request_hold_seconds_count{model="m",route="b"} 1
 shaperproxy_edited_bodies_total{how="written_over"} %[3]g
 shaperproxy_edited_bodies_total{how="fresh"} %[4]g
 `, sum, n, over, fresh)
-	}
-	read := func() ProxyCounts {
-		pc, err := ReadProxyCounts(t.Context(), srv.Client(), srv.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pc
 	}
 	text = page(0.002, 4, 10, 2)
 	before := read()
@@ -433,9 +439,8 @@ shaperproxy_edited_bodies_total{how="fresh"} %[4]g
 // and their means between two readings are of the requests held between
 // them; a step no request took meanwhile is left out.
 func TestStepsSince(t *testing.T) {
-	text := ""
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, text) }))
-	defer srv.Close()
+	var text string
+	read := countsOf(t, &text)
 	page := func(parse, shaper, restorer, send float64, n, idle int) string {
 		var b strings.Builder
 		b.WriteString("# TYPE shaperproxy_request_hold_step_seconds histogram\n")
@@ -449,13 +454,6 @@ func TestStepsSince(t *testing.T) {
 			fmt.Fprintf(&b, "shaperproxy_request_hold_step_seconds_count{step=%q} %d\n", s.name, s.n)
 		}
 		return b.String()
-	}
-	read := func() ProxyCounts {
-		pc, err := ReadProxyCounts(t.Context(), srv.Client(), srv.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pc
 	}
 	text = page(0.001, 0.002, 0.0005, 0.0001, 10, 3)
 	before := read()
@@ -483,9 +481,8 @@ func TestStepsSince(t *testing.T) {
 // the calls between two readings; nothing over no call, and no relay
 // when no answer was timed at the client.
 func TestWaySince(t *testing.T) {
-	text := ""
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, text) }))
-	defer srv.Close()
+	var text string
+	read := countsOf(t, &text)
 	page := func(header, client float64, n, clients int) string {
 		var b strings.Builder
 		for _, h := range []struct {
@@ -501,13 +498,6 @@ func TestWaySince(t *testing.T) {
 			}
 		}
 		return b.String()
-	}
-	read := func() ProxyCounts {
-		pc, err := ReadProxyCounts(t.Context(), srv.Client(), srv.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pc
 	}
 	text = page(0.01, 0.012, 40, 40)
 	before := read()
