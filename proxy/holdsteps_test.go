@@ -55,24 +55,19 @@ func TestHoldSteps(t *testing.T) {
 	// after its client has the answer: the page is read until it counts
 	// the requests held and the chat requests' last step, "send" (or a
 	// few seconds went by, and the checks below fail).
-	heldNow := func() (string, float64) {
-		page := metricsText(t, px.URL)
-		held := 0.0 // under any model label
+	held := func(page string) float64 {
+		n := 0.0 // under any model label
 		for _, line := range strings.Split(page, "\n") {
 			if rest, ok := strings.CutPrefix(line, "shaperproxy_request_hold_seconds_count{"); ok {
-				n, _ := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64)
-				held += n
+				v, _ := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64)
+				n += v
 			}
 		}
-		return page, held
+		return n
 	}
 	heldBy := func(want float64) (string, float64) {
-		page, held := heldNow()
-		for deadline := time.Now().Add(5 * time.Second); (held < want || step(page, "send", "count") < 1) && time.Now().Before(deadline); {
-			time.Sleep(5 * time.Millisecond)
-			page, held = heldNow()
-		}
-		return page, held
+		page := metricsWhen(t, px.URL, func(page string) bool { return held(page) >= want && step(page, "send", "count") >= 1 })
+		return page, held(page)
 	}
 	post("/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	page, _ := heldBy(1)
@@ -96,9 +91,9 @@ func TestHoldSteps(t *testing.T) {
 		t.Errorf("the steps add up to %v s, the hold is %v s", sum, hold)
 	}
 	post("/v1/embeddings", `{"model":"m","input":"hi"}`)
-	page, held := heldBy(2)
-	if held != 2 {
-		t.Fatalf("%v requests held, want 2", held)
+	page, n := heldBy(2)
+	if n != 2 {
+		t.Fatalf("%v requests held, want 2", n)
 	}
 	for _, name := range steps {
 		if n := step(page, name, "count"); n != 1 {
