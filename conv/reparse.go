@@ -241,12 +241,15 @@ func follows(r, prev *Request) bool {
 
 // closest returns the candidate body most likely repeats: one whose last
 // message body holds at the same place (the one with most messages when
-// several do), else the most recent. Only a guess, checked by the parse
-// byte for byte; it costs a comparison of one message per candidate.
+// several do, the most recent of those: a request sent again while the
+// first sending was in flight leaves two, and its conversation goes on
+// from the newer), else the most recent. Only a guess, checked by the
+// parse byte for byte; it costs a comparison of one message per
+// candidate. cands are in the order they were kept, oldest first.
 func closest(cands []*Request, body []byte) *Request {
 	var best *Request
 	for _, c := range cands {
-		if len(c.Messages) == 0 || best != nil && len(c.Messages) <= len(best.Messages) {
+		if len(c.Messages) == 0 || best != nil && len(c.Messages) < len(best.Messages) {
 			continue
 		}
 		m := &c.Messages[len(c.Messages)-1]

@@ -1086,6 +1086,51 @@ func TestParseKeyedLater(t *testing.T) {
 	}
 }
 
+// TestReparserReadsAgainstLatest: a request sent again while its first
+// sending is still in flight leaves two views of the same body kept under
+// one beginning. The requests after them are each read against the one
+// before (the newest of the views that hold most), not against the older
+// copy: an older copy read against in turn (as the first of equals was)
+// made every request's view the base of the one two requests on, and
+// the shaper, whose carry is of the request just before, walked the whole
+// history message by message instead of taking it (Request.Repeated).
+func TestReparserReadsAgainstLatest(t *testing.T) {
+	seed := parseCopy(t, fixtures.SeedHistory())
+	b := truncated(t, seed, 100)
+	rp := NewReparser(32 << 20)
+	parse := func() (*Request, []byte, func()) {
+		body := bigbuf.Make(len(b))
+		copy(body, b)
+		var keys BodyKeys
+		keys.Add(body, len(body))
+		v, settle, err := rp.ParseKeyedLater(body, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v, body, settle
+	}
+	done := func(body []byte, settle func()) {
+		settle()
+		bigbuf.Release(body)
+	}
+	_, aBody, settleA := parse()
+	done(aBody, settleA)
+	_, bBody, settleB := parse() // in flight while the same body comes again
+	_, cBody, settleC := parse()
+	done(cBody, settleC)
+	done(bBody, settleB) // two views of one body kept
+	prev, pBody, settleP := parse()
+	done(pBody, settleP)
+	for i := range 4 {
+		r, body, settle := parse()
+		if got := r.Repeated(prev.ID()); got != len(r.Messages) {
+			t.Fatalf("request %d after the two: %d messages repeated of the request before, want all %d", i+1, got, len(r.Messages))
+		}
+		done(body, settle)
+		prev = r
+	}
+}
+
 // TestParseKeyedLaterSmall: a body under bigbuf.MinSize leaves nothing
 // to settle (no settle to allocate): its bookkeeping is done in the
 // parse, and the next request of its conversation is read against it at
