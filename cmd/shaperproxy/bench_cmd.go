@@ -23,7 +23,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.Only, "only", "", "run only these `sections` (comma-separated: nonstream,stream,rss,shaping,review,abuse,cost; cost:latency, cost:saturation, cost:stream, cost:small, cost:large for a part of cost; cost:cutthrough runs a design experiment, only when named)")
 	fs.StringVar(&o.Profile, "profile", "", "write the CPU and allocation profiles of the cost section's children (each proxy, the reverse proxy, the upstream) into `dir`")
 	fs.StringVar(&o.Without, "without", "", "turn these `features` of proxy+all off (comma-separated: capture, guard, shaping), to see which one holds a figure up")
-	fs.StringVar(&o.Saturation, "saturation", "", "the cost section's saturation rounds as `ROUNDSxDURATION` (default 9x3s; e.g. 40x600ms: shorter rounds leave less of a shared machine's drift inside each)")
+	fs.StringVar(&o.Saturation, "saturation", "", "the cost section's saturation rounds as `ROUNDSxDURATION` (default 10x3s; e.g. 40x600ms: shorter rounds leave less of a shared machine's drift inside each)")
 	fs.StringVar(&o.Against, "against", "", "with -subprocess: the proxy+all of this other shaperproxy `binary` (an earlier build) takes the core's column of the cost section, measured in the same rounds")
 	fs.BoolVar(&o.Subprocess, "subprocess", false, "run each proxy in a child process of its own (RSS is then the proxy's alone)")
 	child := fs.Bool("child", false, "internal: serve one proxy variant until stdin closes (args: variant fake-url stream-url dir; or upstream; or reverseproxy or reverseproxy-read upstream-url)")

@@ -247,8 +247,8 @@ func TestOneStreamCutLeftOut(t *testing.T) {
 		t.Fatalf("a quarter of the streams cut: %v", err)
 	}
 	// One cut is never enough to stop it, however few the streams (the
-	// README run has 8 rounds; the quick run in the tests, 1).
-	for _, rounds := range []int{1, 8} {
+	// full run has 20 rounds; the quick run in the tests, 1).
+	for _, rounds := range []int{1, 20} {
 		cs.streamRounds = rounds
 		if _, err := run(rounds); err != nil {
 			t.Fatalf("one cut stream of %d stopped the section: %v", rounds, err)

@@ -70,3 +70,19 @@ func TestInOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestFullSizesWholeCycles: the full run's latency, saturation and
+// stream rounds are each a whole number of cycles of the design's rows
+// for the cost section's five targets, so that over each measure every
+// target runs at each place, and right after every other, equally often
+// (a part cycle, such as the 9 saturation and 8 stream rounds before
+// session BM, does not balance them).
+func TestFullSizesWholeCycles(t *testing.T) {
+	cycle := len(williams(5))
+	cs := pickCost(false)
+	for name, rounds := range map[string]int{"latency": cs.rounds, "saturation": cs.satRounds, "stream": cs.streamRounds} {
+		if rounds == 0 || rounds%cycle != 0 {
+			t.Errorf("%s: %d rounds, not a whole number of the design's %d rows", name, rounds, cycle)
+		}
+	}
+}
