@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -618,9 +617,9 @@ func costLatency(ctx context.Context, c *http.Client, targets []costTarget, bodi
 			}
 			return out
 		}
-		target := "≤ 1.0"
+		target := p50Target
 		if p == 99 {
-			target = "≤ 1.5"
+			target = p99Target
 		}
 		row := []string{title, fmt.Sprintf("latency p%.0f: direct, then added (median of %d rounds)", p, rounds), fmtDur(pct(pooled[direct], p))}
 		for _, tg := range targets[1:] {
@@ -650,7 +649,7 @@ func signed(d time.Duration) string {
 
 // ratioNote is the ratio of the medians of a and b, with the median and
 // range of the per-round ratios.
-func ratioNote(a, b []time.Duration, target string) string {
+func ratioNote(a, b []time.Duration, target bound) string {
 	ma, mb := pct(a, 50), pct(b, 50)
 	if mb <= 0 {
 		return "n/a (baseline adds nothing)"
@@ -667,7 +666,7 @@ func ratioNote(a, b []time.Duration, target string) string {
 // roundsNote formats a ratio of medians with the median and range of the
 // per-round ratios rs (when there are three or more), the target, and
 // whether the ratio meets it (judged).
-func roundsNote(ratio float64, rs []float64, target string) string {
+func roundsNote(ratio float64, rs []float64, target bound) string {
 	shown, met := judged(ratio, target)
 	if len(rs) >= 3 {
 		shown += fmt.Sprintf(" (rounds: median %.2f, %.2f to %.2f)", median(rs), slices.Min(rs), slices.Max(rs))
@@ -676,28 +675,50 @@ func roundsNote(ratio float64, rs []float64, target string) string {
 	if met {
 		verdict = "met"
 	}
-	return shown + " (target " + target + ": " + verdict + ")"
+	return shown + " (target " + target.String() + ": " + verdict + ")"
 }
 
-// judged reports whether ratio meets target ("≤ 1.0", "≥ 0.9"), and
-// formats it with two decimals, or with as many more (up to four) as it
-// takes not to read as the target's own value: 1.0027 against ≤ 1.0
-// shows as 1.003, not as a 1.00 that looks met.
-func judged(ratio float64, target string) (string, bool) {
-	op, value, _ := strings.Cut(target, " ")
-	v, err := strconv.ParseFloat(value, 64)
-	if err != nil {
-		return fmt.Sprintf("%.2f", ratio), false
+// bound is a target a ratio is judged against: at most (≤) or at
+// least (≥) its value.
+type bound struct {
+	atMost bool
+	value  float64
+}
+
+// The targets of issue 15.
+var (
+	p50Target     = bound{atMost: true, value: 1.0}  // added p50 against the reverse proxy's
+	p99Target     = bound{atMost: true, value: 1.5}  // added p99
+	perCoreTarget = bound{atMost: false, value: 0.9} // requests per CPU-second
+)
+
+func (b bound) String() string {
+	op := "≥"
+	if b.atMost {
+		op = "≤"
 	}
-	met := ratio <= v
-	if op == "≥" {
-		met = ratio >= v
+	return fmt.Sprintf("%s %.1f", op, b.value)
+}
+
+// meets reports whether ratio meets b, unrounded.
+func (b bound) meets(ratio float64) bool {
+	if b.atMost {
+		return ratio <= b.value
 	}
+	return ratio >= b.value
+}
+
+// judged reports whether ratio meets target, and formats it with two
+// decimals, or with as many more (up to four) as it takes not to read as
+// the target's own value: 1.0027 against ≤ 1.0 shows as 1.003, not as a
+// 1.00 that looks met.
+func judged(ratio float64, target bound) (string, bool) {
+	v := target.value
 	shown := fmt.Sprintf("%.2f", ratio)
 	for d := 3; d <= 4 && ratio != v && shown == fmt.Sprintf("%.*f", d-1, v); d++ {
 		shown = fmt.Sprintf("%.*f", d, ratio)
 	}
-	return shown, met
+	return shown, target.meets(ratio)
 }
 
 // inOrder returns targets in the order of round r of a Williams design
@@ -943,7 +964,7 @@ func satRatio(a, b []float64) string {
 			rs = append(rs, a[i]/b[i])
 		}
 	}
-	return roundsNote(ma/mb, rs, "≥ 0.9")
+	return roundsNote(ma/mb, rs, perCoreTarget)
 }
 
 // cpuPer formats the CPU time a request takes at rate requests per

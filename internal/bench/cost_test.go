@@ -98,20 +98,20 @@ func TestSatRatio(t *testing.T) {
 func TestJudged(t *testing.T) {
 	for _, c := range []struct {
 		ratio  float64
-		target string
+		target bound
 		shown  string
 		met    bool
 	}{
-		{1.0027, "≤ 1.0", "1.003", false},
-		{0.9973, "≤ 1.0", "0.997", true},
-		{1.0004, "≤ 1.0", "1.0004", false},
-		{1.0, "≤ 1.0", "1.00", true},
-		{0.95, "≤ 1.0", "0.95", true},
-		{1.07, "≤ 1.0", "1.07", false},
-		{1.4999, "≤ 1.5", "1.4999", true},
-		{0.8999, "≥ 0.9", "0.8999", false},
-		{0.9012, "≥ 0.9", "0.901", true},
-		{0.94, "≥ 0.9", "0.94", true},
+		{1.0027, p50Target, "1.003", false},
+		{0.9973, p50Target, "0.997", true},
+		{1.0004, p50Target, "1.0004", false},
+		{1.0, p50Target, "1.00", true},
+		{0.95, p50Target, "0.95", true},
+		{1.07, p50Target, "1.07", false},
+		{1.4999, p99Target, "1.4999", true},
+		{0.8999, perCoreTarget, "0.8999", false},
+		{0.9012, perCoreTarget, "0.901", true},
+		{0.94, perCoreTarget, "0.94", true},
 	} {
 		shown, met := judged(c.ratio, c.target)
 		if shown != c.shown || met != c.met {
