@@ -1045,14 +1045,7 @@ func TestParseKeyedLater(t *testing.T) {
 	rp := NewReparser(32 << 20)
 	parse := func(n int) (*Request, []byte, func()) {
 		b := truncated(t, seed, n)
-		body := bigbuf.Make(len(b))
-		copy(body, b)
-		var keys BodyKeys
-		keys.Add(body, len(body))
-		v, settle, err := rp.ParseKeyedLater(body, keys)
-		if err != nil {
-			t.Fatal(err)
-		}
+		v, body, settle := parseLater(t, rp, b)
 		want, _ := ParseRequest(b)
 		sameView(t, v, want)
 		return v, body, settle
@@ -1098,17 +1091,7 @@ func TestReparserReadsAgainstLatest(t *testing.T) {
 	seed := parseCopy(t, fixtures.SeedHistory())
 	b := truncated(t, seed, 100)
 	rp := NewReparser(32 << 20)
-	parse := func() (*Request, []byte, func()) {
-		body := bigbuf.Make(len(b))
-		copy(body, b)
-		var keys BodyKeys
-		keys.Add(body, len(body))
-		v, settle, err := rp.ParseKeyedLater(body, keys)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v, body, settle
-	}
+	parse := func() (*Request, []byte, func()) { return parseLater(t, rp, b) }
 	done := func(body []byte, settle func()) {
 		settle()
 		bigbuf.Release(body)
@@ -1129,6 +1112,22 @@ func TestReparserReadsAgainstLatest(t *testing.T) {
 		done(body, settle)
 		prev = r
 	}
+}
+
+// parseLater reads a copy of b, as a proxy reads a large body (into a
+// bigbuf buffer, keyed as it comes), with rp.ParseKeyedLater; it returns
+// the view, the body (the caller's to release) and the settle.
+func parseLater(t *testing.T, rp *Reparser, b []byte) (*Request, []byte, func()) {
+	t.Helper()
+	body := bigbuf.Make(len(b))
+	copy(body, b)
+	var keys BodyKeys
+	keys.Add(body, len(body))
+	v, settle, err := rp.ParseKeyedLater(body, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, body, settle
 }
 
 // TestParseKeyedLaterSmall: a body under bigbuf.MinSize leaves nothing
