@@ -387,6 +387,14 @@ func SetPoisoning(on bool) (was bool) { return poison.Swap(on) }
 // Poison is the byte a released buffer is filled with in a test binary.
 const Poison = 0xA5
 
+// Poisoned reports whether b is filled with Poison at both ends: in a
+// test binary, a buffer given back and not handed out again. A test that
+// asks whether one body went back asks this, not Released, which counts
+// every buffer of the binary: another test's, given back by the
+// collector meanwhile, too (a count of Released failed so once under
+// -race in session BM).
+func Poisoned(b []byte) bool { return len(b) > 0 && b[0] == Poison && b[len(b)-1] == Poison }
+
 func fill(b []byte) {
 	b[0] = Poison
 	for n := 1; n < len(b); n *= 2 {

@@ -254,7 +254,13 @@ func TestReleasePoisons(t *testing.T) {
 		b[i] = 'x'
 	}
 	s := unsafe.String(&b[0], len(b)) // a reader that keeps an alias past the release
+	if Poisoned(b) {
+		t.Fatal("a buffer in use reads as given back")
+	}
 	Release(b)
+	if !Poisoned(b) {
+		t.Fatal("a released buffer does not read as given back")
+	}
 	for i := range len(s) {
 		if s[i] != Poison {
 			t.Fatalf("byte %d of a released buffer is %q, not the poison", i, s[i])
