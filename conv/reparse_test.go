@@ -1090,41 +1090,6 @@ func wentBackOf(bs [][]byte) int {
 	return n
 }
 
-// TestReparserReadsAgainstLatest: a request sent again while its first
-// sending is still in flight leaves two views of the same body kept under
-// one beginning. The requests after them are each read against the one
-// before (the newest of the views that hold most), not against the older
-// copy: an older copy read against in turn (as the first of equals was)
-// made every request's view the base of the one two requests on, and
-// the shaper, whose carry is of the request just before, walked the whole
-// history message by message instead of taking it (Request.Repeated).
-func TestReparserReadsAgainstLatest(t *testing.T) {
-	seed := parseCopy(t, fixtures.SeedHistory())
-	b := truncated(t, seed, 100)
-	rp := NewReparser(32 << 20)
-	parse := func() (*Request, []byte, func()) { return parseLater(t, rp, b) }
-	done := func(body []byte, settle func()) {
-		settle()
-		bigbuf.Release(body)
-	}
-	_, aBody, settleA := parse()
-	done(aBody, settleA)
-	_, bBody, settleB := parse() // in flight while the same body comes again
-	_, cBody, settleC := parse()
-	done(cBody, settleC)
-	done(bBody, settleB) // two views of one body kept
-	prev, pBody, settleP := parse()
-	done(pBody, settleP)
-	for i := range 4 {
-		r, body, settle := parse()
-		if got := r.Repeated(prev.ID()); got != len(r.Messages) {
-			t.Fatalf("request %d after the two: %d messages repeated of the request before, want all %d", i+1, got, len(r.Messages))
-		}
-		done(body, settle)
-		prev = r
-	}
-}
-
 // parseLater reads a copy of b, as a proxy reads a large body (into a
 // bigbuf buffer, keyed as it comes), with rp.ParseKeyedLater; it returns
 // the view, the body (the caller's to release) and the settle.
