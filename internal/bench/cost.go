@@ -280,8 +280,9 @@ func holdOver(ctx context.Context, c *http.Client, proxies []costTarget, run fun
 // in all and how many requests) and its large edited bodies written over
 // an earlier one's or made fresh (shaperproxy_edited_bodies_total).
 type ProxyCounts struct {
-	HoldSeconds float64
-	Held        uint64
+	// Hold is the hold's seconds in all and how many requests were held
+	// (shaperproxy_request_hold_seconds).
+	Hold timeSum
 	// Header and ClientFirst are the seconds in all to the upstream's
 	// header (shaperproxy_upstream_header_seconds) and to the answer's
 	// first bytes flushed to the client
@@ -297,9 +298,8 @@ type ProxyCounts struct {
 // HoldStep is one step of the hold in all: its seconds and how many
 // requests took it.
 type HoldStep struct {
-	Name    string
-	Seconds float64
-	Count   uint64
+	Name string
+	timeSum
 }
 
 // ReadProxyCounts reads them from the proxy's metrics at url.
@@ -309,14 +309,13 @@ func ReadProxyCounts(ctx context.Context, c *http.Client, url string) (ProxyCoun
 		return ProxyCounts{}, err
 	}
 	var pc ProxyCounts
-	hold := sumOf(fams, "shaperproxy_request_hold_seconds")
-	pc.HoldSeconds, pc.Held = hold.Seconds, hold.Count
+	pc.Hold = sumOf(fams, "shaperproxy_request_hold_seconds")
 	pc.Header = sumOf(fams, "shaperproxy_upstream_header_seconds")
 	pc.ClientFirst = sumOf(fams, "shaperproxy_client_first_byte_seconds")
 	for _, m := range fams["shaperproxy_request_hold_step_seconds"].GetMetric() {
 		for _, l := range m.GetLabel() {
 			if l.GetName() == "step" {
-				pc.Steps = append(pc.Steps, HoldStep{Name: l.GetValue(), Seconds: m.GetHistogram().GetSampleSum(), Count: m.GetHistogram().GetSampleCount()})
+				pc.Steps = append(pc.Steps, HoldStep{Name: l.GetValue(), timeSum: timeSum{Seconds: m.GetHistogram().GetSampleSum(), Count: m.GetHistogram().GetSampleCount()}})
 			}
 		}
 	}
@@ -339,10 +338,7 @@ func ReadProxyCounts(ctx context.Context, c *http.Client, url string) (ProxyCoun
 
 // HoldSince is the mean hold of the requests held since before.
 func (pc ProxyCounts) HoldSince(before ProxyCounts) (time.Duration, bool) {
-	if pc.Held <= before.Held {
-		return 0, false
-	}
-	return time.Duration((pc.HoldSeconds - before.HoldSeconds) / float64(pc.Held-before.Held) * float64(time.Second)), true
+	return pc.Hold.meanSince(before.Hold)
 }
 
 // StepsSince is the mean of each step of the hold over the requests
@@ -356,8 +352,8 @@ func (pc ProxyCounts) StepsSince(before ProxyCounts) string {
 		if i >= 0 {
 			b = before.Steps[i]
 		}
-		if s.Count > b.Count {
-			parts = append(parts, fmt.Sprintf("%s %.0f", s.Name, (s.Seconds-b.Seconds)/float64(s.Count-b.Count)*1e6))
+		if d, ok := s.meanSince(b.timeSum); ok {
+			parts = append(parts, fmt.Sprintf("%s %.0f", s.Name, micros(d)))
 		}
 	}
 	return strings.Join(parts, ", ")
@@ -379,14 +375,17 @@ func sumOf(fams map[string]*dto.MetricFamily, name string) timeSum {
 	return t
 }
 
-// meanSince is the mean in µs of what t counted since before; false when
-// it counted nothing.
-func (t timeSum) meanSince(before timeSum) (float64, bool) {
+// meanSince is the mean of what t counted since before; false when it
+// counted nothing.
+func (t timeSum) meanSince(before timeSum) (time.Duration, bool) {
 	if t.Count <= before.Count {
 		return 0, false
 	}
-	return (t.Seconds - before.Seconds) / float64(t.Count-before.Count) * 1e6, true
+	return time.Duration((t.Seconds - before.Seconds) / float64(t.Count-before.Count) * float64(time.Second)), true
 }
+
+// micros is d in µs.
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // WaySince is the call's way over the calls since before, in µs, as one
 // cell: the mean time to the upstream's header, and from it on to the
@@ -397,9 +396,9 @@ func (pc ProxyCounts) WaySince(before ProxyCounts) string {
 	if !ok {
 		return ""
 	}
-	out := fmt.Sprintf("header %.0f", h)
+	out := fmt.Sprintf("header %.0f", micros(h))
 	if c, ok := pc.ClientFirst.meanSince(before.ClientFirst); ok {
-		out += fmt.Sprintf(", then client %+.0f", c-h)
+		out += fmt.Sprintf(", then client %+.0f", micros(c-h))
 	}
 	return out
 }

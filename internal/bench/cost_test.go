@@ -418,7 +418,7 @@ shaperproxy_edited_bodies_total{how="fresh"} %[4]g
 	}
 	text = page(0.002, 4, 10, 2)
 	before := read()
-	if before.Held != 5 || before.WrittenOver != 10 || before.Fresh != 2 {
+	if before.Hold.Count != 5 || before.WrittenOver != 10 || before.Fresh != 2 {
 		t.Fatalf("read %+v", before)
 	}
 	if _, ok := before.HoldSince(before); ok {
