@@ -70,7 +70,8 @@ func TestStreamSinkHoldsNothing(t *testing.T) {
 	w, dir := openTest(t, Options{})
 	o := NewObserver(w, false)
 	call := &proxy.Call{ID: "s", Route: "r", Chat: true, Stream: true, Start: time.Now()}
-	sink := o.Request(call, &proxy.Upstream{Method: "POST", URL: "http://up/v1/chat/completions", Body: []byte(`{"stream":true}`)})
+	sent := time.Hour + 1500*time.Microsecond
+	sink := o.Request(call, &proxy.Upstream{Method: "POST", URL: "http://up/v1/chat/completions", Body: []byte(`{"stream":true}`), At: sent})
 	if cs := sink.(*captureSink); cs.room != nil {
 		t.Fatal("a stream request's sink has room to hold records")
 	}
@@ -440,14 +441,16 @@ func TestQueueCountsHeaders(t *testing.T) {
 }
 
 // TestRecordTimesFromCallStart: a call's records are timed by its start
-// plus their offsets (no clock read a record); an end whose duration was
-// not measured is timed when it is taken.
+// plus their offsets (no clock read a record), the request's by when it was
+// handed to the transport (Upstream.At: the observers may be told later); an
+// end whose duration was not measured is timed when it is taken.
 func TestRecordTimesFromCallStart(t *testing.T) {
 	w, dir := openTest(t, Options{})
 	o := NewObserver(w, false)
 	start := time.Now().Add(-time.Hour).Round(time.Microsecond)
 	call := &proxy.Call{ID: "t", Route: "r", Chat: true, Stream: true, Start: start}
-	sink := o.Request(call, &proxy.Upstream{Method: "POST", URL: "http://up/v1/chat/completions", Body: []byte(`{"stream":true}`)})
+	sent := time.Hour + 1500*time.Microsecond
+	sink := o.Request(call, &proxy.Upstream{Method: "POST", URL: "http://up/v1/chat/completions", Body: []byte(`{"stream":true}`), At: sent})
 	sink.Response(&proxy.ResponseInfo{Status: 200, Stream: true})
 	sink.Event(&sse.Event{Raw: []byte("data: {}\n\n")}, 0, 1500*time.Millisecond)
 	sink.End(proxy.End{Outcome: proxy.OutcomeComplete, Status: 200, Duration: 2 * time.Second})
@@ -463,6 +466,9 @@ func TestRecordTimesFromCallStart(t *testing.T) {
 			n++
 			if want := start.Add(r.Offset); !r.Time.Equal(want) || r.Offset < time.Hour && r.Kind != KindEvent && r.Kind != KindEnd {
 				t.Errorf("%s record: time %v offset %v, want the call's start plus the offset (%v)", r.Kind, r.Time, r.Offset, want)
+			}
+			if r.Kind == KindRequest && r.Offset != sent {
+				t.Errorf("request record at %v, want when it was sent (%v)", r.Offset, sent)
 			}
 		case r.Kind == KindEnd:
 			n++

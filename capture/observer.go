@@ -74,7 +74,7 @@ func (o *Observer) Request(call *proxy.Call, up *proxy.Upstream) proxy.ResponseS
 		o.w.enqueueQuiet(requestQ(r, call.ClientView(), call.Hold())) // as the wire's below: the client body's view saves the writer a parse
 	}
 	r := base
-	r.Kind, r.Where, r.Offset = KindRequest, whereWire, call.Since()
+	r.Kind, r.Where, r.Offset = KindRequest, whereWire, up.At
 	r.Time = recordTime(call, r.Offset)
 	r.Method, r.URL, r.Header, r.Data = up.Method, up.URL, up.Header, up.Body
 	r.ReasoningShaped, r.ReasoningRaw = call.Reasoning.Shaped, call.Reasoning.Raw

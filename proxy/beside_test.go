@@ -294,7 +294,9 @@ func TestRunBeside(t *testing.T) {
 // could not if they were told before the send), and before its answer
 // (the upstream, which waits for them before it answers, sees them told),
 // on the proxy's own transport and on another when there is work beside
-// the trip; the transforms' work beside it runs after them.
+// the trip; the transforms' work beside it runs after them. (A large body
+// with no transform's work beside its trip has its observers told once
+// the answer's first bytes are out: TestLargeBodyObserversAfterFirstBytes.)
 func TestObserversBesideTheTrip(t *testing.T) {
 	for _, way := range []struct {
 		name      string

@@ -36,11 +36,10 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 		call.times.hold = max(call.Since()-call.read, 1) // the proxy's own work on the request, before its trip
 	}
 	resp, err := p.roundTrip(p.transportFor(call.route), out, bw)
-	sinks := bw.observed() // roundTrip ran the work
 	if err != nil {
 		end := p.upstreamFailure(w, call, clientCtx, err)
 		end.Duration = call.Since()
-		sinks.End(end)
+		bw.observed().End(end)
 		p.finish(call, nil, end)
 		return false
 	}
@@ -66,7 +65,11 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 		defer ir.t.Stop()
 	}
 	resp.Body = readCloser{ir, upBody}
+	if resp.StatusCode >= 400 || len(p.opts.Finishers) > 0 {
+		bw.Run() // a Retrier or a finisher may read what it makes (the view)
+	}
 	if p.askRetry(call, resp, ir) {
+		sinks := bw.observed()
 		sinks.Response(info)
 		sinks.End(End{Outcome: OutcomeRetried, Status: resp.StatusCode, Duration: call.Since()})
 		return true
@@ -81,14 +84,17 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 			length = noLength // the finisher may write more or less than the upstream sent
 		}
 		p.writeHeader(w, resp, length)
+		sinks := bw.observed()
 		sinks.Response(info)
 		end = p.copyEvents(w, src, call, sinks, fin, clientCtx)
 	case fin != nil && !info.Stream:
-		sinks.Response(info)
-		end = p.copyHeldBody(w, resp, src, call, sinks, fin, clientCtx)
+		bw.observed().Response(info)
+		end = p.copyHeldBody(w, resp, src, call, bw, fin, clientCtx)
 	default:
+		// The work beside the trip that may wait (besideWork.mayWait) is
+		// done once the answer's first bytes are on their way.
 		p.writeHeader(w, resp, upstreamLength)
-		end = p.copyRaw(w, src, call, info, sinks, true)
+		end = p.copyRaw(w, src, call, info, bw, true)
 	}
 	if end.Status == 0 { // else the proxy answered in the upstream's place (a finisher's 502)
 		end.Status = resp.StatusCode
@@ -103,7 +109,7 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 		// length is still sent in one write.)
 		_ = http.NewResponseController(w).Flush()
 	}
-	sinks.End(end)
+	bw.observed().End(end)
 	p.finish(call, info, end)
 	if end.Outcome == OutcomeUpstreamError || end.Outcome == OutcomeTimeout || end.Outcome == OutcomeShutdown {
 		// Pass the truncation on as a truncation: closing the response
@@ -118,13 +124,19 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 // the observers of the request (their sinks kept for the answer), then
 // what the transforms gave (Call.Beside); run once, by whichever of the
 // trip's goroutines gets to it first. None of it is the request's to wait
-// for: it runs while the upstream reads the request and thinks.
+// for: it runs while the upstream reads the request and thinks, or, when
+// it is the observers' alone and the request's body was written aside
+// (mayWait), once the answer's first bytes are on their way to the
+// client: after a large body's write the upstream is still reading it,
+// and the work took a processor from it and landed on the answer
+// (internal/bench/HISTORY.md, Session BN).
 type besideWork struct {
 	once sync.Once
 	p    *Proxy
 	call *Call
 	out  *http.Request // what the observers are told of, with body
 	body []byte
+	at   time.Duration // when out was handed to the transport (Upstream.At)
 	// sinks are the observers' for the answer, once Run has run.
 	sinks sinkList
 	fs    work
@@ -138,7 +150,7 @@ func (p *Proxy) besideOf(call *Call, out *http.Request, body []byte) *besideWork
 		call.settle() // nothing beside the trip to do it in
 		return nil
 	}
-	return &besideWork{p: p, call: call, out: out, body: body, fs: call.beside.take()}
+	return &besideWork{p: p, call: call, out: out, body: body, at: call.Since(), fs: call.beside.take()}
 }
 
 // Run runs the work unless it has run, and returns when it is done (a
@@ -149,18 +161,25 @@ func (b *besideWork) Run() {
 	}
 	b.once.Do(func() {
 		b.call.settle() // the parse's bookkeeping, and the view the observers read
-		b.sinks = b.p.observe(b.call, b.out, b.body)
+		b.sinks = b.p.observe(b.call, b.out, b.body, b.at)
 		for _, f := range b.fs {
 			b.p.safeBeside(b.call, f)
 		}
 	})
 }
 
-// observed returns the observers' sinks (none for a nil b); Run has run.
+// mayWait reports whether the work may wait for the answer: it is the
+// observers' and the parse's bookkeeping alone, no transform's, which the
+// client must not see the answer before (Call.Beside).
+func (b *besideWork) mayWait() bool { return b != nil && len(b.fs) == 0 }
+
+// observed runs the work, unless it has run, and returns the observers'
+// sinks (none for a nil b).
 func (b *besideWork) observed() sinkList {
 	if b == nil {
 		return sinkList{}
 	}
+	b.Run()
 	return b.sinks
 }
 
@@ -191,8 +210,10 @@ func (p *Proxy) roundTrip(rt http.RoundTripper, out *http.Request, bw *besideWor
 		go bw.Run()
 		resp, err = rt.RoundTrip(out)
 	}
-	bw.Run() // done before the answer is read: run here if no one did (a failed dial or write, an answer that came before a large body's write ended), else waited for
-	return resp, err
+	if !bw.mayWait() {
+		bw.Run() // a transform's work is done before the answer is read: run here if no one did (a failed dial or write), else waited for
+	}
+	return resp, err // the rest not run yet (a failed dial or write, a large body's work that may wait) is run by what reads its sinks (observed)
 }
 
 func (p *Proxy) safeBeside(call *Call, f func()) {
@@ -471,7 +492,8 @@ func (c *eventCopy) release() error {
 
 // copyHeldBody reads a whole non-stream body, lets the finish session
 // replace it, and writes the result with its own Content-Length.
-func (p *Proxy) copyHeldBody(w http.ResponseWriter, resp *http.Response, src io.Reader, call *Call, sinks sinkList, fin FinishSession, clientCtx context.Context) End {
+func (p *Proxy) copyHeldBody(w http.ResponseWriter, resp *http.Response, src io.Reader, call *Call, bw *besideWork, fin FinishSession, clientCtx context.Context) End {
+	sinks := bw.observed()
 	body, err := io.ReadAll(io.LimitReader(src, p.opts.MaxBodyBytes+1))
 	if err == nil && int64(len(body)) > p.opts.MaxBodyBytes {
 		// Too large to hold: send it on as it comes, without the finisher.
@@ -480,7 +502,7 @@ func (p *Proxy) copyHeldBody(w http.ResponseWriter, resp *http.Response, src io.
 			return clientGone(End{})
 		}
 		bodyInPieces(sinks, body)
-		end := p.copyRaw(w, src, call, &ResponseInfo{}, sinks, false)
+		end := p.copyRaw(w, src, call, &ResponseInfo{}, bw, false)
 		end.Bytes += int64(len(body))
 		return end
 	}
@@ -600,10 +622,10 @@ func safeEndBody(ctx context.Context, fin FinishSession, body []byte, keepAlive 
 // write: the first flush sends the header with it. When tell is set the
 // observers are told of the response (Response) only then, with the tee
 // they read it through made: before it, they would be.
-func (p *Proxy) copyRaw(w http.ResponseWriter, src io.Reader, call *Call, info *ResponseInfo, sinks sinkList, tell bool) End {
+func (p *Proxy) copyRaw(w http.ResponseWriter, src io.Reader, call *Call, info *ResponseInfo, bw *besideWork, tell bool) End {
 	var tee *tee
 	defer func() {
-		tee = p.teeOnce(tee, sinks, call, info, tell)
+		tee = p.teeOnce(tee, bw, call, info, tell)
 		tee.Close()
 		if tee.tok.at > 0 {
 			call.times.firstToken = tee.tok.at
@@ -621,26 +643,28 @@ func (p *Proxy) copyRaw(w http.ResponseWriter, src io.Reader, call *Call, info *
 			}
 			end.Bytes += int64(n)
 			_ = http.NewResponseController(w).Flush()
-			tee = p.teeOnce(tee, sinks, call, info, tell)
+			tee = p.teeOnce(tee, bw, call, info, tell)
 			tee.Write(buf[:n])
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				end.Err = describeReadErr(err)
 			}
-			tee = p.teeOnce(tee, sinks, call, info, tell)
+			tee = p.teeOnce(tee, bw, call, info, tell)
 			end.Events = tee.Close()
 			return end
 		}
 	}
 }
 
-// teeOnce returns t, or, the first time (t nil), tells the sinks of the
-// response when tell is set and makes the tee they read it through.
-func (p *Proxy) teeOnce(t *tee, sinks sinkList, call *Call, info *ResponseInfo, tell bool) *tee {
+// teeOnce returns t, or, the first time (t nil), runs the work beside the
+// trip if it has not run, tells the observers' sinks of the response when
+// tell is set and makes the tee they read it through.
+func (p *Proxy) teeOnce(t *tee, bw *besideWork, call *Call, info *ResponseInfo, tell bool) *tee {
 	if t != nil {
 		return t
 	}
+	sinks := bw.observed()
 	if tell {
 		sinks.Response(info)
 	}

@@ -580,7 +580,9 @@ func (c *h1Conn) sendAside(req *http.Request, bw *besideWork) *h1Write {
 		if req.ContentLength >= deepBody {
 			_ = deepStack()
 		}
-		defer bw.Run() // after done is closed: what waits for the write does not wait for it
+		if !bw.mayWait() {
+			defer bw.Run() // after done is closed: what waits for the write does not wait for it
+		}
 		defer close(w.done)
 		if w.err = writeRequest(c.bw, req); w.err == nil {
 			w.err = c.bw.Flush()

@@ -308,6 +308,9 @@ type Upstream struct {
 	// Body is the body as sent (nil when the body was streamed through
 	// unread because it was over the size limit).
 	Body []byte
+	// At is when the request was handed to the transport, since the
+	// call's start (Call.Since): the observers may be told of it later.
+	At time.Duration
 }
 
 // ResponseInfo describes the upstream response when its header arrives.
@@ -371,10 +374,15 @@ type End struct {
 // not block: hand work to a bounded queue and count what is dropped.
 type Observer interface {
 	// Request is called once per upstream attempt, with the request
-	// exactly as sent, before its answer is read: for a client's call,
+	// exactly as sent (Upstream.At says when): for a client's call,
 	// beside its trip, once it is on its way (a failed send included;
 	// before it, on a transport other than the proxy's own when no
-	// transform left work beside the trip); for an internal call
+	// transform left work beside the trip), before its answer is read,
+	// except that a body the proxy's own transport wrote aside (over 64
+	// KiB) with no transform's work beside the trip is told of once its
+	// answer's first bytes are on their way to the client when that
+	// answer is a body copied as it comes (a stream, an error or an
+	// answer a finisher may hold is told of first); for an internal call
 	// (Call.Do), before it. It returns the sink for that attempt's
 	// response, or nil to see nothing more of it. A panic leaves the
 	// observer out of the attempt.

@@ -31,7 +31,7 @@ func (p *Proxy) do(ctx context.Context, parent *Call, purpose string, body []byt
 	}
 	in := &http.Request{Method: http.MethodPost, URL: &url.URL{Path: parent.Path, RawQuery: parent.RawQuery}, Header: parent.Header, ContentLength: int64(len(body))}
 	out := p.newUpstreamRequest(ctx, call, in, parent.route, parent.Path, body, nil)
-	sinks := p.observe(call, out, body)
+	sinks := p.observe(call, out, body, call.Since())
 	resp, err := p.transportFor(parent.route).RoundTrip(out)
 	if err != nil {
 		end := End{Outcome: OutcomeUpstreamError, Err: describeErr(err), Duration: call.Since()}

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -727,5 +728,110 @@ func TestObserversAfterFirstBytes(t *testing.T) {
 	body, err := io.ReadAll(resp.Body)
 	if err != nil || !strings.Contains(string(body), `"ok"`) {
 		t.Fatalf("the answer waited for the observers: %q, %v", body, err)
+	}
+}
+
+// waitingObserver's Request waits until release is closed (or 5 s) and
+// notes what it was told; its sink notes the order of what follows.
+type waitingObserver struct {
+	release chan struct{}
+	told    atomic.Bool  // Request has returned
+	at      atomic.Int64 // Upstream.At it was told
+	order   chan string  // "response", "end", in the order the sink got them
+}
+
+func (o *waitingObserver) Request(_ *Call, up *Upstream) ResponseSink {
+	select {
+	case <-o.release:
+	case <-time.After(5 * time.Second):
+	}
+	o.at.Store(int64(up.At))
+	o.told.Store(true)
+	return o
+}
+func (o *waitingObserver) Response(*ResponseInfo)               { o.order <- "response" }
+func (o *waitingObserver) Event(*sse.Event, int, time.Duration) {}
+func (o *waitingObserver) Body([]byte)                          {}
+func (o *waitingObserver) End(End)                              { o.order <- "end" }
+
+// TestLargeBodyObserversAfterFirstBytes: for a body written aside (over
+// maxInlineBody) with no transform's work beside its trip, the observers
+// are told of the request once the answer's first bytes are on their way
+// (the upstream is still reading the body when its write ends: work then
+// takes a processor from it), dated when the request was handed to the
+// transport; they still get the request before the response, the response
+// before the end. A stream's observers are told before its first event
+// reaches the client, and a small body's before its answer is read.
+func TestLargeBodyObserversAfterFirstBytes(t *testing.T) {
+	large := []byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 2*maxInlineBody) + `"}]}`)
+	small := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	rig := func(t *testing.T, stream bool) (*waitingObserver, string) {
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			if stream {
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, "data: {\"choices\":[]}\n\n")
+				return
+			}
+			_, _ = io.WriteString(w, `{"ok":true}`)
+		}))
+		t.Cleanup(up.Close)
+		obs := &waitingObserver{release: make(chan struct{}), order: make(chan string, 4)}
+		_, px := newTestProxy(t, up.URL, func(o *Options) { o.Observers = []Observer{obs} })
+		return obs, px.URL + "/v1/chat/completions"
+	}
+	t.Run("a large body's answer", func(t *testing.T) {
+		obs, url := rig(t, false)
+		start := time.Now()
+		c := rawClient()
+		c.Timeout = 3 * time.Second
+		resp, err := c.Post(url, "application/json", bytes.NewReader(large))
+		if err != nil {
+			t.Fatalf("the answer waited for the observers: %v", err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(got) != `{"ok":true}` {
+			t.Fatalf("the answer waited for the observers: %q, %v", got, err)
+		}
+		if obs.told.Load() {
+			t.Fatal("the observers were told of the request before the client had the answer")
+		}
+		took := time.Since(start)
+		close(obs.release)
+		for _, want := range []string{"response", "end"} {
+			select {
+			case o := <-obs.order:
+				if o != want {
+					t.Fatalf("the sink got %q, want %q", o, want)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("the sink never got the %s", want)
+			}
+		}
+		if at := time.Duration(obs.at.Load()); at <= 0 || at > took {
+			t.Fatalf("the request told as sent at %v, want when it was handed off (within the %v the client waited)", at, took)
+		}
+	})
+	for _, c := range []struct {
+		name   string
+		body   []byte
+		stream bool
+	}{{"a large body's stream", large, true}, {"a small body's answer", small, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			obs, url := rig(t, c.stream)
+			time.AfterFunc(300*time.Millisecond, func() { close(obs.release) })
+			resp, err := rawClient().Post(url, "application/json", bytes.NewReader(c.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if _, err := resp.Body.Read(make([]byte, 1)); err != nil {
+				t.Fatal(err)
+			}
+			if !obs.told.Load() {
+				t.Fatal("the client had the answer's first byte before the observers were told of the request")
+			}
+		})
 	}
 }

@@ -41,11 +41,11 @@ type usageWatch struct {
 
 // observe asks every observer for a sink for this attempt: a client's
 // call's beside its trip (besideWork), an internal call's before it.
-func (p *Proxy) observe(call *Call, out *http.Request, body []byte) sinkList {
+func (p *Proxy) observe(call *Call, out *http.Request, body []byte, at time.Duration) sinkList {
 	if len(p.opts.Observers) == 0 {
 		return sinkList{}
 	}
-	ob := &observed{up: Upstream{Method: out.Method, URL: p.lastURL.of(out.URL), Header: out.Header, Body: body}}
+	ob := &observed{up: Upstream{Method: out.Method, URL: p.lastURL.of(out.URL), Header: out.Header, Body: body, At: at}}
 	up := &ob.up
 	sinks := sinkList{log: p.log, id: call.ID, s: ob.sinks[:0], usage: &ob.usage}
 	for _, o := range p.opts.Observers {
