@@ -573,7 +573,10 @@ type h1Write struct {
 // the write is over, whatever its outcome, unless the handler got to it
 // first (an answer that came before the write ended); Proxy.roundTrip
 // waits for it either way. A slow reader delays it with the write: it is
-// needed only before the answer is read.
+// needed only before the answer is read. Work that may wait for the
+// answer (besideWork.mayWait: the observers' alone) is not run here: the
+// upstream is still reading the body when its write ends, and the
+// handler runs it once the answer's first bytes are out.
 func (c *h1Conn) sendAside(req *http.Request, bw *besideWork) *h1Write {
 	w := &h1Write{done: make(chan struct{})}
 	go func() {
