@@ -83,8 +83,8 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 		if fin != nil {
 			length = noLength // the finisher may write more or less than the upstream sent
 		}
+		sinks := bw.observed() // before anything of the answer reaches the client
 		p.writeHeader(w, resp, length)
-		sinks := bw.observed()
 		sinks.Response(info)
 		end = p.copyEvents(w, src, call, sinks, fin, clientCtx)
 	case fin != nil && !info.Stream:
