@@ -29,17 +29,20 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 	p.debugRequest(call, body)
 	// The observers are told of the request beside the trip, with the
 	// transforms' work (besideWork): once it is on its way, before its
-	// answer is read.
-	bw := p.besideOf(call, out, body)
+	// answer is read, or, for a large body's answer copied as it comes,
+	// once its first bytes are out (besideWork.mayWait).
+	sent := call.Since() // the hand-off upstream: the hold's end, the time the observers are told of
+	bw := p.besideOf(call, out, body, sent)
 	call.times = callTimes{hold: call.times.hold}
 	if !call.Retry && call.read > 0 {
-		call.times.hold = max(call.Since()-call.read, 1) // the proxy's own work on the request, before its trip
+		call.times.hold = max(sent-call.read, 1) // the proxy's own work on the request, before its trip
 	}
 	resp, err := p.roundTrip(p.transportFor(call.route), out, bw)
 	if err != nil {
+		sinks := bw.observed() // told of the request before the client of the failure
 		end := p.upstreamFailure(w, call, clientCtx, err)
 		end.Duration = call.Since()
-		bw.observed().End(end)
+		sinks.End(end)
 		p.finish(call, nil, end)
 		return false
 	}
@@ -65,9 +68,6 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 		defer ir.t.Stop()
 	}
 	resp.Body = readCloser{ir, upBody}
-	if resp.StatusCode >= 400 || len(p.opts.Finishers) > 0 {
-		bw.Run() // a Retrier or a finisher may read what it makes (the view)
-	}
 	if p.askRetry(call, resp, ir) {
 		sinks := bw.observed()
 		sinks.Response(info)
@@ -143,14 +143,14 @@ type besideWork struct {
 }
 
 // besideOf takes the work the transforms gave for the attempt sending out
-// (whose body is body), with the observers' to do; nil when there is
-// neither.
-func (p *Proxy) besideOf(call *Call, out *http.Request, body []byte) *besideWork {
+// (whose body is body, handed to the transport at sent), with the
+// observers' to do; nil when there is neither.
+func (p *Proxy) besideOf(call *Call, out *http.Request, body []byte, sent time.Duration) *besideWork {
 	if len(call.beside) == 0 && len(p.opts.Observers) == 0 {
 		call.settle() // nothing beside the trip to do it in
 		return nil
 	}
-	return &besideWork{p: p, call: call, out: out, body: body, at: call.Since(), fs: call.beside.take()}
+	return &besideWork{p: p, call: call, out: out, body: body, at: sent, fs: call.beside.take()}
 }
 
 // Run runs the work unless it has run, and returns when it is done (a

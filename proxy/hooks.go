@@ -381,8 +381,8 @@ type Observer interface {
 	// except that a body the proxy's own transport wrote aside (over 64
 	// KiB) with no transform's work beside the trip is told of once its
 	// answer's first bytes are on their way to the client when that
-	// answer is a body copied as it comes (a stream, an error or an
-	// answer a finisher may hold is told of first); for an internal call
+	// answer is a body copied as it comes (a stream, an answer a
+	// finisher holds and a failed trip are told of first); for an internal call
 	// (Call.Do), before it. It returns the sink for that attempt's
 	// response, or nil to see nothing more of it. A panic leaves the
 	// observer out of the attempt.

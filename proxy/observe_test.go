@@ -754,18 +754,25 @@ func (o *waitingObserver) Event(*sse.Event, int, time.Duration) {}
 func (o *waitingObserver) Body([]byte)                          {}
 func (o *waitingObserver) End(End)                              { o.order <- "end" }
 
+// leaveAlone is a finisher that takes no session.
+type leaveAlone struct{}
+
+func (leaveAlone) Start(*Call, *ResponseInfo) FinishSession { return nil }
+
 // TestLargeBodyObserversAfterFirstBytes: for a body written aside (over
 // maxInlineBody) with no transform's work beside its trip, the observers
 // are told of the request once the answer's first bytes are on their way
 // (the upstream is still reading the body when its write ends: work then
 // takes a processor from it), dated when the request was handed to the
 // transport; they still get the request before the response, the response
-// before the end. A stream's observers are told before anything of it
-// reaches the client, and a small body's before its answer is read.
+// before the end. So are an error answer's, and an answer's when a finisher
+// is configured but takes no session (the view a finisher reads is made
+// before the trip then). A stream's observers are told before anything of
+// it reaches the client, and a small body's before its answer is read.
 func TestLargeBodyObserversAfterFirstBytes(t *testing.T) {
 	large := []byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 2*maxInlineBody) + `"}]}`)
 	small := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
-	rig := func(t *testing.T, stream bool) (*waitingObserver, string) {
+	rig := func(t *testing.T, stream bool, status int, finishers ...Finisher) (*waitingObserver, string) {
 		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.Copy(io.Discard, r.Body)
 			if stream {
@@ -773,53 +780,68 @@ func TestLargeBodyObserversAfterFirstBytes(t *testing.T) {
 				_, _ = io.WriteString(w, "data: {\"choices\":[]}\n\n")
 				return
 			}
+			w.WriteHeader(status)
 			_, _ = io.WriteString(w, `{"ok":true}`)
 		}))
 		t.Cleanup(up.Close)
 		obs := &waitingObserver{release: make(chan struct{}), order: make(chan string, 4)}
-		_, px := newTestProxy(t, up.URL, func(o *Options) { o.Observers = []Observer{obs} })
+		_, px := newTestProxy(t, up.URL, func(o *Options) { o.Observers, o.Finishers = []Observer{obs}, finishers })
 		return obs, px.URL + "/v1/chat/completions"
 	}
-	t.Run("a large body's answer", func(t *testing.T) {
-		obs, url := rig(t, false)
-		start := time.Now()
-		c := rawClient()
-		c.Timeout = 3 * time.Second
-		resp, err := c.Post(url, "application/json", bytes.NewReader(large))
-		if err != nil {
-			t.Fatalf("the answer waited for the observers: %v", err)
-		}
-		got, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || string(got) != `{"ok":true}` {
-			t.Fatalf("the answer waited for the observers: %q, %v", got, err)
-		}
-		if obs.told.Load() {
-			t.Fatal("the observers were told of the request before the client had the answer")
-		}
-		took := time.Since(start)
-		close(obs.release)
-		for _, want := range []string{"response", "end"} {
-			select {
-			case o := <-obs.order:
-				if o != want {
-					t.Fatalf("the sink got %q, want %q", o, want)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatalf("the sink never got the %s", want)
+	for _, tc := range []struct {
+		name      string
+		status    int
+		finishers []Finisher
+	}{
+		{"a large body's answer", http.StatusOK, nil},
+		{"a large body's error answer", http.StatusBadRequest, nil},
+		{"a large body's answer, a finisher leaving it alone", http.StatusOK, []Finisher{leaveAlone{}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obs, url := rig(t, false, tc.status, tc.finishers...)
+			start := time.Now()
+			c := rawClient()
+			c.Timeout = 3 * time.Second
+			resp, err := c.Post(url, "application/json", bytes.NewReader(large))
+			if err != nil {
+				t.Fatalf("the answer waited for the observers: %v", err)
 			}
-		}
-		if at := time.Duration(obs.at.Load()); at <= 0 || at > took {
-			t.Fatalf("the request told as sent at %v, want when it was handed off (within the %v the client waited)", at, took)
-		}
-	})
+			got, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != tc.status || string(got) != `{"ok":true}` {
+				t.Fatalf("the answer waited for the observers: %d %q, %v", resp.StatusCode, got, err)
+			}
+			if obs.told.Load() {
+				t.Fatal("the observers were told of the request before the client had the answer")
+			}
+			took := time.Since(start)
+			close(obs.release)
+			for _, want := range []string{"response", "end"} {
+				select {
+				case o := <-obs.order:
+					if o != want {
+						t.Fatalf("the sink got %q, want %q", o, want)
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatalf("the sink never got the %s", want)
+				}
+			}
+			if at := time.Duration(obs.at.Load()); at <= 0 || at > took {
+				t.Fatalf("the request told as sent at %v, want when it was handed off (within the %v the client waited)", at, took)
+			}
+		})
+	}
 	for _, c := range []struct {
 		name   string
 		body   []byte
 		stream bool
-	}{{"a large body's stream", large, true}, {"a small body's answer", small, false}} {
+		status int
+	}{
+		{"a large body's stream", large, true, http.StatusOK},
+		{"a small body's answer", small, false, http.StatusOK},
+	} {
 		t.Run(c.name, func(t *testing.T) {
-			obs, url := rig(t, c.stream)
+			obs, url := rig(t, c.stream, c.status)
 			time.AfterFunc(300*time.Millisecond, func() { close(obs.release) })
 			resp, err := rawClient().Post(url, "application/json", bytes.NewReader(c.body))
 			if err != nil {
