@@ -124,13 +124,18 @@ func (c *carry) decided() *settled {
 	return c.settled
 }
 
-// carries holds the carry of the last request of each conversation, within
-// maxCarried messages in all (a carry is only a shortcut: one that goes
-// costs its conversation's next request the memos' lookups). It is safe
-// for concurrent use.
+// carries holds the carries of the last two requests of each
+// conversation, within maxCarried messages in all (a carry is only a
+// shortcut: one that goes costs its conversation's next request the
+// memos' lookups). Two, because a request is read against the view of
+// the conversation's request before the last as often as the last's
+// (conv's closest takes the older of two equal copies, and requests sent
+// at once are read against the same one): the carry made from the very
+// view the request was read against gives its repeated history without a
+// look at each message (settledPrefix). It is safe for concurrent use.
 type carries struct {
 	mu   sync.Mutex
-	by   map[string]*carry
+	by   map[string][2]*carry // newest first
 	msgs int
 	max  int
 }
@@ -149,25 +154,32 @@ const (
 	minCarried = 16
 )
 
-func newCarries(max int) *carries { return &carries{by: map[string]*carry{}, max: max} }
+func newCarries(max int) *carries { return &carries{by: map[string][2]*carry{}, max: max} }
 
-// get returns the carry of conversation k (nil: none), held: release it.
-func (t *carries) get(k string) *carry {
+// get returns the carry of conversation k made from the view numbered
+// base (the one its request was read against: conv.Request.Lineage),
+// else its newest (nil: none), held: release it.
+func (t *carries) get(k string, base uint64) *carry {
 	if t == nil || k == "" {
 		return nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	c := t.by[k]
+	two := t.by[k]
+	c := two[0]
+	if base != 0 && two[1] != nil && two[1].view == base {
+		c = two[1]
+	}
 	if c != nil {
 		c.refs.Add(1)
 	}
 	return c
 }
 
-// put makes c the carry of conversation k, in place of the one before,
-// and keeps the carries within the bound (others go first). It takes
-// over the caller's hold of c.
+// put makes c the newest carry of conversation k, the one before it the
+// older and the older before it gone, and keeps the carries within the
+// bound (others go first, then k's older). It takes over the caller's
+// hold of c.
 func (t *carries) put(k string, c *carry) {
 	if t == nil || k == "" || c == nil {
 		c.release()
@@ -175,25 +187,56 @@ func (t *carries) put(k string, c *carry) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if old := t.by[k]; old != nil {
-		t.msgs -= len(old.msgs)
-		delete(t.by, k)
-		old.release()
+	two := t.by[k]
+	delete(t.by, k)
+	for _, o := range two {
+		if o != nil {
+			t.msgs -= len(o.msgs)
+		}
 	}
+	two[1].release() // the older goes
+	prev := two[0]
 	if len(c.msgs) > t.max { // too long to keep: the conversation keeps none
+		prev.release()
 		c.release()
 		return
 	}
-	t.by[k] = c
-	t.msgs += len(c.msgs)
-	for k2, old := range t.by {
+	if prev != nil && len(c.msgs)+len(prev.msgs) > t.max {
+		prev.release()
+		prev = nil
+	}
+	t.keep(k, [2]*carry{c, prev})
+	for k2 := range t.by { // the two are within the bound: the others' going is enough
 		if t.msgs <= t.max {
 			break
 		}
 		if k2 != k {
-			t.msgs -= len(old.msgs)
-			delete(t.by, k2)
-			old.release()
+			t.drop(k2)
+		}
+	}
+}
+
+// keep records two as k's carries (t.mu held; k has none).
+func (t *carries) keep(k string, two [2]*carry) {
+	t.by[k] = two
+	for _, c := range two {
+		if c != nil {
+			t.msgs += len(c.msgs)
+		}
+	}
+}
+
+// drop lets k's carries go (t.mu held; none: nothing).
+func (t *carries) drop(k string) {
+	two, ok := t.by[k]
+	if !ok {
+		return
+	}
+	delete(t.by, k)
+	for _, c := range two {
+		if c != nil {
+			t.msgs -= len(c.msgs)
+			c.release()
 		}
 	}
 }

@@ -159,16 +159,18 @@ func shapeBooked(t *testing.T, req *conv.Request, rule shapeRule, memo *memo, in
 // returns how many messages took their blocks as decided, and how often
 // each run asked its memo.
 //
-// With stale, every third request reads the prints of the request before
-// the last, as one does when a request of its conversation sent meanwhile
-// was recorded after the one it repeats.
-func shapeBothWays(t *testing.T, seq [][]byte, rules []shapeRule, p *profile.Profile, stale ...bool) (settled int, memoWith, memoWithout uint64) {
+// With stale (staleFrom, stalePrints or both), every third request takes
+// the carry of the request before the last, as one read against that
+// request's view does (carries.get), or reads that request's prints, as
+// one does when a request of its conversation sent meanwhile was recorded
+// after the one it repeats, or both.
+func shapeBothWays(t *testing.T, seq [][]byte, rules []shapeRule, p *profile.Profile, stale ...int) (settled int, memoWith, memoWithout uint64) {
 	t.Helper()
 	type run struct {
-		memo        *memo
-		from        *carry
-		prev, older prints
-		batched     map[blockKey]bool
+		memo            *memo
+		from, olderFrom *carry
+		prev, older     prints
+		batched         map[blockKey]bool
 	}
 	with, without := &run{memo: newMemo(4096)}, &run{memo: newMemo(4096)}
 	// Every request's prints, as made: the arrays are shared along the
@@ -188,12 +190,17 @@ func shapeBothWays(t *testing.T, seq [][]byte, rules []shapeRule, p *profile.Pro
 		var blocks [2][]block
 		for k, r := range []*run{with, without} {
 			in := inputs{prof: p, track: true, prev: r.prev, batched: r.batched, carry: r == with, from: r.from}
-			if len(stale) > 0 && stale[0] && i%3 == 2 {
-				in.prev = r.older
+			if len(stale) > 0 && i%3 == 2 {
+				if stale[0]&stalePrints != 0 {
+					in.prev = r.older
+				}
+				if stale[0]&staleFrom != 0 && r.olderFrom != nil {
+					in.from = r.olderFrom
+				}
 			}
 			res := shapeBooked(t, view(t, body), rule, r.memo, in)
-			r.from.release()
-			r.from = res.Carry
+			r.olderFrom.release()
+			r.olderFrom, r.from = r.from, res.Carry
 			r.older, r.prev = r.prev, res.Prints
 			all = append(all, made{res.Prints, prints{head: res.Prints.head, msgs: slices.Clone(res.Prints.msgs)}})
 			if len(res.Batched) > 0 {
@@ -229,6 +236,7 @@ func shapeBothWays(t *testing.T, seq [][]byte, rules []shapeRule, p *profile.Pro
 		}
 	}
 	with.from.release()
+	with.olderFrom.release()
 	wh, wm := with.memo.Stats()
 	oh, om := without.memo.Stats()
 	return settled, uint64(wh + wm), uint64(oh + om)
@@ -308,10 +316,10 @@ func TestShaperCarries(t *testing.T) {
 	send("short", fixtures.AgentHistory(15, 700, 200)) // under minCarried
 	s.carries.mu.Lock()
 	defer s.carries.mu.Unlock()
-	if c := s.carries.by["other 4"]; c != nil {
+	if c := s.carries.by["other 4"][0]; c != nil {
 		t.Fatalf("a conversation whose request was too long to carry kept a carry of %d messages", len(c.msgs))
 	}
-	if c := s.carries.by["short"]; c != nil {
+	if c := s.carries.by["short"][0]; c != nil {
 		t.Fatalf("a request of %d messages made a carry", len(c.msgs))
 	}
 }
@@ -502,7 +510,7 @@ func TestCarryRandomConversations(t *testing.T) {
 		for _, pname := range []string{"deepseek-v4", "dashscope", "qwen3", "glm-4.7", "unknown"} {
 			for _, rs := range rules {
 				t.Run(fmt.Sprintf("%d/%s/%s/%s", seed, pname, rs[0].Policy, rs[0].Shaping.Op), func(t *testing.T) {
-					for _, stale := range []bool{false, true} {
+					for _, stale := range []int{0, stalePrints, staleFrom, stalePrints | staleFrom} {
 						n, _, _ := shapeBothWays(t, seq, rs, prof(pname), stale)
 						settled += n
 					}
@@ -514,6 +522,12 @@ func TestCarryRandomConversations(t *testing.T) {
 		t.Fatal("no message took its blocks as decided: the test compares nothing new")
 	}
 }
+
+// What shapeBothWays takes of the request before the last.
+const (
+	stalePrints = 1 << iota
+	staleFrom
+)
 
 // randomConversation returns n requests of one conversation, each made
 // from the one before by a random step.
@@ -623,5 +637,61 @@ func TestSettledPrefixRepeated(t *testing.T) {
 	from.release()
 	if shortcut == 0 {
 		t.Fatal("no request counted from the messages it repeats: the test compares nothing")
+	}
+}
+
+// TestCarriesTwoDeep: a conversation keeps the carries of its last two
+// requests and gives the one made from the view a request was read
+// against (its newest for any other), the older going with a third; the
+// two count against the bound, the older going first when both do not fit.
+func TestCarriesTwoDeep(t *testing.T) {
+	made := func(view uint64, n int) *carry {
+		c := newCarry(shapeRule{}, n)
+		c.view = view
+		return c
+	}
+	got := func(tb *carries, base uint64) uint64 {
+		c := tb.get("c", base)
+		if c == nil {
+			return 0
+		}
+		defer c.release()
+		return c.view
+	}
+	tb := newCarries(100)
+	tb.put("c", made(1, 30))
+	tb.put("c", made(2, 30))
+	for _, w := range []struct{ base, want uint64 }{{1, 1}, {2, 2}, {0, 2}, {7, 2}} {
+		if v := got(tb, w.base); v != w.want {
+			t.Fatalf("read against view %d: the carry of view %d given, want %d", w.base, v, w.want)
+		}
+	}
+	tb.put("c", made(3, 30))
+	if v := got(tb, 1); v != 3 {
+		t.Fatalf("the carry of view 1 is still given (%d) after two newer", v)
+	}
+	if v := got(tb, 2); v != 2 {
+		t.Fatalf("read against view 2: %d given", v)
+	}
+	// 60 and 50 do not fit in 100: the conversation keeps only its newest,
+	// and another conversation's go first.
+	tb.put("d", made(9, 30))
+	tb.put("c", made(4, 50))
+	tb.mu.Lock()
+	if two := tb.by["c"]; two[0] == nil || two[0].view != 4 || two[1] == nil || two[1].view != 3 || tb.by["d"][0] != nil || tb.msgs != 80 {
+		t.Fatalf("after a carry of 50: c keeps %v, d %v, %d messages held", two, tb.by["d"], tb.msgs)
+	}
+	tb.mu.Unlock()
+	tb.put("c", made(5, 60))
+	tb.mu.Lock()
+	if two := tb.by["c"]; two[0].view != 5 || two[1] != nil || tb.msgs != 60 {
+		t.Fatalf("after a carry of 60: c keeps %v, %d messages held", two, tb.msgs)
+	}
+	tb.mu.Unlock()
+	tb.put("c", made(6, 101)) // too long: the conversation keeps none
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	if len(tb.by) != 0 || tb.msgs != 0 {
+		t.Fatalf("after a carry over the bound: %d conversations, %d messages held", len(tb.by), tb.msgs)
 	}
 }

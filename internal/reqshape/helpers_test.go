@@ -54,5 +54,5 @@ func carryMade(t *testing.T, s *Shaper, body []byte, conversation string) (befor
 func hasCarry(s *Shaper, conversation string) bool {
 	s.carries.mu.Lock()
 	defer s.carries.mu.Unlock()
-	return s.carries.by[conversation] != nil
+	return s.carries.by[conversation][0] != nil
 }

@@ -270,12 +270,15 @@ func (s *Shaper) book(b booking) {
 }
 
 // inputs resolves the profile (keep-recent reads only whether it is
-// frozen), the carry of the conversation's last request (held: release
-// it) and, under the cache-aware policy, the conversation's history.
+// frozen), the carry of one of the conversation's last two requests (the
+// one whose view the request was read against, else the last; held:
+// release it) and, under the cache-aware policy, the conversation's
+// history.
 func (s *Shaper) inputs(r request, rule shapeRule) inputs {
 	in := inputs{prof: s.profile(r.route, r.model)}
 	if rule.Shaping.Op != shaping.OpKeep && r.conversation != "" && len(r.view.Messages) >= minCarried {
-		in.from, in.carry = s.carries.get(r.conversation), true
+		_, base, _ := r.view.Lineage()
+		in.from, in.carry = s.carries.get(r.conversation, base), true
 	}
 	if rule.Policy == PolicyCacheAware && r.conversation != "" {
 		in.prev, in.batched = s.history.state(r.conversation)

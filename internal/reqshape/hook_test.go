@@ -124,7 +124,7 @@ func testShaperCounts(t *testing.T, policy Policy) {
 	body := fixtures.AgentHistory(40, 700, 200)
 	var shaped, raw int
 	for i := range 3 {
-		if policy == PolicyCacheAware && i > 0 && s.carries.get("counted").decided() == nil {
+		if policy == PolicyCacheAware && i > 0 && s.carries.get("counted", 0).decided() == nil {
 			t.Fatalf("request %d: no decisions carried from the one before: the test checks nothing taken", i)
 		}
 		c := call(t, body, "counted")

@@ -187,8 +187,8 @@ type inputs struct {
 	batched map[blockKey]bool // blocks shaped at an earlier break
 	prev    prints            // the previous request's prints (nil msgs: unknown)
 	track   bool              // compute prints (a conversation is known)
-	// from is the carry of the conversation's last request (nil: none),
-	// and carry asks for this one's (result.Carry).
+	// from is the carry of one of the conversation's last requests (nil:
+	// none; carries.get), and carry asks for this one's (result.Carry).
 	from  *carry
 	carry bool
 }

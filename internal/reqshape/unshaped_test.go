@@ -101,7 +101,7 @@ func TestUnshapedCounts(t *testing.T) {
 				if name != "no reasoning" && len(want) == 0 {
 					t.Fatalf("%s: the reference counted nothing: the test checks nothing", at)
 				}
-				if s.carries.get("c") != nil {
+				if s.carries.get("c", 0) != nil {
 					t.Fatalf("%s: a carry was made for a request that went out as it came", at)
 				}
 			}
