@@ -256,11 +256,23 @@ func (t *editedBodies) take(r *Request, n int) (out []byte, edits []keptEdit, vi
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	chain := t.chainOf(buf[:0], r)
+	onChains := 0 // the most bytes a body shares with r by their chains (shared: each chain's limits are within r.same)
+	if len(chain) > 0 {
+		onChains = r.same
+	}
 	best := -1
 	for i := len(t.free) - 1; i >= 0 && i >= len(t.free)-maxScan; i-- {
 		k := t.free[i]
 		if !k.fits(n) {
 			continue // its bytes need not be compared
+		}
+		// A body that cannot share more than the best so far, nor as
+		// much in a smaller buffer, is not compared: the siblings of a
+		// conversation's requests sent at once (a long history each)
+		// would each compare every key of the body.
+		if most := max(onChains, min(len(r.keys), len(k.keys))*keyBlock); most < lim ||
+			most == lim && (best < 0 || cap(k.out) >= cap(t.free[best].out)) {
+			continue
 		}
 		// The bytes the two views share by their bases, or by their
 		// bodies' keys: requests sent at once by one conversation (or
