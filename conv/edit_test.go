@@ -53,8 +53,18 @@ func checkTally(t *testing.T, r *Request) {
 	}
 	n, start, last := 0, 0, -1
 	signed, calls, bytes := -1, 0, 0
+	user, userOrTool, final := -1, -1, -1
 	for i := range r.Messages {
 		m := &r.Messages[i]
+		if m.Role == RoleUser {
+			user = i
+		}
+		if m.Role == RoleUser || m.Role == RoleTool {
+			userOrTool = i
+		}
+		if m.Role == RoleAssistant && len(m.ToolCalls) == 0 {
+			final = i
+		}
 		switch {
 		case m.Role == RoleUser && (n == 0 || last < 0 || len(r.Messages[last].ToolCalls) == 0):
 			n, start, last = n+1, i, -1
@@ -70,7 +80,8 @@ func checkTally(t *testing.T, r *Request) {
 			bytes += len(tc.Arguments)
 		}
 	}
-	want := tally{ok: true, turns: n, turnStart: start, turnLast: last, lastSigned: signed, calls: calls, strBytes: bytes}
+	want := tally{ok: true, turns: n, turnStart: start, turnLast: last, lastSigned: signed, calls: calls, strBytes: bytes,
+		lastUser: user, lastUserOrTool: userOrTool, lastFinal: final}
 	if r.tally != want {
 		t.Fatalf("tally %+v, a pass over the messages gives %+v", r.tally, want)
 	}

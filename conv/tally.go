@@ -21,12 +21,20 @@ type tally struct {
 	// message (-1: none yet).
 	turns, turnStart, turnLast int
 	lastSigned                 int // the last message with Signed, -1: none
-	calls                      int // the messages' tool calls (MaxToolCalls; room for the next view's)
-	strBytes                   int // the messages' strings and tool calls (viewBytes)
+	// The last user message, the last user or tool message, and the
+	// last assistant message without tool calls (-1: none): where a
+	// chat template's rendering of earlier turns begins (profile's
+	// boundaries), which a pass would find walking back over a long
+	// turn's history.
+	lastUser, lastUserOrTool, lastFinal int
+	calls                               int // the messages' tool calls (MaxToolCalls; room for the next view's)
+	strBytes                            int // the messages' strings and tool calls (viewBytes)
 }
 
 // newTally returns the tally of no messages.
-func newTally() tally { return tally{ok: true, turnLast: -1, lastSigned: -1} }
+func newTally() tally {
+	return tally{ok: true, turnLast: -1, lastSigned: -1, lastUser: -1, lastUserOrTool: -1, lastFinal: -1}
+}
 
 // add folds msgs[i] in; msgs[:i] were folded before, in order.
 func (t *tally) add(msgs []Message, i int) {
@@ -39,6 +47,16 @@ func (t *tally) add(msgs []Message, i int) {
 	}
 	if m.Signed {
 		t.lastSigned = i
+	}
+	switch m.Role {
+	case RoleUser:
+		t.lastUser, t.lastUserOrTool = i, i
+	case RoleTool:
+		t.lastUserOrTool = i
+	case RoleAssistant:
+		if len(m.ToolCalls) == 0 {
+			t.lastFinal = i
+		}
 	}
 	t.calls += len(m.ToolCalls)
 	t.strBytes += messageBytes(m)
@@ -76,6 +94,16 @@ func (r *Request) tallied() tally {
 // encrypted reasoning (Message.Signed), or -1 when none does: nothing up
 // to it may change (PROTOCOLS.md rule 2).
 func (r *Request) LastSigned() int { return r.tallied().lastSigned }
+
+// LastUser returns the index of the last user message, or -1.
+func (r *Request) LastUser() int { return r.tallied().lastUser }
+
+// LastUserOrTool returns the index of the last user or tool message, or -1.
+func (r *Request) LastUserOrTool() int { return r.tallied().lastUserOrTool }
+
+// LastFinal returns the index of the last assistant message without tool
+// calls (one that ended a turn), or -1.
+func (r *Request) LastFinal() int { return r.tallied().lastFinal }
 
 // ID returns the number a Reparser gave the view (unique in the process),
 // or 0 for a view no Reparser parsed (ParseRequest's, Apply's).

@@ -200,24 +200,15 @@ func HasTools(req *conv.Request) bool {
 // boundary returns the index of the boundary message, -1 when there is
 // none (everything is the current tool loop).
 func (p *Profile) boundary(req *conv.Request) int {
-	for i := len(req.Messages) - 1; i >= 0; i-- {
-		m := req.Messages[i]
-		switch p.Boundary {
-		case BoundaryFinal:
-			if m.Role == conv.RoleAssistant && len(m.ToolCalls) == 0 {
-				return i
-			}
-		case BoundaryUserOrTool:
-			if m.Role == conv.RoleUser || m.Role == conv.RoleTool {
-				return i
-			}
-		default:
-			if m.Role == conv.RoleUser {
-				return i
-			}
-		}
+	// Each is tallied as the request's messages were placed: a walk back
+	// to a long turn's user message read every message of the turn, cold.
+	switch p.Boundary {
+	case BoundaryFinal:
+		return req.LastFinal()
+	case BoundaryUserOrTool:
+		return req.LastUserOrTool()
 	}
-	return -1
+	return req.LastUser()
 }
 
 // ReviewNotice is where the masked review puts its notice: the first of
