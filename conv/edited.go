@@ -95,8 +95,36 @@ type link struct {
 }
 
 // keptEdit is an edit of a kept body: the range it replaced in the
-// view's body and the length of what it put there.
-type keptEdit struct{ start, end, n int }
+// view's body and the length of what it put there, and the String's
+// token it put there when it came from one (Edit.token; nil otherwise:
+// a pooled array's room may keep a token alive until it is reused, a
+// memo's text the shaper's carries hold anyway).
+type keptEdit struct {
+	start, end, n int
+	token         *byte
+}
+
+// keptEditOf returns the kept record of e.
+func keptEditOf(e *Edit) keptEdit {
+	k := keptEdit{start: e.Start, end: e.End, n: len(e.Repl)}
+	if e.token {
+		k.token = unsafe.SliceData(e.Repl)
+	}
+	return k
+}
+
+// sameRepl reports whether e puts at its place what o put there, old
+// holding it at at: the same String's token (its bytes unchanged, no
+// look at them), else the same bytes.
+func sameRepl(e *Edit, o *keptEdit, old []byte, at int) bool {
+	if len(e.Repl) != o.n {
+		return false
+	}
+	if e.token && o.token != nil && o.token == unsafe.SliceData(e.Repl) {
+		return true
+	}
+	return bytes.Equal(e.Repl, old[at:at+o.n])
+}
 
 // maxChain is how many bases a view's chain holds: the request it
 // repeats, that one's, and so on (a conversation sends its next request
@@ -376,8 +404,7 @@ func agreed(old []byte, oldEdits []keptEdit, body []byte, lim int, edits []Edit)
 		}
 		if nextNew && nextOld {
 			e, o := &edits[j], &oldEdits[i]
-			if e.Start == o.start && e.End == o.end && e.End <= lim && len(e.Repl) == o.n &&
-				bytes.Equal(e.Repl, old[e.Start+d:e.Start+d+o.n]) {
+			if e.Start == o.start && e.End == o.end && e.End <= lim && sameRepl(e, o, old, e.Start+d) {
 				d += o.n - (o.end - o.start)
 				i, j = i+1, j+1
 				continue
@@ -447,7 +474,7 @@ func (t *editedBodies) keep(r *Request, out []byte, edits []Edit, v *Request) {
 	}
 	kept := keptEdits.Get(len(edits), 4*len(edits)+16)[:0]
 	for _, e := range edits {
-		kept = append(kept, keptEdit{e.Start, e.End, len(e.Repl)})
+		kept = append(kept, keptEditOf(&e))
 	}
 	t.mu.Lock()
 	k := t.byID[r.id] // the link made at the parse

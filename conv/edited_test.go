@@ -1141,3 +1141,40 @@ func TestApplyLaterOwnsEdits(t *testing.T) {
 	}
 	sameView(t, got, want)
 }
+
+// TestAgreedSameToken: where a kept body holds the very String's token the
+// new edit puts at the same place, the two agree without a look at the
+// bytes (a long history's shaped blocks, the memo's tokens, are hundreds
+// of kilobytes of cold memory); another String of the same text, or an
+// edit of plain bytes, is compared.
+func TestAgreedSameToken(t *testing.T) {
+	body := []byte(`{"messages":[{"role":"assistant","reasoning_content":"a long reasoning block","content":"x"}]}`)
+	start := bytes.Index(body, []byte(`"a long`))
+	end := start + len(`"a long reasoning block"`)
+	tok := QuoteString("short")
+	edit := tok.Replace(start, end)
+	old := ApplyEdits(body, []Edit{edit})
+	kept := []keptEdit{keptEditOf(&edit)}
+	copy(old[start+1:], "SHORT") // what a look at the bytes would find: not the token
+	for _, c := range []struct {
+		name  string
+		edit  Edit
+		agree bool
+	}{
+		{"the same token", tok.Replace(start, end), true},
+		{"another String of the same text", QuoteString("short").Replace(start, end), false},
+		{"plain bytes", Edit{Start: start, End: end, Repl: []byte(`"short"`)}, false},
+	} {
+		q, w, j := agreed(old, kept, body, len(body), []Edit{c.edit})
+		if got := q == len(body) && w == len(old) && j == 1; got != c.agree {
+			t.Errorf("%s: agreed up to %d (%d in the kept body, edit %d), want agreeing: %v", c.name, q, w, j, c.agree)
+		}
+		if !c.agree && (q != start || w != start) {
+			t.Errorf("%s: agreed up to %d/%d, want %d (the edit's start)", c.name, q, w, start)
+		}
+	}
+	copy(old[start+1:], "short") // the bytes as written: compared, they agree
+	if q, _, _ := agreed(old, kept, body, len(body), []Edit{{Start: start, End: end, Repl: []byte(`"short"`)}}); q != len(body) {
+		t.Errorf("plain bytes the same as the kept body's: agreed up to %d, want %d", q, len(body))
+	}
+}

@@ -80,6 +80,10 @@ type Edit struct {
 	// (known): Apply then neither validates nor decodes Repl.
 	text  string
 	known bool
+	// token: Repl is a String's token (Replace), which no one changes:
+	// the same token written at the same place is the same bytes, known
+	// without a look at them (editedBodies.writeOver).
+	token bool
 }
 
 // String is a JSON string token and the text it decodes to, made
@@ -107,7 +111,7 @@ func (s String) Token() []byte { return s.tok }
 
 // Replace returns the edit that replaces body[start:end] with the token.
 func (s String) Replace(start, end int) Edit {
-	return Edit{Start: start, End: end, Repl: s.tok, text: s.text, known: s.known}
+	return Edit{Start: start, End: end, Repl: s.tok, text: s.text, known: s.known, token: true}
 }
 
 // ApplyEdits returns a new body (never nil) with non-overlapping edits
