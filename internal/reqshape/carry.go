@@ -178,8 +178,8 @@ func (t *carries) get(k string, base uint64) *carry {
 
 // put makes c the newest carry of conversation k, the one before it the
 // older and the older before it gone, and keeps the carries within the
-// bound (others go first, then k's older). It takes over the caller's
-// hold of c.
+// bound: k's older goes when the two do not fit in it, then other
+// conversations' carries. It takes over the caller's hold of c.
 func (t *carries) put(k string, c *carry) {
 	if t == nil || k == "" || c == nil {
 		c.release()
