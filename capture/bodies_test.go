@@ -29,6 +29,13 @@ type bodiesRig struct {
 	url string
 	mu  sync.Mutex
 	got [][]byte
+	// A client has a large request's answer before its call ends (the
+	// observers are told of the request once the answer's first bytes
+	// are out), so a test waits for the calls to end before it flushes
+	// the writer (ended): ends counts the proxy's handlers that returned,
+	// answered the requests the test counted.
+	ends     atomic.Int64
+	answered int64
 }
 
 // newBodiesRig starts the rig; refuse, when it says so, has the upstream
@@ -60,7 +67,10 @@ func newBodiesRig(t *testing.T, transform proxy.RequestTransform, refuse func() 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(p)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer rig.ends.Add(1)
+		p.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(p.CloseIdleConnections)
 	rig.url = srv.URL + "/v1/chat/completions"
@@ -77,7 +87,21 @@ func (rig *bodiesRig) post(t *testing.T, i, size int) []byte {
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
+	rig.ended(t)
 	return body
+}
+
+// ended counts a request the client has had its answer to, and waits
+// until the calls of all it counted have ended: their records queued to
+// the writer, their bodies given back or held by the records.
+func (rig *bodiesRig) ended(t *testing.T) {
+	t.Helper()
+	rig.answered++
+	for deadline := time.Now().Add(10 * time.Second); rig.ends.Load() < rig.answered; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d calls ended after 10 s", rig.ends.Load(), rig.answered)
+		}
+	}
 }
 
 // records returns the request records' data, as sent upstream and as the

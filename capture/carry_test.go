@@ -77,6 +77,7 @@ func TestSpansCarried(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("status %d", resp.StatusCode)
 		}
+		rig.ended(t)        // its records queued (the observers are told once the answer's first bytes are out)
 		mustFlush(t, rig.w) // encoded: the bodies go back, the next edited one is written over this one's
 		sent = append(sent, body)
 		if n > 200 {
