@@ -835,13 +835,9 @@ func TestLargeBodyObserversAfterFirstBytes(t *testing.T) {
 		name   string
 		body   []byte
 		stream bool
-		status int
-	}{
-		{"a large body's stream", large, true, http.StatusOK},
-		{"a small body's answer", small, false, http.StatusOK},
-	} {
+	}{{"a large body's stream", large, true}, {"a small body's answer", small, false}} {
 		t.Run(c.name, func(t *testing.T) {
-			obs, url := rig(t, c.stream, c.status)
+			obs, url := rig(t, c.stream, http.StatusOK)
 			time.AfterFunc(300*time.Millisecond, func() { close(obs.release) })
 			resp, err := rawClient().Post(url, "application/json", bytes.NewReader(c.body))
 			if err != nil {
