@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/shaperproxy/shaperproxy/internal/config"
+	"github.com/shaperproxy/shaperproxy/internal/heapwarm"
 	"github.com/shaperproxy/shaperproxy/proxy"
 )
 
@@ -100,6 +101,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, addr := range open {
 		logger.Warn("serving a non-loopback address without client keys (allow_unauthenticated = true): anyone who can reach it can use the routes' api keys", "addr", addr)
 	}
+	defer heapwarm.FromEnv()() // the process's heap, not one proxy's: here, not in build
 	st, err := build(c, logger)
 	if err != nil {
 		return err

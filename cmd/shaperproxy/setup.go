@@ -18,6 +18,7 @@ import (
 	"github.com/shaperproxy/shaperproxy/internal/config"
 	"github.com/shaperproxy/shaperproxy/internal/deliberate"
 	"github.com/shaperproxy/shaperproxy/internal/guard"
+	"github.com/shaperproxy/shaperproxy/internal/heapwarm"
 	"github.com/shaperproxy/shaperproxy/internal/ledger"
 	"github.com/shaperproxy/shaperproxy/internal/profile"
 	"github.com/shaperproxy/shaperproxy/internal/reqshape"
@@ -80,6 +81,7 @@ func build(c config.Config, logger *slog.Logger) (_ *stack, err error) {
 	}
 
 	collectors = append(collectors, ledger.Collectors(led)...)
+	collectors = append(collectors, heapwarm.Collectors()...)
 	restorer := review.NewRestorer(led)
 	st.closers = append(st.closers, restorer.Close)
 	add(restorer, restorer.Collectors())

@@ -15,6 +15,7 @@ import (
 
 	"github.com/shaperproxy/shaperproxy/internal/config"
 	"github.com/shaperproxy/shaperproxy/internal/fakeupstream"
+	"github.com/shaperproxy/shaperproxy/internal/heapwarm"
 	"github.com/shaperproxy/shaperproxy/proxy"
 )
 
@@ -179,6 +180,7 @@ func ServeChild(build Build, args []string) error {
 	if len(args) != 4 {
 		return fmt.Errorf("bench child: want variant, fake URL, stream URL and directory, got %q", args)
 	}
+	defer heapwarm.FromEnv()() // as serve does
 	px, err := build(variantConfig(args[0], args[1], args[2], args[3], os.Getenv(WithoutEnv)), slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err

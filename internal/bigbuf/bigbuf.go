@@ -39,6 +39,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"unsafe"
+
+	"github.com/shaperproxy/shaperproxy/internal/gccycle"
 )
 
 const (
@@ -65,7 +67,7 @@ var free struct {
 	mu    sync.Mutex
 	lists [classes][]entry
 	bytes int
-	cycle int // collections seen (gcTick)
+	cycle int // collections seen (trim, after each)
 
 	// refs counts the references of each buffer handed out and not
 	// yet back, by its first byte's address (a uintptr: the count must
@@ -97,19 +99,7 @@ func init() {
 	for c := range releasers {
 		releasers[c] = func(p *byte) { put(c, p) }
 	}
-	armTick()
-}
-
-// gcTick is an object whose finalizer runs once per collection: it trims
-// the free list and arms a new one. (A pointer field keeps it out of the
-// tiny allocator, whose objects may be finalized late.)
-type gcTick struct{ _ *byte }
-
-func armTick() {
-	runtime.SetFinalizer(new(gcTick), func(*gcTick) {
-		trim()
-		armTick()
-	})
+	gccycle.After(trim)
 }
 
 // staleAfter is how many collections a buffer waits on the free list

@@ -1,0 +1,227 @@
+// Package heapwarm writes to the Go heap's memory that the process has
+// not yet touched, up to the collector's goal, once after a collection
+// that raised the goal: so that the requests' allocations land on pages
+// already in memory instead of taking a page fault each.
+//
+// Between two collections the heap grows from what was live up to the
+// goal. Wherever that reaches above the highest the heap ever was, every
+// new 4 KiB page is a page fault on its first write: 1–2 µs on a bare
+// machine, about 11 µs in the virtual machine the benchmarks run on
+// (bigbuf's BenchmarkFirstTouch). A proxy keeps a few tens of MB live
+// (conversations' memos and carries, kept bodies), so its goal is large
+// and, at a few requests a second, a collection comes minutes apart: the
+// heap climbs into fresh memory the whole time, a few pages a request,
+// each fault on the request's path. Once the heap's pages up to the goal
+// have been written, the climb between collections stays on them: the
+// collector leaves them resident up to about 10% over the goal
+// (runtime/mgcscavenge.go), and Go hands out the lowest free pages first.
+//
+// The warming allocates throwaway chunks and writes a byte into each of
+// their pages, a chunk at a time with a pause between, off every
+// request's path; the chunks are garbage at once and their memory is
+// free again after the collection their own allocation brings forward.
+// It costs that one collection and a few milliseconds of CPU each time
+// the goal grows, nothing when it does not, and never holds memory the
+// heap would not reach by its goal anyway.
+package heapwarm
+
+import (
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shaperproxy/shaperproxy/internal/gccycle"
+)
+
+const (
+	chunk   = 256 << 10 // allocated and written at a time
+	minWarm = 1 << 20   // a goal raised by less, or less untouched below it, is left alone
+	maxWarm = 64 << 20  // at most this much is written in one warming
+	pause   = 200 * time.Microsecond
+)
+
+// quiet is how long after a warming the collections are not warmed for:
+// the one the warming brought forward among them (settable for the
+// tests).
+var quiet atomic.Int64
+
+func init() { quiet.Store(int64(5 * time.Second)) }
+
+// Heap is what the runtime reports of the heap (runtime/metrics).
+type Heap struct {
+	Goal     uint64 // the collector's heap goal
+	Resident uint64 // the heap's memory that is in use or free but not returned to the system
+	Cycles   uint64 // the collections completed
+}
+
+var names = []string{
+	"/gc/heap/goal:bytes",
+	"/gc/cycles/total:gc-cycles",
+	"/memory/classes/heap/objects:bytes",
+	"/memory/classes/heap/unused:bytes",
+	"/memory/classes/heap/free:bytes",
+}
+
+// Read returns the heap's goal, resident memory and collections now.
+func Read() Heap {
+	s := make([]metrics.Sample, len(names))
+	for i, n := range names {
+		s[i].Name = n
+	}
+	metrics.Read(s)
+	u := func(v metrics.Value) uint64 {
+		if v.Kind() == metrics.KindUint64 {
+			return v.Uint64()
+		}
+		return 0
+	}
+	return Heap{Goal: u(s[0].Value), Cycles: u(s[1].Value), Resident: u(s[2].Value) + u(s[3].Value) + u(s[4].Value)}
+}
+
+// Below is how much of the heap below its goal has never been written
+// (or was returned to the system).
+func (h Heap) Below() uint64 {
+	if h.Goal <= h.Resident {
+		return 0
+	}
+	return h.Goal - h.Resident
+}
+
+var (
+	written atomic.Uint64 // bytes allocated and written by warmings
+	kick    = make(chan struct{}, 1)
+	run     struct {
+		sync.Mutex
+		n    int
+		stop chan struct{}
+	}
+	page = os.Getpagesize()
+)
+
+func init() {
+	gccycle.After(func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	})
+}
+
+// Written is the memory the warmings have allocated and written so far.
+func Written() uint64 { return written.Load() }
+
+// Collectors are the warming's metrics, for /metrics.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "shaperproxy_heap_warmed_bytes_total",
+		Help: "Heap memory allocated and written once after a collection raised the heap's goal, so that requests do not take the page faults of memory the process never touched (0 with " + OffEnv + "=off).",
+	}, func() float64 { return float64(written.Load()) })}
+}
+
+// OffEnv turns the warming off when set to "off" (FromEnv).
+const OffEnv = "SHAPERPROXY_HEAP_WARM"
+
+// FromEnv is Start unless OffEnv is "off", in which case it does nothing:
+// what serve and the benchmark's proxies call.
+func FromEnv() (stop func()) {
+	if os.Getenv(OffEnv) == "off" {
+		return func() {}
+	}
+	return Start()
+}
+
+// Start warms the heap after each collection until the last stop is
+// called; starting it again while it runs only counts (the warming is
+// the process's, one at a time).
+func Start() (stop func()) {
+	run.Lock()
+	defer run.Unlock()
+	run.n++
+	if run.n == 1 {
+		run.stop = make(chan struct{})
+		go loop(run.stop)
+		select { // the heap as it is now, without waiting for a collection
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			run.Lock()
+			defer run.Unlock()
+			if run.n--; run.n == 0 {
+				close(run.stop)
+			}
+		})
+	}
+}
+
+// loop warms after each collection that raised the goal; one that comes
+// in the quiet after a warming is looked at when the quiet ends.
+func loop(stop <-chan struct{}) {
+	var warmed uint64          // the goal the last finished warming reached up to
+	var next time.Time         // no warming before it: the quiet after the last
+	var later <-chan time.Time // the quiet's end, when a collection came in it
+	for {
+		select {
+		case <-stop:
+			return
+		case <-kick:
+			if d := time.Until(next); d > 0 {
+				if later == nil {
+					later = time.After(d)
+				}
+				continue
+			}
+		case <-later:
+			later = nil
+		}
+		h := Read()
+		if h.Goal < warmed+minWarm || h.Below() < minWarm {
+			continue
+		}
+		n, finished := Warm(maxWarm, stop)
+		if finished {
+			warmed = h.Goal
+		}
+		if n > 0 {
+			next = time.Now().Add(time.Duration(quiet.Load()))
+		}
+	}
+}
+
+// Warm writes the heap's untouched memory below its goal, at most limit
+// bytes, and returns how much it allocated. The heap never climbs all the
+// way to its goal: a collection starts before it and the memory it frees
+// takes the next allocations. So the warming climbs as the requests'
+// allocations would, and ends (finished) once the collection its own
+// allocations brought about is over, or once less than a chunk is left
+// below the goal; it ends early, unfinished, at the limit or when stop
+// is closed.
+func Warm(limit int, stop <-chan struct{}) (n int, finished bool) {
+	start := Read()
+	for h := start; h.Cycles == start.Cycles && h.Below() >= chunk; h = Read() {
+		if n >= limit {
+			return n, false
+		}
+		b := make([]byte, chunk)
+		for i := 0; i < len(b); i += page {
+			b[i] = 1
+		}
+		runtime.KeepAlive(b)
+		n += chunk
+		written.Add(chunk)
+		select {
+		case <-stop:
+			return n, false
+		case <-time.After(pause):
+		}
+	}
+	return n, true
+}
