@@ -143,4 +143,9 @@ func TestBenchAgainst(t *testing.T) {
 			t.Errorf("a column's hold has no guard step: %q (not proxy+all)", cell)
 		}
 	}
+	// Each process's page faults, and the heap each proxy's warming wrote.
+	faults := regexp.MustCompile(`\| page faults the serving process took [^|]*\| (\d+) \| (\d+) \| (\d+) \| (\d+); heap warmed [0-9.]+ MB \| (\d+); heap warmed [0-9.]+ MB \|  \|`).FindStringSubmatch(out)
+	if faults == nil {
+		t.Fatalf("no page-fault row with a count for each process and the proxies' warming:\n%s", out)
+	}
 }

@@ -130,6 +130,7 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 	}
 	w.title = fmt.Sprintf("Per-request cost (%s; GOMAXPROCS=%d in each)", where, gomaxprocs())
 	clock := readCPUClock()
+	faults := faultsOf(targets)
 	small := smallBodies(16)
 	large := [][]byte{seedBody()}
 	type warmup struct {
@@ -198,6 +199,7 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 		}
 		w.add(append(row, "")...)
 	}
+	w.add(append([]string{"the whole section, warm-ups included", "page faults the serving process took without a disk (minor, /proc/PID/stat), and the heap memory its warming wrote (shaperproxy_heap_warmed_bytes_total)"}, faultCells(ctx, c, targets, faults)...)...)
 	w.add("the whole section, warm-ups included", "the machine's CPU time its host gave to other guests meanwhile (steal, /proc/stat)", stolenShare(clock, readCPUClock()), "", "", "", "", "")
 	t.wides = append(t.wides, w)
 	if design != nil {
@@ -478,6 +480,51 @@ func historyShare(ctx context.Context, c *http.Client, url string) string {
 	return fmt.Sprintf("messages reused %s%s; edited bodies written over %s%s",
 		share(v("shaperproxy_history_messages_total", "reused"), v("shaperproxy_history_messages_total", "parsed")), keyed,
 		share(v("shaperproxy_edited_bodies_total", "written_over"), v("shaperproxy_edited_bodies_total", "fresh")), kept)
+}
+
+// faultsOf reads each target's process's minor page faults so far: the
+// first write of a page the process never touched is one (about 11 µs on
+// the benchmark's machine: bigbuf's BenchmarkFirstTouch).
+func faultsOf(targets []costTarget) map[string]int64 {
+	out := map[string]int64{}
+	for _, tg := range targets {
+		if n, ok := minorFaults(tg.pid); ok && tg.pid != 0 {
+			out[tg.name] = n
+		}
+	}
+	return out
+}
+
+// faultCells are the page-fault row's cells, one a target after the
+// workload and metric columns, and an empty ratio cell: the faults since
+// before (faultsOf), and for each proxy the heap its warming wrote. A
+// target in this process has no faults of its own.
+func faultCells(ctx context.Context, c *http.Client, targets []costTarget, before map[string]int64) []string {
+	after := faultsOf(targets)
+	var cells []string
+	for _, tg := range targets {
+		b, ok := before[tg.name]
+		a, ok2 := after[tg.name]
+		cell := "n/a (in this process)"
+		if ok && ok2 {
+			cell = fmt.Sprintf("%d", a-b)
+		}
+		if tg.name == bare || tg.name == costAll {
+			cell += "; " + warmedOf(ctx, c, metricsURL(tg))
+		}
+		cells = append(cells, cell)
+	}
+	return append(cells, "")
+}
+
+// warmedOf reads the heap memory a proxy's warming wrote, from its
+// /metrics.
+func warmedOf(ctx context.Context, c *http.Client, url string) string {
+	fams, err := metricFamilies(ctx, c, url)
+	if err != nil {
+		return "warmed n/a: " + err.Error()
+	}
+	return fmt.Sprintf("heap warmed %.1f MB", counterBy(fams, "shaperproxy_heap_warmed_bytes_total", "", "")/1e6)
 }
 
 const chatPath = "/v1/chat/completions"

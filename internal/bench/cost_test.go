@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -516,5 +517,29 @@ func TestWaySince(t *testing.T) {
 	text = page(0.01+0.001, 0.012, 44, 40) // no answer reached the client meanwhile
 	if got, want := read().WaySince(before), "header 250"; got != want {
 		t.Fatalf("way %q, want %q", got, want)
+	}
+}
+
+// TestMinorFaults: the page-fault row counts a page's first write. 32 MiB
+// written a byte a page after the heap was given back to the system take
+// at least half as many faults as pages.
+func TestMinorFaults(t *testing.T) {
+	if _, ok := minorFaults(0); !ok {
+		t.Skip("no /proc/self/stat")
+	}
+	debug.FreeOSMemory()
+	const size, page = 32 << 20, 4096
+	before, _ := minorFaults(0)
+	b := make([]byte, size)
+	for i := 0; i < size; i += page {
+		b[i] = 1
+	}
+	after, _ := minorFaults(0)
+	runtime.KeepAlive(b)
+	if got := after - before; got < size/page/2 {
+		t.Errorf("%d pages written for the first time: %d minor faults counted", size/page, got)
+	}
+	if _, ok := minorFaults(1 << 30); ok {
+		t.Error("a process that does not exist has page faults")
 	}
 }

@@ -234,23 +234,41 @@ const (
 // cpuTime returns the user and system CPU time process pid (0: this one)
 // has used, from /proc (in clock ticks of 10 ms, Linux's USER_HZ).
 func cpuTime(pid int) time.Duration {
-	path := "/proc/self/stat"
-	if pid != 0 {
-		path = fmt.Sprintf("/proc/%d/stat", pid)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	// The command name may hold spaces: fields count from after its ')'.
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	f := procStat(pid)
 	if len(f) < 13 {
 		return 0
 	}
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// minorFaults returns the page faults process pid (0: this one) took
+// without reading a disk (a page's first write among them), from /proc;
+// ok is false where there is none.
+func minorFaults(pid int) (n int64, ok bool) {
+	f := procStat(pid)
+	if len(f) < 8 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(f[7], 10, 64)
+	return n, err == nil
+}
+
+// procStat returns the fields of /proc/PID/stat after the command name
+// (which may hold spaces), the process state first; nil where there is
+// none.
+func procStat(pid int) []string {
+	path := "/proc/self/stat"
+	if pid != 0 {
+		path = fmt.Sprintf("/proc/%d/stat", pid)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	s := string(b)
+	return strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 }
 
 // startProfile starts the CPU profile of a cost child when ProfileEnv is
