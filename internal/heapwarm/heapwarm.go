@@ -40,7 +40,7 @@ import (
 
 const (
 	chunk   = 256 << 10 // allocated and written at a time
-	minWarm = 1 << 20   // a goal raised by less, or less untouched below it, is left alone
+	minWarm = 4 << 20   // less untouched is left to the requests: a warming costs a collection
 	maxWarm = 64 << 20  // at most this much is written in one warming
 	pause   = 200 * time.Microsecond
 )
@@ -83,13 +83,16 @@ func Read() Heap {
 	return Heap{Goal: u(s[0].Value), Cycles: u(s[1].Value), Resident: u(s[2].Value) + u(s[3].Value) + u(s[4].Value)}
 }
 
-// Below is how much of the heap below its goal has never been written
-// (or was returned to the system).
-func (h Heap) Below() uint64 {
-	if h.Goal <= h.Resident {
+// Untouched is how much of the heap below nine tenths of its goal, about
+// where the next collection starts, has never been written (or was
+// returned to the system): what the climb to that collection would take
+// a page fault a page for.
+func (h Heap) Untouched() uint64 {
+	top := h.Goal / 10 * 9
+	if top <= h.Resident {
 		return 0
 	}
-	return h.Goal - h.Resident
+	return top - h.Resident
 }
 
 var (
@@ -162,10 +165,11 @@ func Start() (stop func()) {
 	}
 }
 
-// loop warms after each collection that raised the goal; one that comes
-// in the quiet after a warming is looked at when the quiet ends.
+// loop warms after each collection that left at least minWarm untouched
+// below where the next starts (a goal raised, memory given back); one
+// that comes in the quiet after a warming is looked at when the quiet
+// ends.
 func loop(stop <-chan struct{}) {
-	var warmed uint64          // the goal the last finished warming reached up to
 	var next time.Time         // no warming before it: the quiet after the last
 	var later <-chan time.Time // the quiet's end, when a collection came in it
 	for {
@@ -182,31 +186,24 @@ func loop(stop <-chan struct{}) {
 		case <-later:
 			later = nil
 		}
-		h := Read()
-		if h.Goal < warmed+minWarm || h.Below() < minWarm {
+		if Read().Untouched() < minWarm {
 			continue
 		}
-		n, finished := Warm(maxWarm, stop)
-		if finished {
-			warmed = h.Goal
-		}
-		if n > 0 {
+		if n, _ := Warm(maxWarm, stop); n > 0 {
 			next = time.Now().Add(time.Duration(quiet.Load()))
 		}
 	}
 }
 
-// Warm writes the heap's untouched memory below its goal, at most limit
-// bytes, and returns how much it allocated. The heap never climbs all the
-// way to its goal: a collection starts before it and the memory it frees
-// takes the next allocations. So the warming climbs as the requests'
+// Warm writes the heap's untouched memory (Untouched), at most limit
+// bytes, and returns how much it allocated. It climbs as the requests'
 // allocations would, and ends (finished) once the collection its own
 // allocations brought about is over, or once less than a chunk is left
-// below the goal; it ends early, unfinished, at the limit or when stop
-// is closed.
+// untouched; it ends early, unfinished, at the limit or when stop is
+// closed.
 func Warm(limit int, stop <-chan struct{}) (n int, finished bool) {
 	start := Read()
-	for h := start; h.Cycles == start.Cycles && h.Below() >= chunk; h = Read() {
+	for h := start; h.Cycles == start.Cycles && h.Untouched() >= chunk; h = Read() {
 		if n >= limit {
 			return n, false
 		}
