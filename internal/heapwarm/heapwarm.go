@@ -1,28 +1,30 @@
 // Package heapwarm writes to the Go heap's memory that the process has
-// not yet touched, up to the collector's goal, once after a collection
-// that raised the goal: so that the requests' allocations land on pages
-// already in memory instead of taking a page fault each.
+// never touched, up to about where the next collection starts, after a
+// collection that left enough of it: so that the requests' allocations
+// land on pages already in memory instead of taking a page fault each.
 //
-// Between two collections the heap grows from what was live up to the
-// goal. Wherever that reaches above the highest the heap ever was, every
-// new 4 KiB page is a page fault on its first write: 1–2 µs on a bare
-// machine, about 11 µs in the virtual machine the benchmarks run on
-// (bigbuf's BenchmarkFirstTouch). A proxy keeps a few tens of MB live
+// Between two collections the heap climbs from what was live to where the
+// next collection starts, a little under the collector's goal. Wherever
+// that reaches above the highest the heap ever was, every new 4 KiB page
+// is a page fault on its first write: 1–2 µs on a bare machine, about
+// 11 µs in the virtual machine the benchmarks run on (bigbuf's
+// BenchmarkFirstTouch). A proxy keeps a few tens of MB live
 // (conversations' memos and carries, kept bodies), so its goal is large
 // and, at a few requests a second, a collection comes minutes apart: the
 // heap climbs into fresh memory the whole time, a few pages a request,
-// each fault on the request's path. Once the heap's pages up to the goal
-// have been written, the climb between collections stays on them: the
-// collector leaves them resident up to about 10% over the goal
-// (runtime/mgcscavenge.go), and Go hands out the lowest free pages first.
+// each fault on the request's path. Once those pages have been written,
+// the climb between collections stays on them: the collector leaves them
+// resident up to about 10% over the goal (runtime/mgcscavenge.go), and Go
+// hands out the lowest free pages first.
 //
 // The warming allocates throwaway chunks and writes a byte into each of
 // their pages, a chunk at a time with a pause between, off every
 // request's path; the chunks are garbage at once and their memory is
 // free again after the collection their own allocation brings forward.
-// It costs that one collection and a few milliseconds of CPU each time
-// the goal grows, nothing when it does not, and never holds memory the
-// heap would not reach by its goal anyway.
+// It costs that one collection and a few milliseconds of CPU each time at
+// least 4 MiB lie untouched below where the next starts (a goal raised,
+// memory given back), nothing otherwise, and never holds memory the heap
+// would not reach by its next collection anyway.
 package heapwarm
 
 import (
@@ -122,7 +124,7 @@ func Written() uint64 { return written.Load() }
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "shaperproxy_heap_warmed_bytes_total",
-		Help: "Heap memory allocated and written once after a collection raised the heap's goal, so that requests do not take the page faults of memory the process never touched (0 with " + OffEnv + "=off).",
+		Help: "Heap memory allocated and written after a collection that left memory never written below where the next starts, so that requests do not take the page faults of its first writes (0 with " + OffEnv + "=off).",
 	}, func() float64 { return float64(written.Load()) })}
 }
 
@@ -195,15 +197,19 @@ func loop(stop <-chan struct{}) {
 	}
 }
 
-// Warm writes the heap's untouched memory (Untouched), at most limit
-// bytes, and returns how much it allocated. It climbs as the requests'
-// allocations would, and ends (finished) once the collection its own
-// allocations brought about is over, or once less than a chunk is left
-// untouched; it ends early, unfinished, at the limit or when stop is
-// closed.
+// Warm writes the heap's untouched memory, at most limit bytes, and
+// returns how much it allocated. It climbs as the requests' allocations
+// would, and ends (finished) once the collection its own allocations
+// brought about is over: then its chunks are free again, and the next
+// allocations take their pages. (It climbs toward the goal itself, not
+// nine tenths of it: a warming that stopped short of the collection would
+// leave its chunks on the pages it wrote until the next, and the
+// requests' allocations above them.) It ends too, finished, with less
+// than a chunk left below the goal, and early, unfinished, at the limit
+// or when stop is closed.
 func Warm(limit int, stop <-chan struct{}) (n int, finished bool) {
 	start := Read()
-	for h := start; h.Cycles == start.Cycles && h.Untouched() >= chunk; h = Read() {
+	for h := start; h.Cycles == start.Cycles && h.Goal >= h.Resident+chunk; h = Read() {
 		if n >= limit {
 			return n, false
 		}
