@@ -6,9 +6,9 @@
 // Between two collections the heap climbs from what was live to where the
 // next collection starts, a little under the collector's goal. Wherever
 // that reaches above the highest the heap ever was, every new 4 KiB page
-// is a page fault on its first write: 1–2 µs on a bare machine, about
-// 11 µs in the virtual machine the benchmarks run on (bigbuf's
-// BenchmarkFirstTouch). A proxy keeps a few tens of MB live
+// is a page fault on its first write: 11–14 µs in the virtual machine
+// the benchmarks run on (bigbuf's BenchmarkFirstTouch), less on a bare
+// machine. A proxy keeps a few tens of MB live
 // (conversations' memos and carries, kept bodies), so its goal is large
 // and, at a few requests a second, a collection comes minutes apart: the
 // heap climbs into fresh memory the whole time, a few pages a request,
@@ -108,13 +108,15 @@ var (
 	page = os.Getpagesize()
 )
 
-func init() {
-	gccycle.After(func() {
-		select {
-		case kick <- struct{}{}:
-		default:
-		}
-	})
+func init() { gccycle.After(poke) }
+
+// poke has the loop look at the heap, unless it has yet to see the last
+// poke.
+func poke() {
+	select {
+	case kick <- struct{}{}:
+	default:
+	}
 }
 
 // Written is the memory the warmings have allocated and written so far.
@@ -150,10 +152,7 @@ func Start() (stop func()) {
 	if run.n == 1 {
 		run.stop = make(chan struct{})
 		go loop(run.stop)
-		select { // the heap as it is now, without waiting for a collection
-		case kick <- struct{}{}:
-		default:
-		}
+		poke() // the heap as it is now, without waiting for a collection
 	}
 	var once sync.Once
 	return func() {
