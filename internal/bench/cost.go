@@ -484,7 +484,7 @@ func historyShare(ctx context.Context, c *http.Client, url string) string {
 
 // faultsOf reads each target's process's minor page faults so far: the
 // first write of a page the process never touched is one (11–14 µs on
-// the benchmark's machine: bigbuf's BenchmarkFirstTouch).
+// the benchmark's machine: prefault's BenchmarkPrefault).
 func faultsOf(targets []costTarget) map[string]int64 {
 	out := map[string]int64{}
 	for _, tg := range targets {

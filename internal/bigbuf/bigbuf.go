@@ -4,7 +4,9 @@
 //
 // A fresh buffer of a megabyte costs far more than its copy: its pages
 // are cleared, faulted in after the runtime gave them back to the system,
-// and the garbage it becomes brings the next collection closer.
+// and the garbage it becomes brings the next collection closer. (Make
+// has the pages of one it allocates afresh faulted in at once,
+// internal/prefault, rather than a fault on each page's first write.)
 //
 // A buffer is counted: Make gives it one reference, held by its maker;
 // whoever keeps it beyond the maker's use (a cache of parsed requests,
@@ -41,6 +43,7 @@ import (
 	"unsafe"
 
 	"github.com/shaperproxy/shaperproxy/internal/gccycle"
+	"github.com/shaperproxy/shaperproxy/internal/prefault"
 )
 
 const (
@@ -174,6 +177,7 @@ func Make(n int) []byte {
 	free.mu.Unlock()
 	if p == nil {
 		b := make([]byte, classSize(c))
+		prefault.Fresh(b[:n]) // the caller writes these n: in one call, not a fault a page
 		p = &b[0]
 		made.Add(1)
 	} else {

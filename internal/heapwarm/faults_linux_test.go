@@ -1,12 +1,15 @@
 package heapwarm
 
 import (
+	"os"
 	"runtime/debug"
 	"syscall"
 	"testing"
 
 	"github.com/shaperproxy/shaperproxy/internal/testenv"
 )
+
+var page = os.Getpagesize()
 
 // minorFaults is the process's page faults served without a disk so far.
 func minorFaults(t *testing.T) int64 {

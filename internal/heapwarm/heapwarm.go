@@ -1,4 +1,4 @@
-// Package heapwarm writes to the Go heap's memory that the process has
+// Package heapwarm faults in the Go heap's memory that the process has
 // never touched, up to about where the next collection starts, after a
 // collection that left enough of it: so that the requests' allocations
 // land on pages already in memory instead of taking a page fault each.
@@ -7,24 +7,25 @@
 // next collection starts, a little under the collector's goal. Wherever
 // that reaches above the highest the heap ever was, every new 4 KiB page
 // is a page fault on its first write: 11–14 µs in the virtual machine
-// the benchmarks run on (bigbuf's BenchmarkFirstTouch), less on a bare
+// the benchmarks run on (prefault's BenchmarkPrefault), less on a bare
 // machine. A proxy keeps a few tens of MB live
 // (conversations' memos and carries, kept bodies), so its goal is large
 // and, at a few requests a second, a collection comes minutes apart: the
 // heap climbs into fresh memory the whole time, a few pages a request,
-// each fault on the request's path. Once those pages have been written,
-// the climb between collections stays on them: the collector leaves them
+// each fault on the request's path. Once those pages are resident, the
+// climb between collections stays on them: the collector leaves them
 // resident up to about 10% over the goal (runtime/mgcscavenge.go), and Go
 // hands out the lowest free pages first.
 //
-// The warming allocates throwaway chunks and writes a byte into each of
-// their pages, a chunk at a time with a pause between, off every
-// request's path; the chunks are garbage at once and their memory is
-// free again after the collection their own allocation brings forward.
-// It costs that one collection and a few milliseconds of CPU each time at
-// least 4 MiB lie untouched below where the next starts (a goal raised,
-// memory given back), nothing otherwise, and never holds memory the heap
-// would not reach by its next collection anyway.
+// The warming allocates throwaway chunks and has the system fault each
+// one's pages in at once (internal/prefault: about 1 µs a page where
+// Linux can, a write a page elsewhere), a chunk at a time with a pause
+// between, off every request's path; the chunks are garbage at once and
+// their memory is free again after the collection their own allocation
+// brings forward. It costs that one collection and a few milliseconds of
+// CPU each time at least 4 MiB lie untouched below where the next starts
+// (a goal raised, memory given back), nothing otherwise, and never holds
+// memory the heap would not reach by its next collection anyway.
 package heapwarm
 
 import (
@@ -38,12 +39,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shaperproxy/shaperproxy/internal/gccycle"
+	"github.com/shaperproxy/shaperproxy/internal/prefault"
 )
 
 const (
-	chunk   = 256 << 10 // allocated and written at a time
+	chunk   = 256 << 10 // allocated and faulted in at a time
 	minWarm = 4 << 20   // less untouched is left to the requests: a warming costs a collection
-	maxWarm = 64 << 20  // at most this much is written in one warming
+	maxWarm = 64 << 20  // at most this much is warmed in one warming
 	pause   = 200 * time.Microsecond
 )
 
@@ -98,14 +100,13 @@ func (h Heap) Untouched() uint64 {
 }
 
 var (
-	written atomic.Uint64 // bytes allocated and written by warmings
+	written atomic.Uint64 // bytes allocated and faulted in by warmings
 	kick    = make(chan struct{}, 1)
 	run     struct {
 		sync.Mutex
 		n    int
 		stop chan struct{}
 	}
-	page = os.Getpagesize()
 )
 
 func init() { gccycle.After(poke) }
@@ -119,14 +120,14 @@ func poke() {
 	}
 }
 
-// Written is the memory the warmings have allocated and written so far.
+// Written is the memory the warmings have allocated and faulted in so far.
 func Written() uint64 { return written.Load() }
 
 // Collectors are the warming's metrics, for /metrics.
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "shaperproxy_heap_warmed_bytes_total",
-		Help: "Heap memory allocated and written after a collection that left memory never written below where the next starts, so that requests do not take the page faults of its first writes (0 with " + OffEnv + "=off).",
+		Help: "Heap memory allocated and faulted in after a collection that left memory never written below where the next starts, so that requests do not take the page faults of its first writes (0 with " + OffEnv + "=off).",
 	}, func() float64 { return float64(written.Load()) })}
 }
 
@@ -196,7 +197,7 @@ func loop(stop <-chan struct{}) {
 	}
 }
 
-// Warm writes the heap's untouched memory, at most limit bytes, and
+// Warm faults in the heap's untouched memory, at most limit bytes, and
 // returns how much it allocated. It climbs as the requests' allocations
 // would, and ends (finished) once the collection its own allocations
 // brought about is over: then its chunks are free again, and the next
@@ -213,9 +214,7 @@ func Warm(limit int, stop <-chan struct{}) (n int, finished bool) {
 			return n, false
 		}
 		b := make([]byte, chunk)
-		for i := 0; i < len(b); i += page {
-			b[i] = 1
-		}
+		prefault.Fresh(b)
 		runtime.KeepAlive(b)
 		n += chunk
 		written.Add(chunk)
