@@ -16,6 +16,7 @@ import (
 
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/bigbuf"
+	"github.com/shaperproxy/shaperproxy/internal/prefault"
 )
 
 // forward runs one request through the pipeline: read the body, parse and
@@ -227,8 +228,8 @@ func (p *Proxy) readBody(rc *http.ResponseController, r *http.Request) (body []b
 	if n := r.ContentLength; n > 0 && n <= maxPrealloc {
 		// The usual body: its length declared, read into a buffer of
 		// that length (the server's body ends there, or fails short).
-		buf := bigbuf.Make(int(n)) // every byte read into, or the buffer dropped
-		err = readKeyed(br, buf, &keys)
+		buf, fresh := bigbuf.MakeAsItComes(int(n)) // every byte read into, or the buffer dropped
+		err = readKeyed(br, buf, &keys, fresh)
 		if err == nil && r.ProtoMajor >= 2 {
 			err = endOfStream(br)
 		}
@@ -261,13 +262,22 @@ func (p *Proxy) readBody(rc *http.ResponseController, r *http.Request) (body []b
 
 // readKeyed is io.ReadFull(r, buf), keying buf's bytes as they come
 // (conv.BodyKeys: each read's while they are in the cache), in reads of
-// at most keyedRead bytes.
-func readKeyed(r io.Reader, buf []byte, keys *conv.BodyKeys) error {
-	n := 0
+// at most keyedRead bytes. A fresh buf (bigbuf.MakeAsItComes) has each
+// keyedRead of its pages faulted in by one call before the read into
+// them, where the system can (internal/prefault), instead of a page fault
+// a page in the kernel's copy: from the second read on, so that a client
+// that declares a length and sends nothing makes none of it resident.
+func readKeyed(r io.Reader, buf []byte, keys *conv.BodyKeys, fresh bool) error {
+	n, resident := 0, 0 // resident: buf's bytes faulted in so far, when fresh
 	var err error
 	for n < len(buf) && err == nil {
+		end := min(len(buf), n+keyedRead)
+		if fresh && n > 0 && end > resident {
+			prefault.Populate(buf[resident:end])
+			resident = end
+		}
 		var m int
-		m, err = r.Read(buf[n:min(len(buf), n+keyedRead)])
+		m, err = r.Read(buf[n:end])
 		n += m
 		keys.Add(buf, n)
 	}

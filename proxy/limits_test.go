@@ -409,13 +409,22 @@ func TestReadKeyed(t *testing.T) {
 		if c.name == "whole, a byte a read" {
 			n = 40_000
 		}
-		buf := make([]byte, n)
-		var keys conv.BodyKeys
-		if err := readKeyed(c.r, buf, &keys); err != c.want {
-			t.Errorf("%s: %v, want %v", c.name, err, c.want)
-		}
-		if c.want == nil && !bytes.Equal(buf, body[:n]) {
-			t.Errorf("%s: the bytes read differ", c.name)
+		for _, fresh := range []bool{false, true} { // a fresh buffer's pages faulted in as it goes: the same bytes
+			if fresh {
+				if s, ok := c.r.(io.Seeker); ok {
+					_, _ = s.Seek(0, io.SeekStart)
+				} else {
+					continue
+				}
+			}
+			buf := make([]byte, n)
+			var keys conv.BodyKeys
+			if err := readKeyed(c.r, buf, &keys, fresh); err != c.want {
+				t.Errorf("%s (fresh %v): %v, want %v", c.name, fresh, err, c.want)
+			}
+			if c.want == nil && !bytes.Equal(buf, body[:n]) {
+				t.Errorf("%s (fresh %v): the bytes read differ", c.name, fresh)
+			}
 		}
 	}
 }

@@ -5,8 +5,11 @@
 // A fresh buffer of a megabyte costs far more than its copy: its pages
 // are cleared, faulted in after the runtime gave them back to the system,
 // and the garbage it becomes brings the next collection closer. (Make
-// has the pages of one it allocates afresh faulted in at once,
-// internal/prefault, rather than a fault on each page's first write.)
+// has the pages its maker is to write of one it allocates afresh faulted
+// in by one call where the system can, internal/prefault, rather than a
+// fault on each page's first write. They are then resident before the
+// maker's first write: a body's buffer before its bytes arrive, as one
+// taken from the free list already was.)
 //
 // A buffer is counted: Make gives it one reference, held by its maker;
 // whoever keeps it beyond the maker's use (a cache of parsed requests,
@@ -160,11 +163,30 @@ func SizeOf(n int) int {
 
 // Make returns a buffer of length and capacity n. Its bytes are not
 // cleared (they may hold an earlier body): the caller writes all n before
-// it reads any, or drops the buffer.
+// it reads any, or drops the buffer. One allocated afresh has its pages
+// faulted in by one call where the system can (internal/prefault),
+// rather than a fault on each page's first write: for a caller that
+// writes it at once. One that fills it as its bytes arrive takes
+// MakeAsItComes.
 func Make(n int) []byte {
+	b, fresh := MakeAsItComes(n)
+	if fresh {
+		prefault.Populate(b)
+	}
+	return b
+}
+
+// MakeAsItComes is Make for a caller that fills the buffer as its bytes
+// arrive (a request body read from the client): it leaves the pages of
+// one allocated afresh as they are and reports it fresh (of a size
+// worth faulting in: MinSize or more), so that the caller faults each
+// part in as it comes to it (prefault.Populate) instead of all of it
+// before the first byte, which would make a client that declares a
+// length and sends nothing cost resident memory.
+func MakeAsItComes(n int) (b []byte, fresh bool) {
 	c, ok := classOf(n)
 	if !ok {
-		return make([]byte, n)
+		return make([]byte, n), n >= MinSize
 	}
 	free.mu.Lock()
 	var p *byte
@@ -175,10 +197,9 @@ func Make(n int) []byte {
 		free.bytes -= classSize(c)
 	}
 	free.mu.Unlock()
-	if p == nil {
-		b := make([]byte, classSize(c))
-		prefault.Fresh(b[:n]) // the caller writes these n: in one call, not a fault a page
-		p = &b[0]
+	fresh = p == nil
+	if fresh {
+		p = &make([]byte, classSize(c))[0]
 		made.Add(1)
 	} else {
 		reused.Add(1)
@@ -190,7 +211,7 @@ func Make(n int) []byte {
 	// Capacity n, as make gives: an append past the end copies instead of
 	// writing into the class's spare bytes, where two appends to one body
 	// would meet (and the spare bytes hold an earlier body's).
-	return unsafe.Slice(p, classSize(c))[:n:n]
+	return unsafe.Slice(p, classSize(c))[:n:n], fresh
 }
 
 // put keeps the unreferenced buffer p of class c, when the free list has

@@ -1,25 +1,32 @@
 package prefault
 
 import (
+	"errors"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
 
-// unsupported is set once the kernel refused the advice (before Linux
-// 5.14, EINVAL): every later call then writes the pages instead.
+// unsupported is set once the system refused the advice as such (EINVAL
+// before Linux 5.14; ENOSYS or EPERM under a sandbox's filter): every
+// later call then leaves the pages to be written. Other errors (no
+// memory, a range the process cannot write) are the call's own.
 var unsupported atomic.Bool
 
-// populate faults b's whole pages in, writable, in one call.
+// populate faults b's whole pages in, writable, in one call; b starts on
+// a page.
 func populate(b []byte) bool {
 	if unsupported.Load() {
 		return false
 	}
-	if err := unix.Madvise(b, unix.MADV_POPULATE_WRITE); err != nil {
-		if err == unix.EINVAL {
-			unsupported.Store(true)
-		}
-		return false
+	err := unix.Madvise(b, unix.MADV_POPULATE_WRITE)
+	if err != nil && refused(err) {
+		unsupported.Store(true)
 	}
-	return true
+	return err == nil
+}
+
+// refused reports whether err says the system does not do the advice.
+func refused(err error) bool {
+	return errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM)
 }

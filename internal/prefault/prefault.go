@@ -16,19 +16,23 @@ import "os"
 
 var page = os.Getpagesize()
 
-// Fresh makes b's pages resident and writable, for memory its caller is
-// about to write all of: where the system can fault a range in at once
-// (populate), that takes one call and leaves b's bytes as they were;
-// elsewhere, and for the partial pages at b's ends, it writes a zero to
-// a byte of each page, so b must hold zeros there (memory fresh from
-// make) or bytes its caller does not need. It reports whether the range
-// was faulted in at once.
+// Populate has the system fault b's whole pages in, writable, in one
+// call, where it can (Linux 5.14 and later), leaving b's bytes as they
+// were; it reports whether it did. Elsewhere it does nothing: the pages
+// fault in as they are first written, as they would have.
+func Populate(b []byte) bool {
+	lo, hi := whole(b)
+	return lo < hi && populate(b[lo:hi])
+}
+
+// Fresh makes every page of b resident and writable, for memory its
+// caller is about to write all of: Populate for b's whole pages, and a
+// zero written to a byte of each page it leaves (b's partial pages at
+// either end; all of b where the system cannot populate). So b must hold
+// zeros there (memory fresh from make) or bytes its caller does not need.
+// It reports whether the whole pages were populated.
 func Fresh(b []byte) (populated bool) {
-	if len(b) == 0 {
-		return false
-	}
-	lo := alignUp(b)
-	hi := lo + (len(b)-lo)/page*page
+	lo, hi := whole(b)
 	if lo < hi && populate(b[lo:hi]) {
 		touch(b[:lo])
 		touch(b[hi:])
@@ -38,13 +42,12 @@ func Fresh(b []byte) (populated bool) {
 	return false
 }
 
-// alignUp is the offset in b of its first whole page.
-func alignUp(b []byte) int {
-	off := int(addr(b) % uintptr(page))
-	if off == 0 {
-		return 0
+// whole returns the bounds in b of its whole pages (lo == hi: none).
+func whole(b []byte) (lo, hi int) {
+	if off := int(addr(b) % uintptr(page)); off != 0 {
+		lo = min(len(b), page-off)
 	}
-	return min(len(b), page-off)
+	return lo, lo + (len(b)-lo)/page*page
 }
 
 // touch writes a zero to a byte of each page b reaches into.
@@ -53,7 +56,8 @@ func touch(b []byte) {
 		return
 	}
 	b[0] = 0
-	for i := alignUp(b); i < len(b); i += page {
+	lo, _ := whole(b)
+	for i := lo; i < len(b); i += page {
 		b[i] = 0
 	}
 }
