@@ -262,10 +262,10 @@ func (p *Proxy) readBody(rc *http.ResponseController, r *http.Request) (body []b
 
 // readKeyed is io.ReadFull(r, buf), keying buf's bytes as they come
 // (conv.BodyKeys: each read's while they are in the cache), in reads of
-// at most keyedRead bytes. A fresh buf (bigbuf.MakeAsItComes) has each
-// keyedRead of its pages faulted in by one call before the read into
-// them, where the system can (internal/prefault), instead of a page fault
-// a page in the kernel's copy: from the second read on, so that a client
+// at most keyedRead bytes. A fresh buf (bigbuf.MakeAsItComes) has its
+// pages faulted in ahead of the reads, at least keyedRead by one call,
+// where the system can (internal/prefault), instead of a page fault a
+// page in the kernel's copy: from the second read on, so that a client
 // that declares a length and sends nothing makes none of it resident.
 func readKeyed(r io.Reader, buf []byte, keys *conv.BodyKeys, fresh bool) error {
 	n, resident := 0, 0 // resident: buf's bytes faulted in so far, when fresh
@@ -273,8 +273,9 @@ func readKeyed(r io.Reader, buf []byte, keys *conv.BodyKeys, fresh bool) error {
 	for n < len(buf) && err == nil {
 		end := min(len(buf), n+keyedRead)
 		if fresh && n > 0 && end > resident {
-			prefault.Populate(buf[resident:end])
-			resident = end
+			to := min(len(buf), max(end, resident+keyedRead)) // short reads: one call a keyedRead, not one a read
+			prefault.Populate(buf[resident:to])
+			resident = to
 		}
 		var m int
 		m, err = r.Read(buf[n:end])

@@ -5,11 +5,10 @@
 // A fresh buffer of a megabyte costs far more than its copy: its pages
 // are cleared, faulted in after the runtime gave them back to the system,
 // and the garbage it becomes brings the next collection closer. (Make
-// has the pages its maker is to write of one it allocates afresh faulted
-// in by one call where the system can, internal/prefault, rather than a
-// fault on each page's first write. They are then resident before the
-// maker's first write: a body's buffer before its bytes arrive, as one
-// taken from the free list already was.)
+// has the pages of one it allocates afresh faulted in by one call where
+// the system can, internal/prefault, rather than a fault on each page's
+// first write; MakeAsItComes leaves that to a maker that fills the
+// buffer as its bytes arrive.)
 //
 // A buffer is counted: Make gives it one reference, held by its maker;
 // whoever keeps it beyond the maker's use (a cache of parsed requests,

@@ -12,7 +12,10 @@
 // clearing and mapping without a trap each.
 package prefault
 
-import "os"
+import (
+	"os"
+	"unsafe"
+)
 
 var page = os.Getpagesize()
 
@@ -49,6 +52,9 @@ func whole(b []byte) (lo, hi int) {
 	}
 	return lo, lo + (len(b)-lo)/page*page
 }
+
+// addr is the address of b's first byte.
+func addr(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
 
 // touch writes a zero to a byte of each page b reaches into.
 func touch(b []byte) {
