@@ -2,6 +2,7 @@ package conv
 
 import (
 	"bytes"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -37,7 +38,11 @@ import (
 // else's (editedBodies): the bytes the two agree on are not copied again.
 // So no one may write into a body Apply returned.
 func (r *Request) Apply(edits []Edit) (*Request, error) {
-	return r.apply(edits).View() // at once: the caller's edits are read before it returns
+	a := r.apply(edits)
+	if pieced(a.Body, edits) {
+		a.cuts = slices.Clone(edits) // the view keeps them; the caller may reuse its own
+	}
+	return a.View() // at once: the caller's edits are read before it returns
 }
 
 // Applied is the result of ApplyLater: the edited body, and its view once
@@ -46,10 +51,10 @@ type Applied struct {
 	// Body is r.Body with the edits applied, as Apply's view's Body.
 	Body []byte
 
-	r      *Request
-	edits  []Edit // sorted (ApplyLater's: a copy)
-	head   derivedHead
-	pieces [][]byte // Body as pieces of r.Body (Pieces)
+	r     *Request
+	edits []Edit // sorted (ApplyLater's: a copy), until the view is made
+	head  derivedHead
+	cuts  []Edit // the edits, for Body as pieces of r.Body (AppendPieces; nil: none), kept
 
 	once sync.Once
 	view *Request
@@ -67,6 +72,9 @@ type Applied struct {
 func (r *Request) ApplyLater(edits []Edit) *Applied {
 	a := r.apply(edits)
 	a.edits = append([]Edit(nil), a.edits...) // View may come after the caller reused its edits
+	if pieced(a.Body, a.edits) {
+		a.cuts = a.edits // the copy, which View lets go of but the pieces keep
+	}
 	return a
 }
 
@@ -82,7 +90,6 @@ func (r *Request) apply(edits []Edit) *Applied {
 	if !ok {
 		a.Body = ApplyEdits(r.Body, edits)
 	}
-	a.pieces = piecesOf(r.Body, a.Body, edits)
 	return a
 }
 
@@ -101,7 +108,7 @@ func (a *Applied) View() (*Request, error) {
 		if r.edited != nil {
 			r.edited.keep(r, body, edits, v)
 		}
-		if v.pieces = a.pieces; v.pieces != nil {
+		if v.cuts = a.cuts; v.cuts != nil {
 			v.from = r.Body
 		}
 		a.view, a.edits, a.head = v, nil, derivedHead{}
@@ -109,14 +116,14 @@ func (a *Applied) View() (*Request, error) {
 	return a.view, a.err
 }
 
-// Pieces is Request.Pieces of the view to be: a.Body as pieces of from
-// when from is the body the edits were applied to (nil otherwise), without
-// making the view.
-func (a *Applied) Pieces(from []byte) [][]byte {
-	if a.pieces == nil || !sameSlice(from, a.r.Body) {
-		return nil
+// AppendPieces is Request.AppendPieces of the view to be: a.Body as
+// pieces of from appended to dst when from is the body the edits were
+// applied to (ok false otherwise), without making the view.
+func (a *Applied) AppendPieces(dst [][]byte, from []byte) (_ [][]byte, ok bool) {
+	if a.cuts == nil || !sameSlice(from, a.r.Body) {
+		return dst, false
 	}
-	return a.pieces
+	return appendPieces(dst, from, a.Body, a.cuts), true
 }
 
 // editPlan says what each edit of Apply does to the view.
@@ -425,7 +432,7 @@ func messageRoom(n int) []Message {
 // kept it reads garbage.
 func (r *Request) Recycle() {
 	if r.derived {
-		r.pieces, r.from = nil, nil // the body it was edited from goes back with the call
+		r.cuts, r.from = nil, nil // the body it was edited from goes back with the call
 		r.recycle()
 	}
 }

@@ -99,10 +99,11 @@ type Request struct {
 	// view on them, uncompared.
 	keys  []xxh3.Uint128
 	keyed int
-	// pieces is Body as pieces of the body Apply edited it from (from)
-	// and of Body itself, for a large body (Pieces); nil: none.
-	pieces [][]byte
-	from   []byte
+	// cuts are the sorted edits Apply made Body with from the body from,
+	// whose places and lengths give Body as pieces of the two
+	// (AppendPieces), for a large body; nil: none. Read only.
+	cuts []Edit
+	from []byte
 }
 
 // Field is one member of a request's top-level object: its key and the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -121,10 +122,18 @@ type heldBody struct {
 	mu   sync.Mutex
 	r    *bytes.Reader // nil once closed
 	hold Hold
-	// pieces are the body's bytes as pieces of the call's bodies
-	// (conv.Request.Pieces, the view's list: never changed; nil: none),
-	// written in one writev.
-	pieces [][]byte
+	// pieced gives the body's bytes as pieces of the call's bodies, from
+	// the client's (conv.Request.AppendPieces; nil: none), written in one
+	// writev from a list made as it is written.
+	pieced piecer
+	from   []byte
+}
+
+// piecer is a view, or an edited body whose view is to be made, that
+// appends its body as pieces of from (conv.Request.AppendPieces,
+// conv.Applied.AppendPieces).
+type piecer interface {
+	AppendPieces(dst [][]byte, from []byte) ([][]byte, bool)
 }
 
 func newHeldBody(call *Call, body []byte) *heldBody {
@@ -140,9 +149,9 @@ func newPiecedBody(call *Call, body []byte) *heldBody {
 	h := newHeldBody(call, body)
 	switch a, v := call.later, call.View; {
 	case a != nil && sameBuffer(a.Body, body):
-		h.pieces = a.Pieces(call.ClientBody)
+		h.pieced, h.from = a, call.ClientBody
 	case v != nil && sameBuffer(v.Body, body):
-		h.pieces = v.Pieces(call.ClientBody)
+		h.pieced, h.from = v, call.ClientBody
 	}
 	return h
 }
@@ -176,16 +185,24 @@ func (h *heldBody) writeTo(w io.Writer, limit int64) (n int64, ok bool, err erro
 	if h.r == nil || int64(h.r.Len()) > limit {
 		return 0, false, nil
 	}
-	if pw, ok := w.(piecesWriter); ok && h.pieces != nil && pw.writesPieces() {
-		// What is left of them: a buffered writer took the first bytes
-		// after the request's head.
-		at := h.r.Size() - int64(h.r.Len())
-		n, err = pw.writePieces(h.pieces, at)
-		piecedBodies.Add(1)
-		if _, serr := h.r.Seek(at+n, io.SeekStart); err == nil {
-			err = serr
+	if pw, ok := w.(piecesWriter); ok && h.pieced != nil && pw.writesPieces() {
+		lp := pieceLists.Get().(*net.Buffers)
+		defer func() {
+			clear(*lp) // no body kept alive by the pool
+			*lp = (*lp)[:0]
+			pieceLists.Put(lp)
+		}()
+		if *lp, ok = h.pieced.AppendPieces((*lp)[:0], h.from); ok {
+			// What is left of them: a buffered writer took the first
+			// bytes after the request's head.
+			at := h.r.Size() - int64(h.r.Len())
+			n, err = pw.writePieces(*lp, at)
+			piecedBodies.Add(1)
+			if _, serr := h.r.Seek(at+n, io.SeekStart); err == nil {
+				err = serr
+			}
+			return n, true, err
 		}
-		return n, true, err
 	}
 	n, err = h.r.WriteTo(w)
 	return n, true, err
@@ -198,7 +215,7 @@ var piecedBodies atomic.Int64
 // of their bytes (countingConn: one writev), when writesPieces says so.
 type piecesWriter interface {
 	writesPieces() bool
-	writePieces(pieces [][]byte, from int64) (int64, error)
+	writePieces(pieces net.Buffers, from int64) (int64, error)
 }
 
 // errBodyClosed is a Read of a heldBody after its Close.

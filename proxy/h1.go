@@ -404,28 +404,23 @@ func (w countingConn) writesPieces() bool {
 }
 
 // writePieces writes the bytes of pieces from the from-th on, as
-// net.Buffers does, from a copy of the list: net.Buffers consumes its
-// own.
-func (w countingConn) writePieces(pieces [][]byte, from int64) (int64, error) {
+// net.Buffers does: it consumes the list (the caller's, made to be
+// written).
+func (w countingConn) writePieces(pieces net.Buffers, from int64) (int64, error) {
 	for len(pieces) > 0 && int64(len(pieces[0])) <= from {
 		from -= int64(len(pieces[0]))
 		pieces = pieces[1:]
 	}
-	bp := pieceLists.Get().(*net.Buffers)
-	list := append((*bp)[:0], pieces...)
-	if len(list) > 0 {
-		list[0] = list[0][from:]
+	if len(pieces) > 0 {
+		pieces[0] = pieces[0][from:]
 	}
-	bufs := list
-	n, err := bufs.WriteTo(w.c.conn)
+	n, err := pieces.WriteTo(w.c.conn)
 	w.c.wrote += n
-	clear(list) // no body kept alive by the pool
-	*bp = list[:0]
-	pieceLists.Put(bp)
 	return n, err
 }
 
-// pieceLists are writePieces' copies of a body's list of pieces.
+// pieceLists are the lists of pieces heldBody.writeTo makes a body's
+// pieces in, as it writes them.
 var pieceLists = sync.Pool{New: func() any { return new(net.Buffers) }}
 
 func (c *h1Conn) close() { _ = c.conn.Close() }
