@@ -56,6 +56,10 @@ func sameBuffer(a, b []byte) bool {
 	return cap(a) > 0 && cap(b) > 0 && &a[:1][0] == &b[:1][0]
 }
 
+// sameBytes reports whether a and b are the same bytes in memory: the
+// same start and length.
+func sameBytes(a, b []byte) bool { return len(a) == len(b) && sameBuffer(a, b) }
+
 // Hold keeps the call's request bodies — ClientBody, the bodies the
 // transforms return (those returned after the Hold too), and so the
 // strings of every view of them — from being reused when the call ends,
@@ -144,13 +148,15 @@ func newHeldBody(call *Call, body []byte) *heldBody {
 // transforms left, or left to make (SetViewLater), is of body (one Apply
 // made from the client's body, which the call holds), the upload reads the
 // stretches the edits left alone from the body just read from the client
-// instead of from the edited copy (conv.Request.Pieces).
+// instead of from the edited copy (conv.Request.AppendPieces). Of body
+// means its very bytes: a later transform that returned the start of the
+// same buffer (a body cut short) leaves a view of more bytes than body.
 func newPiecedBody(call *Call, body []byte) *heldBody {
 	h := newHeldBody(call, body)
 	switch a, v := call.later, call.View; {
-	case a != nil && sameBuffer(a.Body, body):
+	case a != nil && sameBytes(a.Body, body):
 		h.pieced, h.from = a, call.ClientBody
-	case v != nil && sameBuffer(v.Body, body):
+	case v != nil && sameBytes(v.Body, body):
 		h.pieced, h.from = v, call.ClientBody
 	}
 	return h

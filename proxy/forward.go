@@ -111,8 +111,8 @@ func (c *Call) SetView(v *conv.Request) { c.nextView = v }
 // or a finisher gets it at once; otherwise it is made beside the trip
 // upstream, once the request is on its way and before the observers are
 // told of it, and until then View is the view before the transform. A
-// large request goes out on the proxy's own transport as a.Pieces
-// describe it, as with SetView.
+// large request goes out on the proxy's own transport as the pieces of
+// a.AppendPieces, as with SetView.
 func (c *Call) SetViewLater(a *conv.Applied) { c.nextLater = a }
 
 // settle does what the parse and the last transform left for after the
@@ -180,7 +180,7 @@ func (p *Proxy) viewOf(call *Call, body []byte, i int) *conv.Request {
 		return v
 	}
 	now := i < len(p.opts.Transforms)-1 || len(p.opts.Finishers) > 0 // someone reads it before the trip
-	if a := call.nextLater; a != nil && sameBuffer(a.Body, body) {
+	if a := call.nextLater; a != nil && sameBytes(a.Body, body) {
 		if !now {
 			call.later = a
 			return call.View

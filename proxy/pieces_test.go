@@ -1,11 +1,13 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -213,5 +215,101 @@ func TestViewLaterRead(t *testing.T) {
 			t.Errorf("change %v: the observer read %q, want %q", change, observed, want)
 		}
 		mu.Unlock()
+	}
+}
+
+// TestPiecedBodyCutShort: a large body a transform edited (Apply, or
+// ApplyLater with its view left to the proxy) and a later transform cut
+// short (the start of the same buffer: trailing spaces trimmed) goes
+// upstream as the cut body, exactly its declared length: not as the
+// edited view's pieces, which hold more. The bytes past the length
+// would be read as the next request's on the kept connection.
+func TestPiecedBodyCutShort(t *testing.T) {
+	for _, later := range []bool{false, true} {
+		t.Run(map[bool]string{false: "view", true: "view-later"}[later], func(t *testing.T) {
+			// The upstream reads each request of a connection as
+			// net/http's client sent it: a byte past a body's length is
+			// the next request's first, and spoils it.
+			var mu sync.Mutex
+			var got [][]byte
+			var bad []error
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					go func() {
+						defer c.Close()
+						br := bufio.NewReader(c)
+						for {
+							r, err := http.ReadRequest(br)
+							if err != nil {
+								if err != io.EOF {
+									mu.Lock()
+									bad = append(bad, err)
+									mu.Unlock()
+								}
+								return
+							}
+							b, _ := io.ReadAll(r.Body)
+							mu.Lock()
+							got = append(got, b)
+							mu.Unlock()
+							const answer = `{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`
+							fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(answer), answer)
+						}
+					}()
+				}
+			}()
+			upURL := "http://" + ln.Addr().String()
+			edit := RequestTransformFunc(func(_ context.Context, call *Call, body []byte) ([]byte, error) {
+				m := call.View.Messages[1]
+				edits := []conv.Edit{{Start: m.ContentStart + 1, End: m.ContentEnd - 1, Repl: []byte("short")}}
+				if later {
+					a := call.View.ApplyLater(edits)
+					call.SetViewLater(a)
+					return a.Body, nil
+				}
+				v, err := call.View.Apply(edits)
+				if err != nil {
+					return nil, err
+				}
+				call.SetView(v)
+				return v.Body, nil
+			})
+			trim := RequestTransformFunc(func(_ context.Context, _ *Call, body []byte) ([]byte, error) {
+				return bytes.TrimRight(body, " "), nil
+			})
+			_, srv := newTestProxy(t, upURL, func(o *Options) { o.Transforms = []RequestTransform{edit, trim} })
+			before := piecedBodies.Load()
+			for i := range 3 {
+				body := []byte(fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":"%d %s"},{"role":"assistant","content":"%s"}]}`, i, strings.Repeat("q", 80<<10), strings.Repeat("a", 40<<10)) + strings.Repeat(" ", 300))
+				want := bytes.Replace(bytes.TrimRight(body, " "), []byte(strings.Repeat("a", 40<<10)), []byte("short"), 1)
+				resp, _ := do(t, http.DefaultClient, http.MethodPost, srv.URL+"/v1/chat/completions", body, nil)
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("request %d: status %d (the bytes past the last body's length read as this request's start?)", i, resp.StatusCode)
+				}
+				mu.Lock()
+				last, n := got[len(got)-1], len(got)
+				mu.Unlock()
+				if n != i+1 || !bytes.Equal(last, want) {
+					t.Fatalf("request %d: the upstream got %d bodies, the last of %d bytes; want %d bodies, the last the cut edited body's %d bytes", i, n, len(last), i+1, len(want))
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(bad) > 0 {
+				t.Fatalf("the upstream read %d requests it could not parse, the first: %v (a body's bytes past its length)", len(bad), bad[0])
+			}
+			if n := piecedBodies.Load() - before; n != 0 {
+				t.Fatalf("%d cut bodies written from the edited view's pieces", n)
+			}
+		})
 	}
 }
