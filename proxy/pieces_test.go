@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/shaperproxy/shaperproxy/conv"
+	"github.com/shaperproxy/shaperproxy/internal/testenv"
 )
 
 // TestPiecedBodies: a large body a transform edited (conv.Request.Apply,
@@ -233,41 +234,26 @@ func TestPiecedBodyCutShort(t *testing.T) {
 			var mu sync.Mutex
 			var got [][]byte
 			var bad []error
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			go func() {
+			upURL := testenv.ServeConns(t, func(c net.Conn) {
+				br := bufio.NewReader(c)
 				for {
-					c, err := ln.Accept()
+					r, err := http.ReadRequest(br)
 					if err != nil {
+						if err != io.EOF {
+							mu.Lock()
+							bad = append(bad, err)
+							mu.Unlock()
+						}
 						return
 					}
-					go func() {
-						defer c.Close()
-						br := bufio.NewReader(c)
-						for {
-							r, err := http.ReadRequest(br)
-							if err != nil {
-								if err != io.EOF {
-									mu.Lock()
-									bad = append(bad, err)
-									mu.Unlock()
-								}
-								return
-							}
-							b, _ := io.ReadAll(r.Body)
-							mu.Lock()
-							got = append(got, b)
-							mu.Unlock()
-							const answer = `{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`
-							fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(answer), answer)
-						}
-					}()
+					b, _ := io.ReadAll(r.Body)
+					mu.Lock()
+					got = append(got, b)
+					mu.Unlock()
+					const answer = `{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`
+					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(answer), answer)
 				}
-			}()
-			upURL := "http://" + ln.Addr().String()
+			})
 			edit := RequestTransformFunc(func(_ context.Context, call *Call, body []byte) ([]byte, error) {
 				m := call.View.Messages[1]
 				edits := []conv.Edit{{Start: m.ContentStart + 1, End: m.ContentEnd - 1, Repl: []byte("short")}}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/shaperproxy/shaperproxy/internal/config"
 	"github.com/shaperproxy/shaperproxy/internal/ledger"
+	"github.com/shaperproxy/shaperproxy/internal/testenv"
 	"github.com/tidwall/sjson"
 )
 
@@ -33,29 +34,14 @@ import (
 // rawUpstream answers each request with handle(conn, kind).
 func rawUpstream(t *testing.T, handle func(c net.Conn, kind string)) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				body, _ := io.ReadAll(req.Body)
-				handle(c, faultKind(body))
-			}()
+	return testenv.ServeConns(t, func(c net.Conn) {
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
 		}
-	}()
-	return "http://" + ln.Addr().String()
+		body, _ := io.ReadAll(req.Body)
+		handle(c, faultKind(body))
+	})
 }
 
 // faultKind tells the proxy's requests apart by their bodies.

@@ -1,6 +1,7 @@
 // Package testenv holds what several packages' tests need of their
 // environment: a log that keeps its records, a real small file system, a
-// settable clock, a lowered stack limit, whether the race detector is on.
+// settable clock, a lowered stack limit, whether the race detector is on,
+// a raw loopback server.
 // Only tests import it.
 package testenv
 
@@ -8,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os/exec"
 	"runtime/debug"
 	"strings"
@@ -121,4 +123,30 @@ func WithStack(t testing.TB, limit int, fn func()) {
 	old := debug.SetMaxStack(limit)
 	defer debug.SetMaxStack(old)
 	fn()
+}
+
+// ServeConns listens on a loopback port until the test ends and hands
+// each connection to handle in a goroutine of its own, closing it after;
+// it returns the server's URL ("http://" and the address). Tests use it
+// for an upstream that reads and writes exact bytes.
+func ServeConns(t testing.TB, handle func(c net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				handle(c)
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
 }
