@@ -176,7 +176,7 @@ func (p *Proxy) transform(ctx context.Context, call *Call, body []byte) []byte {
 // milliseconds to parse), else the view as it was. A body that does not
 // parse keeps the view as it was.
 func (p *Proxy) viewOf(call *Call, body []byte, i int) *conv.Request {
-	if v := call.nextView; v != nil && len(v.Body) == len(body) && (len(body) == 0 || &v.Body[0] == &body[0]) {
+	if v := call.nextView; v != nil && sameBytes(v.Body, body) {
 		return v
 	}
 	now := i < len(p.opts.Transforms)-1 || len(p.opts.Finishers) > 0 // someone reads it before the trip
