@@ -177,7 +177,7 @@ func benchCutThrough(ctx context.Context, e *env, c *http.Client, targets []cost
 			return nil, err
 		}
 	}
-	if err := costLatency(ctx, c, run, large, cs.largeN, cs.bigRate, cs.rounds, w, title); err != nil {
+	if err := costLatency(ctx, c, run, large, cs.largeN, cs.bigRate, cs.rounds, true, w, title); err != nil {
 		return nil, err
 	}
 	return w, nil

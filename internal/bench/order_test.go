@@ -1,8 +1,14 @@
 package bench
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -80,9 +86,73 @@ func TestInOrder(t *testing.T) {
 func TestFullSizesWholeCycles(t *testing.T) {
 	cycle := len(williams(5))
 	cs := pickCost(false)
-	for name, rounds := range map[string]int{"latency": cs.rounds, "saturation": cs.satRounds, "stream": cs.streamRounds} {
+	// The seed's latency runs in turns (turnLatencies): each of its rounds
+	// is largeN turns, each turn a row of the design.
+	for name, rounds := range map[string]int{"latency": cs.rounds, "saturation": cs.satRounds, "stream": cs.streamRounds, "the seed's turns a round": cs.largeN} {
 		if rounds == 0 || rounds%cycle != 0 {
 			t.Errorf("%s: %d rounds, not a whole number of the design's %d rows", name, rounds, cycle)
 		}
+	}
+}
+
+// TestTurnLatencies: the seed's latency runs in turns, each turn one
+// request to every target in the order of its row of the design, and a
+// round is n turns; each target's latencies come back by round. It fails
+// when a target's requests go in a block (as blockLatencies sends them),
+// and a target that answers none of a round's requests stops the section.
+func TestTurnLatencies(t *testing.T) {
+	var mu sync.Mutex
+	var arrived []string // target names, in the order the requests came
+	target := func(name string, fail bool) costTarget {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			arrived = append(arrived, name)
+			mu.Unlock()
+			if fail {
+				http.Error(w, "down", http.StatusBadGateway)
+				return
+			}
+			io.WriteString(w, `{"ok":true}`)
+		}))
+		t.Cleanup(srv.Close)
+		return costTarget{name: name, url: srv.URL}
+	}
+	targets := []costTarget{target("0", false), target("1", false), target("2", false)}
+	ctx := context.Background()
+	const n, rounds, rate = 4, 2, 20
+	fs, check := tallies(targets)
+	lats, err := turnLatencies(ctx, &http.Client{}, targets, [][]byte{[]byte(`{}`)}, n, rate, rounds, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := check(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tg := range targets {
+		if len(lats[tg.name]) != rounds {
+			t.Fatalf("target %s: %d rounds of latencies, want %d", tg.name, len(lats[tg.name]), rounds)
+		}
+		for r, lat := range lats[tg.name] {
+			if len(lat) != n {
+				t.Fatalf("target %s round %d: %d latencies, want %d", tg.name, r, len(lat), n)
+			}
+		}
+	}
+	if len(arrived) != len(targets)*n*rounds {
+		t.Fatalf("%d requests arrived, want %d", len(arrived), len(targets)*n*rounds)
+	}
+	for turn := range n * rounds {
+		got := arrived[turn*len(targets) : (turn+1)*len(targets)]
+		for j, tg := range inOrder(targets, turn) {
+			if got[j] != tg.name {
+				t.Fatalf("turn %d: requests came to %v, want the order of the design's row %d", turn, got, turn)
+			}
+		}
+	}
+
+	dead := []costTarget{target("up", false), target("down", true)}
+	fs, _ = tallies(dead)
+	if _, err := turnLatencies(ctx, &http.Client{}, dead, [][]byte{[]byte(`{}`)}, 2, 50, 1, fs); err == nil || !strings.Contains(err.Error(), "down: all 2 requests of a round failed") {
+		t.Fatalf("a target that answered no request of a round: err = %v", err)
 	}
 }
