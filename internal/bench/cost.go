@@ -709,12 +709,15 @@ func blockLatencies(ctx context.Context, c *http.Client, targets []costTarget, b
 }
 
 // turnLatencies sends the targets their requests in turns: in turn t,
-// one request to each target, in the order of row t of the Williams
-// design (inOrder), each 1/(rate·targets) after the one before, so that
-// every target is sent rate requests a second, evenly spaced, and no two
-// requests are in flight at once unless one takes longer than that
-// spacing. A round is n turns; it returns each target's latencies by
-// round (those that succeeded; f tallies the others).
+// one request to each target (the body bodies[t mod len(bodies)]), in the
+// order of row t of the Williams design (inOrder), each 1/(rate·targets)
+// after the one before, so that every target is sent rate requests a
+// second, evenly spaced, and no two requests are in flight at once unless
+// one takes longer than that spacing. A round is n turns; it returns each
+// target's latencies by round (those that succeeded; fs tallies the
+// others). A target that answered none of a round's requests stops the
+// section when the next round begins (or at the end), as blockLatencies
+// stops at the end of the round.
 //
 // A target's requests run among the others', not in a block of their
 // own: a phase of the machine that lasts a second or two (the seed's
@@ -725,14 +728,35 @@ func turnLatencies(ctx context.Context, c *http.Client, targets []costTarget, bo
 		d  time.Duration
 		ok bool
 	}
+	type tally struct{ done, ok atomic.Int32 } // a target's round
 	got := map[string][]result{}
+	rs := map[string][]tally{}
 	for _, tg := range targets {
 		got[tg.name] = make([]result, rounds*n)
+		rs[tg.name] = make([]tally, rounds)
 	}
 	var wg sync.WaitGroup
+	// down is the error of a target that answered none of a whole round's
+	// requests among the rounds before r (nil: none).
+	down := func(r int) error {
+		for _, tg := range targets {
+			for q := range r {
+				if x := &rs[tg.name][q]; x.done.Load() == int32(n) && x.ok.Load() == 0 {
+					wg.Wait()
+					return fmt.Errorf("%s: all %d requests of a round failed, the last: %w", tg.name, n, fs[tg.name].last)
+				}
+			}
+		}
+		return nil
+	}
 	tick := time.NewTicker(time.Second / time.Duration(rate*len(targets)))
 	defer tick.Stop()
 	for t := range rounds * n {
+		if t > 0 && t%n == 0 {
+			if err := down(t / n); err != nil {
+				return nil, err
+			}
+		}
 		for _, tg := range inOrder(targets, t) {
 			select {
 			case <-tick.C:
@@ -741,16 +765,23 @@ func turnLatencies(ctx context.Context, c *http.Client, targets []costTarget, bo
 				return nil, ctx.Err()
 			}
 			wg.Add(1)
-			go func(at *result, url string, body []byte, f *failures) {
+			go func(at *result, x *tally, url string, body []byte, f *failures) {
 				defer wg.Done()
 				d, err := post(ctx, c, url, body)
 				*at = result{d, err == nil}
 				f.add(err)
-			}(&got[tg.name][t], tg.url+chatPath, bodies[t%len(bodies)], fs[tg.name])
+				if err == nil {
+					x.ok.Add(1)
+				}
+				x.done.Add(1)
+			}(&got[tg.name][t], &rs[tg.name][t/n], tg.url+chatPath, bodies[t%len(bodies)], fs[tg.name])
 		}
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := down(rounds); err != nil {
 		return nil, err
 	}
 	lats := map[string][][]time.Duration{}
@@ -761,10 +792,6 @@ func turnLatencies(ctx context.Context, c *http.Client, targets []costTarget, bo
 				if x.ok {
 					lat = append(lat, x.d)
 				}
-			}
-			if len(lat) == 0 {
-				f := fs[tg.name]
-				return nil, fmt.Errorf("%s: all %d requests of a round failed, the last: %w", tg.name, n, f.last)
 			}
 			lats[tg.name] = append(lats[tg.name], lat)
 		}
@@ -942,7 +969,8 @@ func fireBodies(ctx context.Context, c *http.Client, url string, bodies [][]byte
 // maxFailedShare of a target's requests failed by the end of a section,
 // its figures mean nothing and the section fails (one cut answer in a run
 // of thousands does not). A round none of whose requests succeeded stops
-// the section at once: the target is down.
+// the section (at the round's end, or in turns when the next round
+// begins): the target is down.
 type failures struct {
 	mu           sync.Mutex
 	sent, failed int

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 // TestWilliams: over the rows of the design, each row a permutation,
@@ -96,17 +98,21 @@ func TestFullSizesWholeCycles(t *testing.T) {
 }
 
 // TestTurnLatencies: the seed's latency runs in turns, each turn one
-// request to every target in the order of its row of the design, and a
-// round is n turns; each target's latencies come back by round. It fails
-// when a target's requests go in a block (as blockLatencies sends them),
-// and a target that answers none of a round's requests stops the section.
+// request to every target, and a round is n turns; each target's
+// latencies come back by round. Each turn's request carries a body of its
+// own, so the test reads which turn each request was sent in whatever the
+// order they arrive in: every target gets every turn's body once. It fails
+// when a target's requests go in blocks (blockLatencies sends a round's
+// bodies again in the next round). A target that answers none of a
+// round's requests stops the section before its last round.
 func TestTurnLatencies(t *testing.T) {
 	var mu sync.Mutex
-	var arrived []string // target names, in the order the requests came
+	got := map[string][]int{} // target → the turns of the bodies it was sent
 	target := func(name string, fail bool) costTarget {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
 			mu.Lock()
-			arrived = append(arrived, name)
+			got[name] = append(got[name], int(gjson.GetBytes(b, "turn").Int()))
 			mu.Unlock()
 			if fail {
 				http.Error(w, "down", http.StatusBadGateway)
@@ -117,11 +123,18 @@ func TestTurnLatencies(t *testing.T) {
 		t.Cleanup(srv.Close)
 		return costTarget{name: name, url: srv.URL}
 	}
+	turnBodies := func(k int) [][]byte {
+		var bs [][]byte
+		for i := range k {
+			bs = append(bs, []byte(fmt.Sprintf(`{"turn":%d}`, i)))
+		}
+		return bs
+	}
 	targets := []costTarget{target("0", false), target("1", false), target("2", false)}
 	ctx := context.Background()
-	const n, rounds, rate = 4, 2, 20
+	const n, rounds, rate = 4, 2, 50
 	fs, check := tallies(targets)
-	lats, err := turnLatencies(ctx, &http.Client{}, targets, [][]byte{[]byte(`{}`)}, n, rate, rounds, fs)
+	lats, err := turnLatencies(ctx, &http.Client{}, targets, turnBodies(n*rounds), n, rate, rounds, fs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,22 +150,24 @@ func TestTurnLatencies(t *testing.T) {
 				t.Fatalf("target %s round %d: %d latencies, want %d", tg.name, r, len(lat), n)
 			}
 		}
-	}
-	if len(arrived) != len(targets)*n*rounds {
-		t.Fatalf("%d requests arrived, want %d", len(arrived), len(targets)*n*rounds)
-	}
-	for turn := range n * rounds {
-		got := arrived[turn*len(targets) : (turn+1)*len(targets)]
-		for j, tg := range inOrder(targets, turn) {
-			if got[j] != tg.name {
-				t.Fatalf("turn %d: requests came to %v, want the order of the design's row %d", turn, got, turn)
+		turns := slices.Sorted(slices.Values(got[tg.name]))
+		for i, turn := range turns {
+			if turn != i {
+				t.Fatalf("target %s was sent the bodies of turns %v, want each of 0–%d once", tg.name, turns, n*rounds-1)
 			}
 		}
 	}
 
+	const many = 10
 	dead := []costTarget{target("up", false), target("down", true)}
 	fs, _ = tallies(dead)
-	if _, err := turnLatencies(ctx, &http.Client{}, dead, [][]byte{[]byte(`{}`)}, 2, 50, 1, fs); err == nil || !strings.Contains(err.Error(), "down: all 2 requests of a round failed") {
+	_, err = turnLatencies(ctx, &http.Client{}, dead, turnBodies(1), 2, rate, many, fs)
+	if err == nil || !strings.Contains(err.Error(), "down: all 2 requests of a round failed") {
 		t.Fatalf("a target that answered no request of a round: err = %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got["down"]) >= 2*many {
+		t.Fatalf("the target that answered none was sent all %d requests: the section did not stop", len(got["down"]))
 	}
 }
