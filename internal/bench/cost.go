@@ -168,12 +168,12 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 		}
 	}
 	if cs.runs("saturation") && cs.runs("small") {
-		if err := costSaturation(ctx, c, targets, small, cs.satSmall, cs, w, "small non-stream at saturation"); err != nil {
+		if err := costSaturation(ctx, c, targets, small, cs.satSmall, cs, w, "small non-stream at saturation", e.against != ""); err != nil {
 			return err
 		}
 	}
 	if cs.runs("saturation") && cs.runs("large") {
-		if err := costSaturation(ctx, c, targets, large, cs.satBig, cs, w, "the seed's request at saturation"); err != nil {
+		if err := costSaturation(ctx, c, targets, large, cs.satBig, cs, w, "the seed's request at saturation", e.against != ""); err != nil {
 			return err
 		}
 	}
@@ -1075,7 +1075,7 @@ func post(ctx context.Context, c *http.Client, url string, body []byte) (time.Du
 
 // costSaturation runs workers clients in a closed loop against every
 // target, rounds interleaved, and adds the throughput rows.
-func costSaturation(ctx context.Context, c *http.Client, targets []costTarget, bodies [][]byte, workers int, cs costSizes, w *wideTable, title string) error {
+func costSaturation(ctx context.Context, c *http.Client, targets []costTarget, bodies [][]byte, workers int, cs costSizes, w *wideTable, title string, against bool) error {
 	rps := map[string][]float64{}
 	perCore := map[string][]float64{}
 	fs, check := tallies(targets)
@@ -1112,7 +1112,11 @@ func costSaturation(ctx context.Context, c *http.Client, targets []costTarget, b
 	for _, tg := range targets {
 		row = append(row, cpuPer(median(positive(perCore[tg.name]))))
 	}
-	w.add(append(row, room(median(positive(perCore[costAll])), median(positive(perCore[stdlib])), median(positive(perCore[readRP]))))...)
+	core := 0.0
+	if !against { // the core's column holds another build's proxy+all
+		core = median(positive(perCore[bare]))
+	}
+	w.add(append(row, room(median(positive(perCore[costAll])), median(positive(perCore[stdlib])), median(positive(perCore[readRP])), core))...)
 	failedRow(w, title, "failed requests (not counted as served; the time they took is in the figures)", targets, fs)
 	return check()
 }
@@ -1152,19 +1156,29 @@ func perRequest(rate float64) time.Duration {
 
 // room says how much CPU a request the per-core target leaves the proxy
 // for its own work, given the rates (requests per CPU-second) of proxy+all,
-// the reverse proxy and the reverse proxy that reads the body whole: at
-// 0.9× the reverse proxy's rate a request may take 1/(0.9·rp); the
-// read-whole baseline's own time is what reading and forwarding a body
-// costs any proxy that edits it, so what is left above it is the room for
-// parsing, shaping, recording and the rest, against what proxy+all spends
-// there.
-func room(all, rp, readWhole float64) string {
+// the reverse proxy, the reverse proxy that reads the body whole and the
+// proxy's core (no feature on; 0 when the run has no core column, as with
+// -against): at 0.9× the reverse proxy's rate a request may take
+// 1/(0.9·rp). Above the read-whole baseline is the room for parsing,
+// shaping, recording and the rest, where that baseline costs what reading
+// a body whole costs a proxy on net/http's transport (which copies a body
+// it did not stream once more on its way out, through a 32 KiB buffer:
+// about 8% of that baseline's CPU on the seed in session BT's profiles);
+// above the core is what the target leaves the features themselves, the
+// proxy's own read of a body (no second copy) and its keys paid already.
+// Against each, what proxy+all spends there.
+func room(all, rp, readWhole, core float64) string {
 	if all <= 0 || rp <= 0 || readWhole <= 0 {
 		return "n/a (no CPU reading: run with -subprocess)"
 	}
 	allowed, floor, spent := perRequest(0.9*rp), perRequest(readWhole), perRequest(all)
-	return fmt.Sprintf("0.9× allows %s a request: %s above the read-whole baseline, where proxy+all spends %s",
+	s := fmt.Sprintf("0.9× allows %s a request: %s above the read-whole baseline, where proxy+all spends %s",
 		fmtDur(allowed), signed(allowed-floor), signed(spent-floor))
+	if core > 0 {
+		c := perRequest(core)
+		s += fmt.Sprintf("; %s above the core (no feature on), where it spends %s", signed(allowed-c), signed(spent-c))
+	}
+	return s
 }
 
 // saturate sends requests from workers goroutines, each as soon as the

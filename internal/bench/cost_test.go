@@ -276,19 +276,25 @@ func TestParseRounds(t *testing.T) {
 
 // TestRoom: the room the per-core target leaves is what a request may take
 // at 0.9× the reverse proxy's rate less what the read-whole baseline's
-// takes; what proxy+all spends is measured from the same baseline.
+// takes, and less what the core's takes when the run has a core column;
+// what proxy+all spends is measured from the same baselines.
 func TestRoom(t *testing.T) {
-	rp, readWhole, all := 1e6/90.0, 1e6/95.0, 1e6/120.0 // 90, 95 and 120 µs a request
-	want := "0.9× allows 100 µs a request: +5 µs above the read-whole baseline, where proxy+all spends +25 µs"
-	if got := room(all, rp, readWhole); got != want {
+	rp, readWhole, all, core := 1e6/90.0, 1e6/95.0, 1e6/120.0, 1e6/92.0 // 90, 95, 120 and 92 µs a request
+	want := "0.9× allows 100 µs a request: +5 µs above the read-whole baseline, where proxy+all spends +25 µs; +8 µs above the core (no feature on), where it spends +28 µs"
+	if got := room(all, rp, readWhole, core); got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
+	// Without a core column (-against) only the baseline is read.
+	want = "0.9× allows 100 µs a request: +5 µs above the read-whole baseline, where proxy+all spends +25 µs"
+	if got := room(all, rp, readWhole, 0); got != want {
+		t.Fatalf("no core: got %q, want %q", got, want)
+	}
 	// A target tighter than the baseline itself leaves negative room.
-	want = "0.9× allows 100 µs a request: -20 µs above the read-whole baseline, where proxy+all spends +5 µs"
-	if got := room(1e6/125.0, rp, 1e6/120.0); got != want {
+	want = "0.9× allows 100 µs a request: -20 µs above the read-whole baseline, where proxy+all spends +5 µs; -30 µs above the core (no feature on), where it spends -5 µs"
+	if got := room(1e6/125.0, rp, 1e6/120.0, 1e6/130.0); got != want {
 		t.Fatalf("no room: got %q, want %q", got, want)
 	}
-	if got := room(0, rp, readWhole); !strings.HasPrefix(got, "n/a") {
+	if got := room(0, rp, readWhole, core); !strings.HasPrefix(got, "n/a") {
 		t.Fatalf("no reading: got %q", got)
 	}
 	if got := cpuPer(1e6 / 1553.0); got != "1.55 ms" {
