@@ -550,7 +550,7 @@ func (sc *serverConn) serveRequest(req *http.Request) bool {
 	defer cancel()
 	req = req.WithContext(ctx)
 	req.RemoteAddr = sc.remote
-	w := &response{conn: sc, req: req, header: make(http.Header), cl: -1, wantsClose: req.Close}
+	w := &response{conn: sc, req: req, header: make(http.Header), cl: -1, wantsClose: wantsClose(req)}
 	if req.ContentLength > 0 {
 		w.body = &serverBody{sc: sc, r: io.LimitedReader{R: sc.br, N: req.ContentLength}, last: req.Close}
 		req.Body = w.body
@@ -1342,6 +1342,49 @@ func suppressedHeaders(status int) []string {
 
 // headerGet and headerHas look a key up as given (net/http's Header.get
 // and has: the keys it asks for are canonical).
+// wantsClose reports whether the client asked to close the connection
+// after req, as net/http's server reads it (Request.wantsClose): req.Close
+// (a "close" between commas, the transfer's reading) or "close" anywhere
+// in the first Connection value between spaces, tabs or commas, in any
+// case ("Close 00" is one). The two readings differ, and the server
+// answers as net/http does (FuzzServerSameBytes found the difference).
+func wantsClose(req *http.Request) bool {
+	return req.Close || hasToken(headerGet(req.Header, "Connection"), "close")
+}
+
+// hasToken is net/http's: whether the lowercase token appears in v, ASCII
+// case-insensitively, bounded by the value's ends, spaces, tabs or commas.
+func hasToken(v, token string) bool {
+	for sp := 0; sp+len(token) <= len(v); sp++ {
+		end := sp + len(token)
+		if (sp == 0 || isTokenBoundary(v[sp-1])) && (end == len(v) || isTokenBoundary(v[end])) &&
+			asciiLowerIs(v[sp:end], token) {
+			return true
+		}
+	}
+	return false
+}
+
+// asciiLowerIs reports whether s is the lowercase ASCII word lower but for
+// the case of its ASCII letters (no Unicode folding: "ſ" is not "s").
+func asciiLowerIs(s, lower string) bool {
+	if len(s) != len(lower) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func isTokenBoundary(b byte) bool { return b == ' ' || b == ',' || b == '\t' }
+
 func headerGet(h http.Header, key string) string {
 	if v := h[key]; len(v) > 0 {
 		return v[0]

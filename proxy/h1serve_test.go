@@ -703,6 +703,9 @@ func serverRequests() map[string][]string {
 		"two":          {rawPost("/a", "1"), rawPost("/b?q=2", "22")},
 		"thenget":      {rawPost("/a", "1"), "GET /metrics HTTP/1.1\r\nHost: api.example\r\n\r\n"},
 		"clientclose":  {rawPost("/a", "1", "Connection: close")},
+		"closetoken":   {rawPost("/a", "1", "Connection: Close 00"), rawPost("/b", "2")},          // net/http's token: space-bounded too
+		"closelist":    {rawPost("/a", "1", "Connection: keep-alive, CLOSE"), rawPost("/b", "2")}, // and comma-bounded
+		"closeword":    {rawPost("/a", "1", "Connection: closed"), rawPost("/b", "2")},            // not the token
 		"big":          {rawPost("/a", big)},
 		"mid":          {rawPost("/a", mid), rawPost("/b", "after")},
 		"get":          {"GET /v1/models HTTP/1.1\r\nHost: api.example\r\n\r\n"},
