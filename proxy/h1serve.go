@@ -1340,8 +1340,6 @@ func suppressedHeaders(status int) []string {
 	return nil
 }
 
-// headerGet and headerHas look a key up as given (net/http's Header.get
-// and has: the keys it asks for are canonical).
 // wantsClose reports whether the client asked to close the connection
 // after req, as net/http's server reads it (Request.wantsClose): req.Close
 // (a "close" between commas, the transfer's reading) or "close" anywhere
@@ -1352,9 +1350,13 @@ func wantsClose(req *http.Request) bool {
 	return req.Close || hasToken(headerGet(req.Header, "Connection"), "close")
 }
 
-// hasToken is net/http's: whether the lowercase token appears in v, ASCII
-// case-insensitively, bounded by the value's ends, spaces, tabs or commas.
+// hasToken is net/http's: whether token (lowercase ASCII, not empty)
+// appears in v, ASCII case-insensitively, bounded by the value's ends,
+// spaces, tabs or commas.
 func hasToken(v, token string) bool {
+	if token == "" {
+		return false
+	}
 	for sp := 0; sp+len(token) <= len(v); sp++ {
 		end := sp + len(token)
 		if (sp == 0 || isTokenBoundary(v[sp-1])) && (end == len(v) || isTokenBoundary(v[end])) &&
@@ -1385,6 +1387,8 @@ func asciiLowerIs(s, lower string) bool {
 
 func isTokenBoundary(b byte) bool { return b == ' ' || b == ',' || b == '\t' }
 
+// headerGet and headerHas look a key up as given (net/http's Header.get
+// and has: the keys it asks for are canonical).
 func headerGet(h http.Header, key string) string {
 	if v := h[key]; len(v) > 0 {
 		return v[0]

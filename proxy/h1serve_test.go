@@ -704,7 +704,7 @@ func serverRequests() map[string][]string {
 		"thenget":      {rawPost("/a", "1"), "GET /metrics HTTP/1.1\r\nHost: api.example\r\n\r\n"},
 		"clientclose":  {rawPost("/a", "1", "Connection: close")},
 		"closetoken":   {rawPost("/a", "1", "Connection: Close 00"), rawPost("/b", "2")},          // net/http's token: space-bounded too
-		"closelist":    {rawPost("/a", "1", "Connection: keep-alive, CLOSE"), rawPost("/b", "2")}, // and comma-bounded
+		"closelist":    {rawPost("/a", "1", "Connection: keep-alive, CLOSE"), rawPost("/b", "2")}, // comma-bounded: req.Close reads it too
 		"closeword":    {rawPost("/a", "1", "Connection: closed"), rawPost("/b", "2")},            // not the token
 		"big":          {rawPost("/a", big)},
 		"mid":          {rawPost("/a", mid), rawPost("/b", "after")},

@@ -1157,8 +1157,8 @@ func perRequest(rate float64) time.Duration {
 // room says how much CPU a request the per-core target leaves the proxy
 // for its own work, given the rates (requests per CPU-second) of proxy+all,
 // the reverse proxy, the reverse proxy that reads the body whole and the
-// proxy's core (no feature on; 0 when the run has no core column, as with
-// -against): at 0.9× the reverse proxy's rate a request may take
+// proxy's core (no feature on; 0 when the core's column is not the core:
+// with -against it holds another build's proxy+all): at 0.9× the reverse proxy's rate a request may take
 // 1/(0.9·rp). Above the read-whole baseline is the room for parsing,
 // shaping, recording and the rest, where that baseline costs what reading
 // a body whole costs a proxy on net/http's transport (which copies a body

@@ -284,7 +284,8 @@ func TestRoom(t *testing.T) {
 	if got := room(all, rp, readWhole, core); got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
-	// Without a core column (-against) only the baseline is read.
+	// When the core's column is not the core (-against: another build's
+	// proxy+all), only the baseline is read.
 	want = "0.9× allows 100 µs a request: +5 µs above the read-whole baseline, where proxy+all spends +25 µs"
 	if got := room(all, rp, readWhole, 0); got != want {
 		t.Fatalf("no core: got %q, want %q", got, want)
