@@ -1347,42 +1347,23 @@ func suppressedHeaders(status int) []string {
 // case ("Close 00" is one). The two readings differ, and the server
 // answers as net/http does (FuzzServerSameBytes found the difference).
 func wantsClose(req *http.Request) bool {
-	return req.Close || hasToken(headerGet(req.Header, "Connection"), "close")
+	return req.Close || hasCloseToken(headerGet(req.Header, "Connection"))
 }
 
-// hasToken is net/http's: whether token (lowercase ASCII, not empty)
-// appears in v, ASCII case-insensitively, bounded by the value's ends,
-// spaces, tabs or commas.
-func hasToken(v, token string) bool {
-	if token == "" {
-		return false
-	}
+// hasCloseToken is net/http's hasToken(v, "close"): "close" in any case,
+// bounded by v's ends, spaces, tabs or commas. strings.EqualFold folds
+// Unicode, but a five-byte window it finds equal to "close" has five runes
+// of one byte each, so it folds ASCII only, as net/http does.
+func hasCloseToken(v string) bool {
+	const token = "close"
 	for sp := 0; sp+len(token) <= len(v); sp++ {
 		end := sp + len(token)
 		if (sp == 0 || isTokenBoundary(v[sp-1])) && (end == len(v) || isTokenBoundary(v[end])) &&
-			asciiLowerIs(v[sp:end], token) {
+			strings.EqualFold(v[sp:end], token) {
 			return true
 		}
 	}
 	return false
-}
-
-// asciiLowerIs reports whether s is the lowercase ASCII word lower but for
-// the case of its ASCII letters (no Unicode folding: "ſ" is not "s").
-func asciiLowerIs(s, lower string) bool {
-	if len(s) != len(lower) {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != lower[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func isTokenBoundary(b byte) bool { return b == ' ' || b == ',' || b == '\t' }

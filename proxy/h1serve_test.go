@@ -706,6 +706,7 @@ func serverRequests() map[string][]string {
 		"closetoken":   {rawPost("/a", "1", "Connection: Close 00"), rawPost("/b", "2")},          // net/http's token: space-bounded too
 		"closelist":    {rawPost("/a", "1", "Connection: keep-alive, CLOSE"), rawPost("/b", "2")}, // comma-bounded: req.Close reads it too
 		"closeword":    {rawPost("/a", "1", "Connection: closed"), rawPost("/b", "2")},            // not the token
+		"closefold":    {rawPost("/a", "1", "Connection: clo\u017fe"), rawPost("/b", "2")},        // nor is "cloſe": no Unicode folding
 		"big":          {rawPost("/a", big)},
 		"mid":          {rawPost("/a", mid), rawPost("/b", "after")},
 		"get":          {"GET /v1/models HTTP/1.1\r\nHost: api.example\r\n\r\n"},
