@@ -37,10 +37,10 @@ import (
 // the direct path's, per round, rounds interleaved (each in the order of
 // a row of a Williams design: inOrder), the median of the rounds
 // reported. The seed's latency goes further: its rounds are made of
-// turns, one request to each target a turn (turnLatencies). "Per core" divides the requests served by
-// the CPU time the serving process used meanwhile (/proc/PID/stat), which
-// is what one core gives when the machine is shared with the client and
-// the upstream.
+// turns, one request to each target a turn (turnLatencies). "Per core"
+// divides the requests served by the CPU time the serving process used
+// meanwhile (/proc/PID/stat), which is what one core gives when the
+// machine is shared with the client and the upstream.
 
 // costSizes are the workload sizes of the cost section.
 type costSizes struct {
@@ -743,7 +743,7 @@ func turnLatencies(ctx context.Context, c *http.Client, targets []costTarget, bo
 			for q := range r {
 				if x := &rs[tg.name][q]; x.done.Load() == int32(n) && x.ok.Load() == 0 {
 					wg.Wait()
-					return fmt.Errorf("%s: all %d requests of a round failed, the last: %w", tg.name, n, fs[tg.name].last)
+					return fs[tg.name].roundFailed(tg.name, n)
 				}
 			}
 		}
@@ -1006,11 +1006,21 @@ func (f *failures) check(name string) error {
 // since the tally stood at sent0, failed0 (a round).
 func (f *failures) down(name string, sent0, failed0 int) error {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if n := f.sent - sent0; n > 0 && f.failed-failed0 == n {
-		return fmt.Errorf("%s: all %d requests of a round failed, the last: %w", name, n, f.last)
+	n, failed := f.sent-sent0, f.failed-failed0
+	f.mu.Unlock()
+	if n > 0 && failed == n {
+		return f.roundFailed(name, n)
 	}
 	return nil
+}
+
+// roundFailed is the error of a target that answered none of the n
+// requests of a round (down; turnLatencies, which tallies its rounds
+// apart since several targets' requests are in flight at once).
+func (f *failures) roundFailed(name string, n int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return fmt.Errorf("%s: all %d requests of a round failed, the last: %w", name, n, f.last)
 }
 
 // mark returns the tally's counts, for down.
@@ -1113,7 +1123,7 @@ func costSaturation(ctx context.Context, c *http.Client, targets []costTarget, b
 		row = append(row, cpuPer(median(positive(perCore[tg.name]))))
 	}
 	core := 0.0
-	if !against { // the core's column holds another build's proxy+all
+	if !against { // with -against the core's column holds another build's proxy+all
 		core = median(positive(perCore[bare]))
 	}
 	w.add(append(row, room(median(positive(perCore[costAll])), median(positive(perCore[stdlib])), median(positive(perCore[readRP])), core))...)
@@ -1158,8 +1168,8 @@ func perRequest(rate float64) time.Duration {
 // for its own work, given the rates (requests per CPU-second) of proxy+all,
 // the reverse proxy, the reverse proxy that reads the body whole and the
 // proxy's core (no feature on; 0 when the core's column is not the core:
-// with -against it holds another build's proxy+all): at 0.9× the reverse proxy's rate a request may take
-// 1/(0.9·rp). Above the read-whole baseline is the room for parsing,
+// with -against it holds another build's proxy+all): at 0.9× the reverse
+// proxy's rate a request may take 1/(0.9·rp). Above the read-whole baseline is the room for parsing,
 // shaping, recording and the rest, where that baseline costs what reading
 // a body whole costs a proxy on net/http's transport (which copies a body
 // it did not stream once more on its way out, through a 32 KiB buffer:
