@@ -1169,11 +1169,12 @@ func perRequest(rate float64) time.Duration {
 // the reverse proxy, the reverse proxy that reads the body whole and the
 // proxy's core (no feature on; 0 when the core's column is not the core:
 // with -against it holds another build's proxy+all): at 0.9× the reverse
-// proxy's rate a request may take 1/(0.9·rp). Above the read-whole baseline is the room for parsing,
-// shaping, recording and the rest, where that baseline costs what reading
-// a body whole costs a proxy on net/http's transport (which copies a body
-// it did not stream once more on its way out, through a 32 KiB buffer:
-// about 8% of that baseline's CPU on the seed in session BT's profiles);
+// proxy's rate a request may take 1/(0.9·rp). Above the read-whole
+// baseline is the room for parsing, shaping, recording and the rest, where
+// that baseline costs what reading a body whole costs a proxy on
+// net/http's transport (which copies a body it did not stream once more
+// on its way out, through a 32 KiB buffer: about 8% of that baseline's
+// CPU on the seed in session BT's profiles);
 // above the core is what the target leaves the features themselves, the
 // proxy's own read of a body (no second copy) and its keys paid already.
 // Against each, what proxy+all spends there.
