@@ -65,6 +65,12 @@ type Options struct {
 	// instead of in two runs a machine's drift sets apart. It needs
 	// Subprocess.
 	Against string
+	// Rounds, when set, receives a line for each round of each target in
+	// the cost section's saturation runs: the requests served and, per
+	// request, the CPU of the target's process (user and system apart),
+	// its page faults and context switches, and a proxy's collections
+	// over the round. The table has medians; these say what moved.
+	Rounds io.Writer
 }
 
 func pick(quick bool) sizes {

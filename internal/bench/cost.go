@@ -168,12 +168,12 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 		}
 	}
 	if cs.runs("saturation") && cs.runs("small") {
-		if err := costSaturation(ctx, c, targets, small, cs.satSmall, cs, w, "small non-stream at saturation", e.against != ""); err != nil {
+		if err := costSaturation(ctx, c, targets, small, cs.satSmall, cs, w, "small non-stream at saturation", e.against != "", e.rounds); err != nil {
 			return err
 		}
 	}
 	if cs.runs("saturation") && cs.runs("large") {
-		if err := costSaturation(ctx, c, targets, large, cs.satBig, cs, w, "the seed's request at saturation", e.against != ""); err != nil {
+		if err := costSaturation(ctx, c, targets, large, cs.satBig, cs, w, "the seed's request at saturation", e.against != "", e.rounds); err != nil {
 			return err
 		}
 	}
@@ -1085,14 +1085,21 @@ func post(ctx context.Context, c *http.Client, url string, body []byte) (time.Du
 
 // costSaturation runs workers clients in a closed loop against every
 // target, rounds interleaved, and adds the throughput rows.
-func costSaturation(ctx context.Context, c *http.Client, targets []costTarget, bodies [][]byte, workers int, cs costSizes, w *wideTable, title string, against bool) error {
+func costSaturation(ctx context.Context, c *http.Client, targets []costTarget, bodies [][]byte, workers int, cs costSizes, w *wideTable, title string, against bool, rounds io.Writer) error {
 	rps := map[string][]float64{}
 	perCore := map[string][]float64{}
 	fs, check := tallies(targets)
 	for r := 0; r < cs.satRounds; r++ {
 		for _, tg := range inOrder(targets, r) {
 			s0, f0 := fs[tg.name].mark()
+			var before procSnap
+			if rounds != nil {
+				before = snapOf(ctx, c, tg)
+			}
 			n, elapsed, cpu := saturate(ctx, c, tg, bodies, workers, cs.satDur, fs[tg.name])
+			if rounds != nil {
+				roundLine(rounds, title, r, tg.name, n, before, snapOf(ctx, c, tg))
+			}
 			if err := ctx.Err(); err != nil {
 				return err
 			}

@@ -34,9 +34,10 @@ type env struct {
 	proxies  []Proxy
 	closers  []func()
 	dir      string
-	profile  string // ProfileEnv for the children of the cost section
-	without  string // Options.Without (WithoutEnv for the children)
-	against  string // Options.Against: the binary whose proxy+all takes the core's column
+	profile  string    // ProfileEnv for the children of the cost section
+	without  string    // Options.Without (WithoutEnv for the children)
+	against  string    // Options.Against: the binary whose proxy+all takes the core's column
+	rounds   io.Writer // Options.Rounds: each saturation round's line, or nil
 }
 
 // The proxy variants measured against the direct baseline.
@@ -57,7 +58,7 @@ const (
 // garbage collector and scheduler apart from the client's and the
 // upstream's), in this process otherwise (the tests).
 func newEnv(o Options) (*env, error) {
-	e := &env{fake: fakeupstream.New(), build: o.Build, child: o.Child, profile: o.Profile, without: o.Without, against: o.Against}
+	e := &env{fake: fakeupstream.New(), build: o.Build, child: o.Child, profile: o.Profile, without: o.Without, against: o.Against, rounds: o.Rounds}
 	subprocess := o.Subprocess
 	var err error
 	if e.fakeURL, err = startServer(e.fake, &e.closers); err != nil {
