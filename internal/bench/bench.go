@@ -68,8 +68,9 @@ type Options struct {
 	// Rounds, when set, receives a line for each round of each target in
 	// the cost section's saturation runs: the requests served and, per
 	// request, the CPU of the target's process (user and system apart),
-	// its page faults and context switches, and a proxy's collections
-	// over the round. The table has medians; these say what moved.
+	// its page faults and context switches, its threads, and a proxy's
+	// collections over the round. The table has medians; these say what
+	// moved. A target in this process (no Child command) has no line.
 	Rounds io.Writer
 }
 
