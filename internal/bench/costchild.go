@@ -235,28 +235,40 @@ const (
 	finishChunk = `{"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"deepseek-reasoner","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":24,"completion_tokens":300,"total_tokens":324}}`
 )
 
-// cpuTime returns the user and system CPU time process pid (0: this one)
-// has used, from /proc (in clock ticks of 10 ms, Linux's USER_HZ).
-func cpuTime(pid int) time.Duration {
+// clockTick is the unit of /proc's CPU times (Linux's USER_HZ, 100).
+const clockTick = 10 * time.Millisecond
+
+// procCounts is what /proc/PID/stat counts of a process: its CPU time in
+// clock ticks, user and system apart, and its page faults taken without
+// reading a disk (a page's first write among them).
+type procCounts struct{ user, sys, faults int64 }
+
+// procCountsOf reads process pid's counts (0: this one); ok is false where
+// there is none.
+func procCountsOf(pid int) (c procCounts, ok bool) {
 	f := procStat(pid)
 	if len(f) < 13 {
-		return 0
+		return c, false
 	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond
+	var e1, e2, e3 error
+	c.faults, e1 = strconv.ParseInt(f[7], 10, 64)
+	c.user, e2 = strconv.ParseInt(f[11], 10, 64)
+	c.sys, e3 = strconv.ParseInt(f[12], 10, 64)
+	return c, e1 == nil && e2 == nil && e3 == nil
+}
+
+// cpuTime returns the user and system CPU time process pid (0: this one)
+// has used, from /proc (to a clock tick).
+func cpuTime(pid int) time.Duration {
+	c, _ := procCountsOf(pid)
+	return time.Duration(c.user+c.sys) * clockTick
 }
 
 // minorFaults returns the page faults process pid (0: this one) took
-// without reading a disk (a page's first write among them), from /proc;
-// ok is false where there is none.
+// without reading a disk, from /proc; ok is false where there is none.
 func minorFaults(pid int) (n int64, ok bool) {
-	f := procStat(pid)
-	if len(f) < 8 {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(f[7], 10, 64)
-	return n, err == nil
+	c, ok := procCountsOf(pid)
+	return c.faults, ok
 }
 
 // procStat returns the fields of /proc/PID/stat after the command name

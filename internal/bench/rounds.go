@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // procSnap is what /proc says of a serving process at one moment: its
@@ -18,10 +19,10 @@ import (
 // collections its runtime has run (from its /metrics; -1 where there is
 // none). The -rounds lines are differences of two.
 type procSnap struct {
-	user, sys, faults int64
-	vcs, nvcs         int64
-	threads           int
-	gcs               float64
+	procCounts
+	vcs, nvcs int64
+	threads   int
+	gcs       float64
 }
 
 // snapOf reads tg's process; the zero snapshot for a target in this
@@ -31,11 +32,7 @@ func snapOf(ctx context.Context, c *http.Client, tg costTarget) procSnap {
 	if tg.pid == 0 {
 		return s
 	}
-	if f := procStat(tg.pid); len(f) > 12 {
-		s.faults, _ = strconv.ParseInt(f[7], 10, 64)
-		s.user, _ = strconv.ParseInt(f[11], 10, 64)
-		s.sys, _ = strconv.ParseInt(f[12], 10, 64)
-	}
+	s.procCounts, _ = procCountsOf(tg.pid)
 	s.vcs, s.nvcs, s.threads = switchesOf(tg.pid)
 	if tg.name == bare || tg.name == costAll {
 		if fams, err := metricFamilies(ctx, c, metricsURL(tg)); err == nil {
@@ -77,7 +74,7 @@ func switchesOf(pid int) (vcs, nvcs int64, threads int) {
 
 // roundLine writes one saturation round of one target: the requests it
 // served and, per request, the CPU its process took (user and system
-// apart, from clock ticks of 10 ms), the page faults and context
+// apart, to a clock tick), the page faults and context
 // switches, and the collections over the round. Nothing for a round
 // without requests or a target in this process.
 func roundLine(w io.Writer, title string, round int, name string, n int, a, b procSnap) {
@@ -85,7 +82,7 @@ func roundLine(w io.Writer, title string, round int, name string, n int, a, b pr
 		return
 	}
 	per := func(d int64) float64 { return float64(d) / float64(n) }
-	tick := float64(10000) // µs in a clock tick
+	tick := float64(clockTick / time.Microsecond)
 	gcs := "n/a"
 	if a.gcs >= 0 && b.gcs >= 0 {
 		gcs = strconv.FormatFloat(b.gcs-a.gcs, 'f', 0, 64)

@@ -41,10 +41,9 @@ func TestSnapOf(t *testing.T) {
 	if a.threads < 1 || a.gcs != 7 {
 		t.Fatalf("first snapshot: %d threads, %v collections; want at least 1 and 7", a.threads, a.gcs)
 	}
-	// 200 ms of CPU (20 clock ticks), and a thread that sleeps 20 times:
-	// each sleep is a voluntary switch of that thread.
-	// Burnt until the process's CPU time says so (the machine may give
-	// the test less than a core), within a deadline.
+	// 200 ms of CPU (20 clock ticks), burnt until the process's own clock
+	// says so (the machine may give the test less than a core), and a
+	// thread that sleeps 20 times: each sleep is a voluntary switch.
 	cpu0, deadline := cpuTime(0), time.Now().Add(10*time.Second)
 	for cpuTime(0)-cpu0 < 200*time.Millisecond && time.Now().Before(deadline) {
 		burn()

@@ -10,8 +10,8 @@ import (
 // request, CPU in µs (10 ms a tick), and nothing for a target read in
 // this process or a round that served nothing.
 func TestRoundLine(t *testing.T) {
-	a := procSnap{user: 100, sys: 50, faults: 1000, vcs: 10, nvcs: 5, threads: 9, gcs: 3}
-	b := procSnap{user: 160, sys: 80, faults: 1100, vcs: 5010, nvcs: 2005, threads: 11, gcs: 14}
+	a := procSnap{procCounts: procCounts{user: 100, sys: 50, faults: 1000}, vcs: 10, nvcs: 5, threads: 9, gcs: 3}
+	b := procSnap{procCounts: procCounts{user: 160, sys: 80, faults: 1100}, vcs: 5010, nvcs: 2005, threads: 11, gcs: 14}
 	var buf bytes.Buffer
 	roundLine(&buf, "small", 4, costAll, 10000, a, b)
 	want := "round small | 4 | proxy+all | 10000 requests | user 60.0 µs | system 30.0 µs | faults 0.010 | switches 0.500 waited, 0.200 preempted | 11 threads | 11 collections\n"
