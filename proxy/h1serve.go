@@ -21,14 +21,17 @@ import (
 
 // Server serves a plain-HTTP listener of the proxy: the counterpart of
 // h1Transport on the client's side. It reads each request's header itself
-// and serves the usual request of a base-URL client (a POST with a
-// declared length, in origin form, over HTTP/1.1) in the connection's own
-// goroutine, writing the response as net/http's server writes it (the
-// same framing, headers and bytes: TestServerSameBytes). Everything else
-// (CONNECT and the intercepted traffic, GET /metrics, chunked or
-// Expect: 100-continue bodies, upgrades, HTTP/1.0, a header over 4 KiB, a
-// header net/http would refuse) is handed, with the bytes read so far, to
-// srv, which serves that connection from then on.
+// and serves the usual requests of a base-URL client (a POST with a
+// declared length, or a GET, in origin form, over HTTP/1.1) in the
+// connection's own goroutine, writing the response as net/http's server
+// writes it (the same framing, headers and bytes: TestServerSameBytes).
+// Everything else (CONNECT and the intercepted traffic, HEAD and the
+// other methods, chunked or Expect: 100-continue bodies, upgrades,
+// HTTP/1.0, a header over 4 KiB, a header net/http would refuse) is
+// handed, with the bytes read so far, to srv, which serves that
+// connection from then on. A GET is served here so that a client that
+// asks for /v1/models (or /metrics) on a kept-alive connection keeps it
+// here for the POSTs after it (TestServerKeepsConnAfterGet).
 //
 // Why: net/http's server starts a goroutine for every request at the
 // moment the handler reads the body's last byte, to watch the connection
@@ -420,7 +423,7 @@ func (sc *serverConn) readRequest() (*http.Request, int) {
 		return nil, 0
 	}
 	p, _ := sc.br.Peek(n)
-	if !bytes.HasPrefix(p, []byte("POST /")) {
+	if !bytes.HasPrefix(p, []byte("POST /")) && !bytes.HasPrefix(p, []byte("GET /")) {
 		return nil, 0
 	}
 	req, err := parseHeader(p)
@@ -504,7 +507,7 @@ func blankLine(p []byte, from int) int {
 // net/http's server would accept and hand to the handler with a body of
 // the declared length, and nothing it treats specially.
 func servedHere(req *http.Request) bool {
-	if req.Method != http.MethodPost || req.ProtoMajor != 1 || req.ProtoMinor != 1 ||
+	if req.Method != http.MethodPost && req.Method != http.MethodGet || req.ProtoMajor != 1 || req.ProtoMinor != 1 ||
 		!strings.HasPrefix(req.RequestURI, "/") || req.ContentLength < 0 || len(req.TransferEncoding) > 0 {
 		return false
 	}

@@ -558,9 +558,9 @@ func TestServerHeldByteInOrder(t *testing.T) {
 		want         []string
 	}{
 		"handed over": {
-			first: rawPost("/a", "slow") + "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n",
+			first: rawPost("/a", "slow") + "DELETE /metrics HTTP/1.1\r\nHost: a\r\n\r\n",
 			later: rawPost("/b", "late"),
-			want:  []string{"POST /a slow", "GET /metrics ", "POST /b late"},
+			want:  []string{"POST /a slow", "DELETE /metrics ", "POST /b late"},
 		},
 		"two watches": {
 			first: rawPost("/a", "slow") + rawPost("/b", "slow"),
@@ -710,6 +710,11 @@ func serverRequests() map[string][]string {
 		"big":          {rawPost("/a", big)},
 		"mid":          {rawPost("/a", mid), rawPost("/b", "after")},
 		"get":          {"GET /v1/models HTTP/1.1\r\nHost: api.example\r\n\r\n"},
+		"getthenpost":  {"GET /v1/models HTTP/1.1\r\nHost: api.example\r\nAuthorization: Bearer k\r\n\r\n", rawPost("/a", "1")},
+		"getbody":      {"GET /a HTTP/1.1\r\nHost: api.example\r\nContent-Length: 2\r\n\r\nhi", rawPost("/b", "2")},
+		"getclose":     {"GET /a HTTP/1.1\r\nHost: api.example\r\nConnection: close\r\n\r\n"},
+		"headthenpost": {"HEAD /v1/models HTTP/1.1\r\nHost: api.example\r\n\r\n", rawPost("/a", "1")},
+		"delete":       {"DELETE /a HTTP/1.1\r\nHost: api.example\r\n\r\n", rawPost("/b", "2")},
 		"chunked":      {"POST /a HTTP/1.1\r\nHost: api.example\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"},
 		"expect":       {"POST /a HTTP/1.1\r\nHost: api.example\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi"},
 		"http10":       {"POST /a HTTP/1.0\r\nHost: api.example\r\nContent-Length: 2\r\n\r\nhi"},
@@ -766,4 +771,43 @@ func halfCloseExchange(t *testing.T, addr, raw string) string {
 		out += " / " + errText(err)
 	}
 	return out
+}
+
+// TestServerKeepsConnAfterGet: a GET on a kept-alive connection (a client
+// asking for /v1/models, or /metrics, before its chat requests) is served
+// here, and the POSTs after it on that connection too: a connection
+// handed to net/http's server stays there, and before GETs were served
+// here every request after one went through net/http's server (the
+// benchmark's seed requests did). HEAD still goes to net/http's.
+func TestServerKeepsConnAfterGet(t *testing.T) {
+	var mu sync.Mutex
+	var served []string // each request's method and the writer that served it
+	_, fast := serveBoth(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, here := w.(*response)
+		mu.Lock()
+		served = append(served, fmt.Sprintf("%s %v", r.Method, here))
+		mu.Unlock()
+		_, _ = io.WriteString(w, "ok")
+	}))
+	head := "HEAD /v1/models HTTP/1.1\r\nHost: api.example\r\n\r\n"
+	for _, tc := range []struct {
+		raws []string
+		want []string
+	}{
+		{[]string{"GET /v1/models HTTP/1.1\r\nHost: api.example\r\n\r\n", rawPost("/v1/chat/completions", "{}"), rawPost("/v1/chat/completions", "{}")},
+			[]string{"GET true", "POST true", "POST true"}},
+		{[]string{head, rawPost("/v1/chat/completions", "{}")}, []string{"HEAD false", "POST false"}},
+	} {
+		served = nil
+		got := exchange(t, fast, false, tc.raws...) // the answers, then whether the connection was closed
+		if len(got) != len(tc.raws)+1 || got[len(got)-1] != "open" {
+			t.Fatalf("%d answers to %d requests: %q", len(got)-1, len(tc.raws), got)
+		}
+		mu.Lock()
+		if !slices.Equal(served, tc.want) {
+			t.Errorf("served %q, want %q", served, tc.want)
+		}
+		mu.Unlock()
+	}
 }

@@ -110,7 +110,7 @@ func BenchmarkSmallRequestDefault(b *testing.B) {
 
 // proxyCounts reads the proxy's counters that benchProxy reports.
 func proxyCounts(b *testing.B, base string) bench.ProxyCounts {
-	pc, err := bench.ReadProxyCounts(b.Context(), http.DefaultClient, base+"/metrics")
+	pc, err := bench.ReadProxyCounts(b.Context(), base+"/metrics")
 	if err != nil {
 		b.Fatal(err)
 	}

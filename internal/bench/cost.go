@@ -153,7 +153,7 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 	}
 	if cs.runs("latency") && cs.runs("small") {
 		title := fmt.Sprintf("small non-stream (two messages), %d × %d requests at %d/s", cs.rounds, cs.smallN, cs.rate)
-		if err := withHold(ctx, c, targets, w, title, func() error {
+		if err := withHold(ctx, targets, w, title, func() error {
 			return costLatency(ctx, c, targets, small, cs.smallN, cs.rate, cs.rounds, false, w, title)
 		}); err != nil {
 			return err
@@ -161,7 +161,7 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 	}
 	if cs.runs("latency") && cs.runs("large") {
 		title := fmt.Sprintf("the seed's request (631 messages, %d KB), %d × %d requests at %d/s, one to each target in turn", len(large[0])>>10, cs.rounds, cs.largeN, cs.bigRate)
-		if err := withHold(ctx, c, targets, w, title, func() error {
+		if err := withHold(ctx, targets, w, title, func() error {
 			return costLatency(ctx, c, targets, large, cs.largeN, cs.bigRate, cs.rounds, true, w, title)
 		}); err != nil {
 			return err
@@ -196,11 +196,11 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 	if cs.runs("large") && (cs.runs("latency") || cs.runs("saturation")) {
 		row := []string{"all the runs above", "history taken from the conversation's previous request (the proxy's /metrics)", "", "", ""}
 		for _, name := range []string{bare, costAll} {
-			row = append(row, historyShare(ctx, c, metricsURL(targetNamed(targets, name))))
+			row = append(row, historyShare(ctx, metricsURL(targetNamed(targets, name))))
 		}
 		w.add(append(row, "")...)
 	}
-	w.add(append([]string{"the whole section, warm-ups included", "page faults the serving process took without a disk (minor, /proc/PID/stat), and the heap memory its warming wrote (shaperproxy_heap_warmed_bytes_total)"}, faultCells(ctx, c, targets, faults)...)...)
+	w.add(append([]string{"the whole section, warm-ups included", "page faults the serving process took without a disk (minor, /proc/PID/stat), and the heap memory its warming wrote (shaperproxy_heap_warmed_bytes_total)"}, faultCells(ctx, targets, faults)...)...)
 	w.add("the whole section, warm-ups included", "the machine's CPU time its host gave to other guests meanwhile (steal, /proc/stat)", stolenShare(clock, readCPUClock()), "", "", "", "", "")
 	t.wides = append(t.wides, w)
 	if design != nil {
@@ -213,12 +213,12 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 // variant's mean hold over it (shaperproxy_request_hold_seconds: from a
 // request body's last byte to its hand-off upstream, the proxy's own work
 // on the request), from its /metrics before and after.
-func withHold(ctx context.Context, c *http.Client, targets []costTarget, w *wideTable, title string, run func() error) error {
+func withHold(ctx context.Context, targets []costTarget, w *wideTable, title string, run func() error) error {
 	var proxies []costTarget
 	for _, name := range []string{bare, costAll} {
 		proxies = append(proxies, targetNamed(targets, name))
 	}
-	holds, err := holdOver(ctx, c, proxies, run)
+	holds, err := holdOver(ctx, proxies, run)
 	if err != nil {
 		return err
 	}
@@ -255,11 +255,11 @@ type heldOver struct {
 // (shaperproxy_request_hold_seconds) over it, and its steps', from its
 // /metrics before and after; a target whose hold could not be read, or
 // that held no request meanwhile, has none.
-func holdOver(ctx context.Context, c *http.Client, proxies []costTarget, run func() error) (map[string]heldOver, error) {
+func holdOver(ctx context.Context, proxies []costTarget, run func() error) (map[string]heldOver, error) {
 	read := func() map[string]ProxyCounts {
 		out := map[string]ProxyCounts{}
 		for _, tg := range proxies {
-			if pc, err := ReadProxyCounts(ctx, c, metricsURL(tg)); err == nil {
+			if pc, err := ReadProxyCounts(ctx, metricsURL(tg)); err == nil {
 				out[tg.name] = pc
 			}
 		}
@@ -306,8 +306,8 @@ type HoldStep struct {
 }
 
 // ReadProxyCounts reads them from the proxy's metrics at url.
-func ReadProxyCounts(ctx context.Context, c *http.Client, url string) (ProxyCounts, error) {
-	fams, err := metricFamilies(ctx, c, url)
+func ReadProxyCounts(ctx context.Context, url string) (ProxyCounts, error) {
+	fams, err := metricFamilies(ctx, url)
 	if err != nil {
 		return ProxyCounts{}, err
 	}
@@ -435,13 +435,22 @@ func counterBy(fams map[string]*dto.MetricFamily, name, key, value string) float
 // metricsURL is the /metrics of a proxy target.
 func metricsURL(tg costTarget) string { return strings.TrimSuffix(tg.url, "/fake") + "/metrics" }
 
-// metricFamilies reads the metrics at url.
-func metricFamilies(ctx context.Context, c *http.Client, url string) (map[string]*dto.MetricFamily, error) {
+// metricsClient reads the proxies' /metrics on connections of its own.
+// Read with the measuring client, a GET would take one of its kept-alive
+// connections, and the proxy's server hands a connection that carried a
+// GET to net/http's for good: every request after it on that connection
+// would be measured on net/http's server instead of the proxy's own (in
+// turns, one request at a time, the seed's requests all were, up to
+// session BW).
+var metricsClient = &http.Client{Transport: &http.Transport{DisableCompression: true}, Timeout: time.Minute}
+
+// metricFamilies reads the metrics at url (with metricsClient).
+func metricFamilies(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.Do(req)
+	resp, err := metricsClient.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -453,8 +462,8 @@ func metricFamilies(ctx context.Context, c *http.Client, url string) (map[string
 // historyShare reads a proxy's /metrics and says how much of the
 // requests' history it took from the previous request's parse and how
 // many edited bodies it wrote over the previous one's.
-func historyShare(ctx context.Context, c *http.Client, url string) string {
-	fams, err := metricFamilies(ctx, c, url)
+func historyShare(ctx context.Context, url string) string {
+	fams, err := metricFamilies(ctx, url)
 	if err != nil {
 		return "n/a: " + err.Error()
 	}
@@ -503,7 +512,7 @@ func faultsOf(targets []costTarget) map[string]int64 {
 // workload and metric columns, and an empty ratio cell: the faults since
 // before (faultsOf), and for each proxy the heap its warming wrote. A
 // target in this process has no faults of its own.
-func faultCells(ctx context.Context, c *http.Client, targets []costTarget, before map[string]int64) []string {
+func faultCells(ctx context.Context, targets []costTarget, before map[string]int64) []string {
 	after := faultsOf(targets)
 	var cells []string
 	for _, tg := range targets {
@@ -514,7 +523,7 @@ func faultCells(ctx context.Context, c *http.Client, targets []costTarget, befor
 			cell = fmt.Sprintf("%d", a-b)
 		}
 		if tg.name == bare || tg.name == costAll {
-			cell += "; " + warmedOf(ctx, c, metricsURL(tg))
+			cell += "; " + warmedOf(ctx, metricsURL(tg))
 		}
 		cells = append(cells, cell)
 	}
@@ -523,8 +532,8 @@ func faultCells(ctx context.Context, c *http.Client, targets []costTarget, befor
 
 // warmedOf reads the heap memory a proxy's warming wrote, from its
 // /metrics.
-func warmedOf(ctx context.Context, c *http.Client, url string) string {
-	fams, err := metricFamilies(ctx, c, url)
+func warmedOf(ctx context.Context, url string) string {
+	fams, err := metricFamilies(ctx, url)
 	if err != nil {
 		return "warmed n/a: " + err.Error()
 	}
@@ -1094,11 +1103,11 @@ func costSaturation(ctx context.Context, c *http.Client, targets []costTarget, b
 			s0, f0 := fs[tg.name].mark()
 			var before procSnap
 			if rounds != nil {
-				before = snapOf(ctx, c, tg)
+				before = snapOf(ctx, tg)
 			}
 			n, elapsed, cpu := saturate(ctx, c, tg, bodies, workers, cs.satDur, fs[tg.name])
 			if rounds != nil {
-				roundLine(rounds, title, r, tg.name, n, before, snapOf(ctx, c, tg))
+				roundLine(rounds, title, r, tg.name, n, before, snapOf(ctx, tg))
 			}
 			if err := ctx.Err(); err != nil {
 				return err

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -397,7 +398,7 @@ func countsOf(t *testing.T, text *string) func() ProxyCounts {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, *text) }))
 	t.Cleanup(srv.Close)
 	return func() ProxyCounts {
-		pc, err := ReadProxyCounts(t.Context(), srv.Client(), srv.URL)
+		pc, err := ReadProxyCounts(t.Context(), srv.URL)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -548,5 +549,51 @@ func TestMinorFaults(t *testing.T) {
 	}
 	if _, ok := minorFaults(1 << 30); ok {
 		t.Error("a process that does not exist has page faults")
+	}
+}
+
+// TestMetricsOwnConnections: the benchmark reads a target's /metrics on a
+// connection of its own, never on one of the measuring client's: the
+// proxy's server hands a connection that carried a GET to net/http's for
+// good, and the requests measured after it on that connection would be
+// measured there (every seed request was, in turns, up to session BW).
+func TestMetricsOwnConnections(t *testing.T) {
+	var mu sync.Mutex
+	from := map[string]string{} // the method and path of each request → the client's address
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		from[r.Method+" "+r.URL.Path+" "+r.Header.Get("X-Seq")] = r.RemoteAddr
+		mu.Unlock()
+		_, _ = io.Copy(io.Discard, r.Body)
+		if r.URL.Path == "/metrics" {
+			io.WriteString(w, "# TYPE shaperproxy_heap_warmed_bytes_total counter\nshaperproxy_heap_warmed_bytes_total 2e6\n")
+		}
+	}))
+	defer srv.Close()
+	c := newCostClient()
+	ctx := t.Context()
+	send := func(seq string) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+chatPath, strings.NewReader(`{}`))
+		req.Header.Set("X-Seq", seq)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	send("1")
+	if got := warmedOf(ctx, srv.URL+"/metrics"); got != "heap warmed 2.0 MB" {
+		t.Fatalf("warmedOf = %q", got)
+	}
+	send("2")
+	mu.Lock()
+	defer mu.Unlock()
+	first, second, metrics := from["POST "+chatPath+" 1"], from["POST "+chatPath+" 2"], from["GET /metrics "]
+	if first == "" || first != second {
+		t.Fatalf("the measuring client's requests came from %q and %q: want one kept-alive connection", first, second)
+	}
+	if metrics == "" || metrics == first {
+		t.Fatalf("/metrics was read from %q, the measuring client's connection %q: want one of its own", metrics, first)
 	}
 }

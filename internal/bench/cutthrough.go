@@ -126,7 +126,7 @@ func spin(d time.Duration) {
 // whole), each of cutModes with that hold, and the proxy.
 func benchCutThrough(ctx context.Context, e *env, c *http.Client, targets []costTarget, cs costSizes, large [][]byte) (*wideTable, error) {
 	all := targetNamed(targets, costAll)
-	holds, err := holdOver(ctx, c, []costTarget{all}, func() error {
+	holds, err := holdOver(ctx, []costTarget{all}, func() error {
 		var f failures
 		fireBodies(ctx, c, all.url+chatPath, large, cs.largeN, cs.bigRate, &f)
 		return f.down(all.name, 0, 0)

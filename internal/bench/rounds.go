@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,7 +26,7 @@ type procSnap struct {
 
 // snapOf reads tg's process; the zero snapshot for a target in this
 // process, whose figures are everyone's.
-func snapOf(ctx context.Context, c *http.Client, tg costTarget) procSnap {
+func snapOf(ctx context.Context, tg costTarget) procSnap {
 	s := procSnap{gcs: -1}
 	if tg.pid == 0 {
 		return s
@@ -35,7 +34,7 @@ func snapOf(ctx context.Context, c *http.Client, tg costTarget) procSnap {
 	s.procCounts, _ = procCountsOf(tg.pid)
 	s.vcs, s.nvcs, s.threads = switchesOf(tg.pid)
 	if tg.name == bare || tg.name == costAll {
-		if fams, err := metricFamilies(ctx, c, metricsURL(tg)); err == nil {
+		if fams, err := metricFamilies(ctx, metricsURL(tg)); err == nil {
 			if m := fams["go_gc_duration_seconds"]; m != nil && len(m.Metric) > 0 && m.Metric[0].Summary != nil {
 				s.gcs = float64(m.Metric[0].Summary.GetSampleCount())
 			}

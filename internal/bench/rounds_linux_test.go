@@ -34,10 +34,10 @@ func TestSnapOf(t *testing.T) {
 			"go_gc_duration_seconds_count "+strconv.FormatInt(gcs.Load(), 10)+"\n")
 	}))
 	defer srv.Close()
-	ctx, c := context.Background(), srv.Client()
+	ctx := context.Background()
 	tg := costTarget{name: bare, url: srv.URL + "/fake", pid: os.Getpid()}
 
-	a := snapOf(ctx, c, tg)
+	a := snapOf(ctx, tg)
 	if a.threads < 1 || a.gcs != 7 {
 		t.Fatalf("first snapshot: %d threads, %v collections; want at least 1 and 7", a.threads, a.gcs)
 	}
@@ -60,7 +60,7 @@ func TestSnapOf(t *testing.T) {
 	}()
 	<-done
 	gcs.Store(10)
-	b := snapOf(ctx, c, tg)
+	b := snapOf(ctx, tg)
 	if cpu := (b.user + b.sys) - (a.user + a.sys); cpu < 10 {
 		t.Errorf("200 ms of CPU burnt read as %d ticks of 10 ms", cpu)
 	}
@@ -73,10 +73,10 @@ func TestSnapOf(t *testing.T) {
 
 	// A target without /metrics (the reverse proxy) has no collections;
 	// one in this process (pid 0) has no snapshot.
-	if s := snapOf(ctx, c, costTarget{name: stdlib, url: srv.URL, pid: os.Getpid()}); s.gcs != -1 || s.threads < 1 {
+	if s := snapOf(ctx, costTarget{name: stdlib, url: srv.URL, pid: os.Getpid()}); s.gcs != -1 || s.threads < 1 {
 		t.Errorf("reverse proxy: %v collections, %d threads", s.gcs, s.threads)
 	}
-	if s := snapOf(ctx, c, costTarget{name: bare, url: srv.URL + "/fake"}); s.threads != 0 {
+	if s := snapOf(ctx, costTarget{name: bare, url: srv.URL + "/fake"}); s.threads != 0 {
 		t.Errorf("a target in this process read as %d threads", s.threads)
 	}
 }
