@@ -307,6 +307,7 @@ func (sc *serverConn) serve() {
 	sc.ctx, sc.cancel = context.WithCancel(context.WithValue(ctx, http.LocalAddrContextKey, sc.c.LocalAddr()))
 	sc.cr.cancel = sc.cancel
 	first := true
+	afterPost := false // the last request served here was a POST
 	for {
 		if first {
 			// A new connection's header has its timeout from the start
@@ -329,9 +330,9 @@ func (sc *serverConn) serve() {
 			return
 		}
 		t0 := time.Now()
-		if !first {
+		if afterPost {
 			// RFC 7230 section 3: CR or LF left after a POST's body is
-			// skipped (net/http does so too).
+			// skipped (net/http does so too, after a POST only).
 			peek, _ := sc.br.Peek(4)
 			_, _ = sc.br.Discard(leadingCRLF(peek))
 		}
@@ -358,7 +359,7 @@ func (sc *serverConn) serve() {
 		if !s.track(sc, true) {
 			return
 		}
-		first = false
+		first, afterPost = false, req.Method == http.MethodPost
 	}
 }
 

@@ -712,6 +712,7 @@ func serverRequests() map[string][]string {
 		"get":          {"GET /v1/models HTTP/1.1\r\nHost: api.example\r\n\r\n"},
 		"getthenpost":  {"GET /v1/models HTTP/1.1\r\nHost: api.example\r\nAuthorization: Bearer k\r\n\r\n", rawPost("/a", "1")},
 		"getbody":      {"GET /a HTTP/1.1\r\nHost: api.example\r\nContent-Length: 2\r\n\r\nhi", rawPost("/b", "2")},
+		"getcrlf":      {"GET /a HTTP/1.1\r\nHost: api.example\r\n\r\n\r\n", rawPost("/b", "2")}, // CRLF is skipped after a POST only
 		"getclose":     {"GET /a HTTP/1.1\r\nHost: api.example\r\nConnection: close\r\n\r\n"},
 		"headthenpost": {"HEAD /v1/models HTTP/1.1\r\nHost: api.example\r\n\r\n", rawPost("/a", "1")},
 		"delete":       {"DELETE /a HTTP/1.1\r\nHost: api.example\r\n\r\n", rawPost("/b", "2")},
