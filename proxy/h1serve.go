@@ -424,10 +424,7 @@ func (sc *serverConn) readRequest() (*http.Request, int) {
 		return nil, 0
 	}
 	p, _ := sc.br.Peek(n)
-	if !bytes.HasPrefix(p, []byte("POST /")) && !bytes.HasPrefix(p, []byte("GET /")) {
-		return nil, 0
-	}
-	req, err := parseHeader(p)
+	req, err := parseHeader(p) // servedHere alone says which methods are served here
 	if err != nil || !servedHere(req) {
 		return nil, 0
 	}
