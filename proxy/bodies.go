@@ -182,6 +182,15 @@ func (h *heldBody) Close() error {
 	return nil
 }
 
+// inMemory reports whether what is left of the body is written by
+// writeTo, no longer than limit and not closed: a write of it cut short
+// leaves the body where it stopped, to go on from there.
+func (h *heldBody) inMemory(limit int64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.r != nil && int64(h.r.Len()) <= limit
+}
+
 // writeTo writes what is left of the body to w in one Write, the lock
 // held (countingConn.ReadFrom: the h1Transport's request write, which
 // closes the body only after it).

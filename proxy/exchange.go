@@ -125,7 +125,7 @@ func (p *Proxy) exchange(w http.ResponseWriter, call *Call, out *http.Request, b
 // what the transforms gave (Call.Beside); run once, by whichever of the
 // trip's goroutines gets to it first. None of it is the request's to wait
 // for: it runs while the upstream reads the request and thinks, or, when
-// it is the observers' alone and the request's body was written aside
+// it is the observers' alone and the request's body was over 64 KiB
 // (mayWait), once the answer's first bytes are on their way to the
 // client: after a large body's write the upstream is still reading it,
 // and the work took a processor from it and landed on the answer
@@ -188,7 +188,7 @@ func (b *besideWork) observed() sinkList {
 // transport sends itself (h1Transport.sends), the work runs in a
 // goroutine the trip has anyway, once the request is flushed: the
 // caller's, between the write and the read, or the one that writes a
-// large body, after the write. Other requests and other transports get
+// large body aside, after the write. Other requests and other transports get
 // it in a goroutine of its own, started before the trip, or, when it is
 // only the observers' to tell, in the caller's before the trip. A goroutine
 // started per request wakes an idle thread of the runtime, which may

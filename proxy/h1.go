@@ -28,10 +28,12 @@ import (
 // connection is checked before it is used again instead of being watched
 // while idle.
 //
-// A body over maxInlineBody is written from a goroutine of its own while
-// the answer is read (one hand-off, against the megabyte it carries), in
-// one write call where http.Transport passes it through a 32 KiB buffer,
-// a write call each.
+// A body over maxInlineBody is written in one write call where
+// http.Transport passes it through a 32 KiB buffer, a write call each:
+// in the caller's goroutine too when it is in memory (writeLarge), with a
+// watch that sends the rest aside if an answer comes while the upstream
+// holds the write; else from a goroutine of its own while the answer is
+// read (roundTripAside).
 //
 // What it does not do goes to next (the http.Transport): https, where
 // HTTP/2 is worth its goroutines; a body that could not be sent again;
@@ -50,6 +52,11 @@ type h1Transport struct {
 	maxIdle       int // per host
 	maxIdleTotal  int
 
+	// largeInline and largeCut count the large bodies written in the
+	// caller's goroutine (writeLarge) and, of them, those whose rest went
+	// aside after an early answer (tests).
+	largeInline, largeCut atomic.Int64
+
 	mu    sync.Mutex
 	idle  map[string][]*h1Conn // most recently used last
 	nIdle int
@@ -62,12 +69,13 @@ type h1Transport struct {
 const maxResponseHeader = 1 << 20
 
 // maxInlineBody is the largest body written before the answer is read,
-// in the caller's goroutine. What the kernel's socket buffers take
-// (tcp_wmem's and tcp_rmem's defaults) goes out whatever the upstream
-// does; a larger body is written from a goroutine of its own while the
-// answer is read, as http.Transport does, so that an upstream that
-// answers early (a 413) without reading it and without closing gets its
-// answer through instead of holding the write.
+// in the caller's goroutine, unwatched. What the kernel's socket buffers
+// take (tcp_wmem's and tcp_rmem's defaults) goes out whatever the
+// upstream does; a larger body is written with a watch (writeLarge) or
+// from a goroutine of its own while the answer is read, as http.Transport
+// does (roundTripAside), so that an upstream that answers early (a 413)
+// without reading it and without closing gets its answer through instead
+// of holding the write.
 const maxInlineBody = 64 << 10
 
 // earlyAnswerWait is how long an answer is waited for after the request
@@ -448,8 +456,10 @@ func (c *h1Conn) bodyBuffered(resp *http.Response) bool {
 //
 // bw, the work beside the trip (nil: none), runs once the request is
 // flushed: here, between the write and the read, or after a large body's
-// write in the goroutine that writes it. A write that fails leaves it to
-// the caller (Proxy.roundTrip runs what no one ran).
+// write in the goroutine that writes it aside. After a large body, the
+// observers' work alone (besideWork.mayWait) waits for the answer's first
+// bytes. A write that fails leaves it to the caller (Proxy.roundTrip runs
+// what no one ran).
 func (c *h1Conn) roundTrip(req *http.Request, bw *besideWork) (_ *http.Response, wrote int64, err error) {
 	ctx := req.Context()
 	// A client that leaves closes the connection: whatever the round trip
@@ -462,12 +472,25 @@ func (c *h1Conn) roundTrip(req *http.Request, bw *besideWork) (_ *http.Response,
 		}
 	}()
 	c.wrote, c.got = 0, 0
-	if bodyOver(req, maxInlineBody) {
-		return c.roundTripAside(req, stop, bw)
-	}
-	werr := writeRequest(c.bw, req)
-	if werr == nil {
-		werr = c.bw.Flush()
+	large := bodyOver(req, maxInlineBody)
+	var werr error
+	if large {
+		lr, ok := c.inlineLarge(req)
+		if !ok {
+			return c.roundTripAside(req, stop, bw)
+		}
+		var cut bool
+		if cut, werr = c.writeLarge(req, lr); cut {
+			// An answer came while the upstream held the write: the
+			// rest goes from a goroutine of its own while it is read.
+			c.headerRead = false
+			return c.awaitAside(req, stop, c.aside(req, bw, func() error { return c.writeRest(req, lr) }))
+		}
+	} else {
+		werr = writeRequest(c.bw, req)
+		if werr == nil {
+			werr = c.bw.Flush()
+		}
 	}
 	if werr == nil && c.t.headerTimeout > 0 {
 		// The header's deadline counts from the flush, the work
@@ -477,8 +500,11 @@ func (c *h1Conn) roundTrip(req *http.Request, bw *besideWork) (_ *http.Response,
 			_ = c.conn.SetReadDeadline(d)
 		}
 	}
-	if werr == nil {
-		bw.Run() // the request is with the kernel, on its way
+	if werr == nil && !(large && bw.mayWait()) {
+		// The request is with the kernel, on its way. The observers'
+		// work alone waits, after a large body, for the answer's first
+		// bytes (as when it is written aside: sendAside).
+		bw.Run()
 	}
 	var resp *http.Response
 	switch {
@@ -510,6 +536,138 @@ func (c *h1Conn) roundTrip(req *http.Request, bw *besideWork) (_ *http.Response,
 	return resp, c.wrote, nil
 }
 
+// inlineLarge reports whether req, whose body is over maxInlineBody, is
+// written in the caller's goroutine (writeLarge), and gives its body
+// behind its declared length: a plain head (writeHead's), and a body in
+// memory that countingConn.ReadFrom writes in one call and leaves where it
+// stopped (a bytes.Reader, a heldBody), on a connection whose answer can
+// be looked for while the body goes out (a raw connection to peek). Any
+// other request is written aside from the start (roundTripAside).
+func (c *h1Conn) inlineLarge(req *http.Request) (*io.LimitedReader, bool) {
+	if c.raw == nil || req.ContentLength <= 0 {
+		return nil, false
+	}
+	if _, _, ok := plainHead(req); !ok {
+		return nil, false
+	}
+	body := unwrapNopCloser(req.Body)
+	switch b := body.(type) {
+	case *bytes.Reader:
+		if int64(b.Len()) > req.ContentLength {
+			return nil, false
+		}
+	case *heldBody:
+		if !b.inMemory(req.ContentLength) {
+			return nil, false
+		}
+	default:
+		return nil, false
+	}
+	return &io.LimitedReader{R: body, N: req.ContentLength}, true
+}
+
+// writeLarge writes req, a large body's request (inlineLarge), in the
+// caller's goroutine: its head with the body's first bytes in one write
+// call, then the rest in one more, watched (writeWatch). A goroutine of
+// its own for the write would wake another of the runtime's threads and
+// hand the body over to it (about 8% of the proxy's CPU a seed request
+// at saturation: internal/bench/HISTORY.md, Session BY). It reports cut
+// when an answer came while the upstream held the write: the body's rest,
+// left in lr, is then the caller's to write aside; else the write's error.
+func (c *h1Conn) writeLarge(req *http.Request, lr *io.LimitedReader) (cut bool, err error) {
+	if !c.rdl.at.IsZero() {
+		// A deadline kept from a small answer: the header's deadline
+		// counts from the end of the write, which may take longer, and
+		// a passed one would blind the watch's look.
+		c.setReadDeadline(time.Time{})
+	}
+	host, ruri, _ := plainHead(req)
+	writeHead(c.bw, req, host, ruri)
+	// The body's first bytes fill the buffer's room behind the head, as
+	// a copy through it would (writeRequest): on a connection with
+	// nothing in flight the socket takes them at once, unwatched.
+	room := c.bw.AvailableBuffer()[:c.bw.Available()]
+	n, err := io.ReadFull(lr, room)
+	if err == nil {
+		_, _ = c.bw.Write(room[:n])
+		err = c.bw.Flush()
+	}
+	if err != nil {
+		return false, endBody(req, lr.R, int64(n), err)
+	}
+	c.t.largeInline.Add(1)
+	w := c.watchWrite()
+	m, err := countingConn{c}.ReadFrom(lr)
+	if w.stop() && err != nil && isTimeout(err) {
+		c.t.largeCut.Add(1)
+		return true, nil
+	}
+	return false, endBody(req, lr.R, int64(n)+m, err)
+}
+
+// writeRest writes what is left of a large body's request after a watch
+// cut its write in the caller's goroutine (writeLarge): from the
+// goroutine aside, while the answer is read.
+func (c *h1Conn) writeRest(req *http.Request, lr *io.LimitedReader) error {
+	_, err := countingConn{c}.ReadFrom(lr)
+	return endBody(req, lr.R, req.ContentLength-lr.N, err)
+}
+
+// watchEvery is how often a large body's write, while the upstream holds
+// it, looks for an answer.
+const watchEvery = 5 * time.Millisecond
+
+// writeWatch looks for an answer while a large body is written in the
+// caller's goroutine. One that comes before the upstream has taken the
+// whole body (a 413 from an upstream that will not read it, or a stream
+// it begins while it still reads) stops the write with a deadline that has
+// passed, and the rest of the body goes from a goroutine of its own while
+// the answer is read, as http.Transport, which always writes aside, reads
+// an early answer (TestH1LargeBodyAnsweredEarly,
+// TestH1LargeBodyStreamedEarly). A write the socket takes within
+// watchEvery is never looked at: the timer is stopped unfired.
+type writeWatch struct {
+	c    *h1Conn
+	t    *time.Timer
+	mu   sync.Mutex
+	over bool // the write ended: no more looks
+	cut  bool // a look stopped the write
+}
+
+func (c *h1Conn) watchWrite() *writeWatch {
+	w := &writeWatch{c: c}
+	w.t = time.AfterFunc(watchEvery, w.look)
+	return w
+}
+
+// look runs in the timer's goroutine.
+func (w *writeWatch) look() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.over {
+		return
+	}
+	if answerWaiting(w.c.raw) {
+		w.cut = true
+		_ = w.c.conn.SetWriteDeadline(aLongTimeAgo)
+		return
+	}
+	w.t.Reset(watchEvery)
+}
+
+// stop ends the watch once the write returned, and reports whether a look
+// stopped it; the connection's writes are then free again.
+func (w *writeWatch) stop() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.over = true
+	w.t.Stop()
+	if w.cut {
+		_ = w.c.conn.SetWriteDeadline(time.Time{})
+	}
+	return w.cut
+}
+
 // bodyOver reports whether req's body may be longer than n (a length not
 // declared counts as longer).
 func bodyOver(req *http.Request, n int64) bool {
@@ -523,14 +681,19 @@ func bodyOver(req *http.Request, n int64) bool {
 // from a goroutine of its own while the answer's header is read here.
 // wrote is meaningful only with an error (the write is over by then).
 func (c *h1Conn) roundTripAside(req *http.Request, stop func() bool, bw *besideWork) (*http.Response, int64, error) {
-	ctx := req.Context()
 	if !c.rdl.at.IsZero() {
 		// A deadline kept from a small answer: the header's deadline
 		// counts from the end of the write, which may take longer.
 		c.setReadDeadline(time.Time{})
 	}
 	c.headerRead = false
-	w := c.sendAside(req, bw)
+	return c.awaitAside(req, stop, c.sendAside(req, bw))
+}
+
+// awaitAside reads the answer's header while w, the request's write
+// aside, goes on.
+func (c *h1Conn) awaitAside(req *http.Request, stop func() bool, w *h1Write) (*http.Response, int64, error) {
+	ctx := req.Context()
 	resp, err := c.readHeader(req)
 	c.dl.Lock()
 	c.headerRead = true
@@ -573,6 +736,18 @@ type h1Write struct {
 // upstream is still reading the body when its write ends, and the
 // handler runs it once the answer's first bytes are out.
 func (c *h1Conn) sendAside(req *http.Request, bw *besideWork) *h1Write {
+	return c.aside(req, bw, func() error {
+		err := writeRequest(c.bw, req)
+		if err == nil {
+			err = c.bw.Flush()
+		}
+		return err
+	})
+}
+
+// aside runs write, the request's write or what is left of it, from a
+// goroutine of its own, as sendAside says.
+func (c *h1Conn) aside(req *http.Request, bw *besideWork, write func() error) *h1Write {
 	w := &h1Write{done: make(chan struct{})}
 	go func() {
 		if req.ContentLength >= deepBody {
@@ -582,9 +757,7 @@ func (c *h1Conn) sendAside(req *http.Request, bw *besideWork) *h1Write {
 			defer bw.Run() // after done is closed: what waits for the write does not wait for it
 		}
 		defer close(w.done)
-		if w.err = writeRequest(c.bw, req); w.err == nil {
-			w.err = c.bw.Flush()
-		}
+		w.err = write()
 		wait := c.t.headerTimeout
 		if w.err != nil {
 			// As written inline: an answer that came before the write

@@ -619,6 +619,11 @@ func TestH1LargeBody(t *testing.T) {
 	if got.Load() != 3 || up.conns.Load() != 1 {
 		t.Fatalf("bodies arrived whole %d of 3, connections %d (want 1)", got.Load(), up.conns.Load())
 	}
+	// Written in the caller's goroutine, none of them cut: the upstream
+	// reads each body whole before it answers.
+	if in, cut := tr.largeInline.Load(), tr.largeCut.Load(); in != 3 || cut != 0 {
+		t.Fatalf("%d of 3 large bodies written inline, %d cut (want 3, 0)", in, cut)
+	}
 	// Two write calls a request (the header with the body's first bytes,
 	// then the rest), where a 32 KiB copy makes 512.
 	if n := writes.Load(); n > 3*4 {
@@ -673,6 +678,9 @@ func TestH1LargeBodyAnsweredEarly(t *testing.T) {
 	nothingKept(t, tr)
 	readNow()
 	up.awaitClose(t, "the connection with a body half sent was not closed")
+	if in, cut := tr.largeInline.Load(), tr.largeCut.Load(); in != 1 || cut != 1 {
+		t.Fatalf("large bodies written inline %d, cut %d (want 1, 1: the write stopped for the early answer)", in, cut)
+	}
 }
 
 // The header timeout of a large body counts from when it is all written:
@@ -724,12 +732,17 @@ func TestH1LargeBodyStreamedEarly(t *testing.T) {
 		if err != nil {
 			return
 		}
-		if _, err := io.CopyN(io.Discard, r.Body, 1<<20); err != nil {
+		var got bytes.Buffer
+		if _, err := io.CopyN(&got, r.Body, 1<<20); err != nil {
 			return
 		}
 		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: "+fmt.Sprint(len(events))+"\r\n\r\n")
 		time.Sleep(50 * time.Millisecond) // the header is read before the body is all written
-		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.Copy(&got, r.Body)
+		if !bytes.Equal(got.Bytes(), largeBody()) { // the rest, sent aside, goes on where the write stopped
+			_, _ = io.WriteString(c, "data:body not whole\n\n")
+			return
+		}
 		for e := range strings.SplitAfterSeq(events, "\n\n") {
 			if e == "" {
 				break
@@ -746,6 +759,11 @@ func TestH1LargeBodyStreamedEarly(t *testing.T) {
 			t.Errorf("stream %q, want %q", got, events)
 		}
 	})
+	// The write began in the caller's goroutine and went on aside once
+	// the header came.
+	if in, cut := tr.largeInline.Load(), tr.largeCut.Load(); in != 1 || cut != 1 {
+		t.Fatalf("large bodies written inline %d, cut %d (want 1, 1)", in, cut)
+	}
 }
 
 // A large body whose write fails, to an upstream that neither answers

@@ -9,3 +9,5 @@ import "syscall"
 const idleCheckWorks = false
 
 func idleCheck(syscall.RawConn) bool { return false }
+
+func answerWaiting(syscall.RawConn) bool { return false }

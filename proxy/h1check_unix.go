@@ -24,3 +24,17 @@ func idleCheck(raw syscall.RawConn) bool {
 	})
 	return err == nil && alive
 }
+
+// answerWaiting reports whether the peer sent something that waits to be
+// read (one non-blocking peek): an answer, while a request is still
+// being written.
+func answerWaiting(raw syscall.RawConn) bool {
+	waiting := false
+	var b [1]byte
+	_ = raw.Read(func(fd uintptr) bool {
+		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		waiting = err == nil && n > 0
+		return true
+	})
+	return waiting
+}

@@ -44,6 +44,14 @@ func writeRequest(bw *bufio.Writer, req *http.Request) error {
 	// *bytes.Reader goes out in one write (countingConn.ReadFrom).
 	body := unwrapNopCloser(req.Body)
 	n, err := io.Copy(bw, &io.LimitedReader{R: body, N: req.ContentLength})
+	return endBody(req, body, n, err)
+}
+
+// endBody ends the write of req's body, n of whose bytes (read from body,
+// req.Body unwrapped) went out with err, as Request.Write ends it: what is
+// left of the body after its declared length read and counted, the body
+// closed, a body of another length an error.
+func endBody(req *http.Request, body io.Reader, n int64, err error) error {
 	if err == nil {
 		var extra int64
 		extra, err = io.Copy(io.Discard, body)
