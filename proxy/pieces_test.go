@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/shaperproxy/shaperproxy/conv"
 	"github.com/shaperproxy/shaperproxy/internal/testenv"
@@ -297,5 +298,85 @@ func TestPiecedBodyCutShort(t *testing.T) {
 				t.Fatalf("%d cut bodies written from the edited view's pieces", n)
 			}
 		})
+	}
+}
+
+// TestPiecedBodyResumedAfterEarlyAnswer: a large edited body, written as
+// its pieces in the handler's goroutine, whose upstream answers before it
+// has read the whole body and reads the rest afterwards: the write stops
+// for the answer and the rest goes on aside from where it stopped, so the
+// upstream gets exactly the edited body, and the client the answer.
+func TestPiecedBodyResumedAfterEarlyAnswer(t *testing.T) {
+	if !idleCheckWorks {
+		t.Skip("no peek on this platform: plain HTTP goes through http.Transport")
+	}
+	const answer = `{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`
+	var mu sync.Mutex
+	var want []byte // the edited body
+	edit := RequestTransformFunc(func(_ context.Context, call *Call, body []byte) ([]byte, error) {
+		var edits []conv.Edit
+		for i, m := range call.View.Messages {
+			if i%3 == 0 && m.ContentEnd-m.ContentStart > 4 {
+				edits = append(edits, conv.Edit{Start: m.ContentStart + 1, End: m.ContentStart + 3, Repl: []byte("~edited~")})
+			}
+		}
+		v, err := call.View.Apply(edits)
+		if err != nil {
+			return nil, err
+		}
+		call.SetView(v)
+		mu.Lock()
+		want = bytes.Clone(v.Body)
+		mu.Unlock()
+		return v.Body, nil
+	})
+	whole := make(chan bool, 1)
+	up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+		smallBuffers(c)
+		r, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		var got bytes.Buffer
+		if _, err := io.CopyN(&got, r.Body, 1<<20); err != nil {
+			return
+		}
+		_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(answer))
+		time.Sleep(50 * time.Millisecond) // the header is read before the body is all written
+		_, _ = io.Copy(&got, r.Body)
+		mu.Lock()
+		whole <- bytes.Equal(got.Bytes(), want)
+		mu.Unlock()
+		_, _ = io.WriteString(c, answer)
+		_, _ = br.ReadByte()
+	})
+	p, srv := newTestProxy(t, up.url(), func(o *Options) { o.Transforms = []RequestTransform{edit} })
+	tr, ok := p.transport.(*h1Transport)
+	if !ok {
+		t.Fatalf("the proxy's transport is a %T", p.transport)
+	}
+	var msgs []string
+	for i := range 1600 { // about 13 MB: more than the sockets' buffers hold
+		msgs = append(msgs, fmt.Sprintf(`{"role":"user","content":"message %d %s"}`, i, strings.Repeat("m", 8000)))
+	}
+	before := piecedBodies.Load()
+	body := []byte(`{"model":"m","messages":[` + strings.Join(msgs, ",") + `]}`)
+	resp, got := do(t, http.DefaultClient, http.MethodPost, srv.URL+"/v1/chat/completions", body, nil)
+	if resp.StatusCode != http.StatusOK || string(got) != answer {
+		t.Fatalf("status %d, answer %q", resp.StatusCode, got)
+	}
+	select {
+	case ok := <-whole:
+		if !ok {
+			t.Fatal("the upstream did not get the edited body byte for byte")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream never read the whole body")
+	}
+	if in, cut := tr.largeInline.Load(), tr.largeCut.Load(); in != 1 || cut != 1 {
+		t.Fatalf("large bodies written inline %d, cut %d (want 1, 1)", in, cut)
+	}
+	if n := piecedBodies.Load() - before; n < 1 {
+		t.Fatal("the body was not written from its pieces")
 	}
 }
