@@ -118,7 +118,8 @@ func (b *bodies) release() {
 // heldBody is an upstream request's body read from one of the call's
 // bodies: it holds them until the transport closes it, which may be after
 // RoundTrip returned (http.Transport writes from a goroutine of its own,
-// and so does the h1Transport for a large body), and from another
+// and so does the h1Transport for what is left of a large body once an
+// answer came before the upstream took it all), and from another
 // goroutine than the one reading (HTTP/2 closes a body whose answer came
 // early while its writer may be in a Read): a Read and the Close are
 // serialised, and a Read after the Close reads nothing.

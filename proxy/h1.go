@@ -345,9 +345,10 @@ type h1Conn struct {
 	// cost two.
 	rdl deadline
 
-	// While a body written aside (sendAside) may still be going out, the
-	// header's deadline is set by the writer once it is done, unless the
-	// header came first.
+	// While a body written aside (sendAside, or its rest after a watch
+	// stopped its write: writeRest) may still be going out, the header's
+	// deadline is set by the writer once it is done, unless the header
+	// came first.
 	dl         sync.Mutex
 	headerRead bool
 }
@@ -588,6 +589,11 @@ func (c *h1Conn) writeLarge(req *http.Request, lr *io.LimitedReader) (cut bool, 
 	// nothing in flight the socket takes them at once, unwatched.
 	room := c.bw.AvailableBuffer()[:c.bw.Available()]
 	n, err := io.ReadFull(lr, room)
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		// A body far shorter than its declared length: Request.Write's
+		// error, nothing sent.
+		return false, endBody(req, lr.R, int64(n), nil)
+	}
 	if err == nil {
 		_, _ = c.bw.Write(room[:n])
 		err = c.bw.Flush()
@@ -636,7 +642,9 @@ type writeWatch struct {
 
 func (c *h1Conn) watchWrite() *writeWatch {
 	w := &writeWatch{c: c}
+	w.mu.Lock() // a look that comes before w.t is set waits for it
 	w.t = time.AfterFunc(watchEvery, w.look)
+	w.mu.Unlock()
 	return w
 }
 

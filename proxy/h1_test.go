@@ -768,27 +768,81 @@ func TestH1LargeBodyStreamedEarly(t *testing.T) {
 
 // A large body whose write fails, to an upstream that neither answers
 // nor closes: the write's error comes back at once, as from a body
-// written inline, not when the client gives up.
+// written inline, not when the client gives up; and to an upstream that
+// answered early (a 413) before the write failed: its answer comes back.
+// Both where the body is written aside (a connection with nothing to
+// peek) and where it is written in the caller's goroutine.
 func TestH1LargeBodyWriteFails(t *testing.T) {
+	for _, inline := range []bool{false, true} {
+		for _, answers := range []bool{false, true} {
+			name := map[bool]string{false: "aside", true: "inline"}[inline] + map[bool]string{false: "/no answer", true: "/an early 413"}[answers]
+			t.Run(name, func(t *testing.T) { testLargeBodyWriteFails(t, inline, answers) })
+		}
+	}
+}
+
+func testLargeBodyWriteFails(t *testing.T, inline, answers bool) {
 	hold := make(chan struct{})
 	defer close(hold)
 	up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
 		if _, err := http.ReadRequest(br); err != nil {
 			return
 		}
+		if answers {
+			_, _ = io.WriteString(c, "HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\nContent-Length: 15\r\n\r\n{\"error\":\"big\"}")
+		}
 		<-hold
 	})
 	var d net.Dialer
 	tr, _ := testH1Dial(t, func(ctx context.Context, n, a string) (net.Conn, error) {
 		c, err := d.DialContext(ctx, n, a)
-		return &cutWrites{Conn: c, left: 256 << 10}, err
+		if err != nil {
+			return nil, err
+		}
+		cw := &cutWrites{Conn: c, left: 256 << 10}
+		if inline {
+			return &cutWritesRaw{cw}, nil
+		}
+		return cw, nil
 	}, time.Minute, time.Minute, 4)
 	inTime(t, func() {
-		_, err := postBody(within(t), tr, up.url(), largeBody())
+		resp, err := postBody(within(t), tr, up.url(), largeBody())
+		if answers {
+			if got := readWhole(t, resp, err); resp.StatusCode != 413 || got != `{"error":"big"}` {
+				t.Errorf("status %d body %q", resp.StatusCode, got)
+			}
+			return
+		}
 		if err == nil || !strings.Contains(err.Error(), syscall.ECONNRESET.Error()) {
 			t.Errorf("err %v, want the write's %q", err, syscall.ECONNRESET.Error())
 		}
 	})
+	if in := tr.largeInline.Load(); in != map[bool]int64{false: 0, true: 1}[inline] {
+		t.Errorf("%d large bodies written inline", in)
+	}
+}
+
+// cutWritesRaw is cutWrites with the connection's own raw connection: the
+// transport can peek it, so a large body is written inline.
+type cutWritesRaw struct{ *cutWrites }
+
+func (c *cutWritesRaw) SyscallConn() (syscall.RawConn, error) {
+	return c.Conn.(syscall.Conn).SyscallConn()
+}
+
+// A body far shorter than its declared length gets Request.Write's error,
+// written inline as aside, and nothing of it goes out.
+func TestH1LargeBodyShort(t *testing.T) {
+	tr, _ := testH1(t, time.Minute, time.Minute, 4)
+	up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
+		_, _ = br.ReadByte()
+	})
+	req, _ := http.NewRequestWithContext(within(t), http.MethodPost, up.url()+"/v1/chat/completions", bytes.NewReader(make([]byte, 1000)))
+	req.ContentLength = 2 * maxInlineBody
+	_, err := tr.RoundTrip(req)
+	if want := fmt.Sprintf("http: ContentLength=%d with Body length 1000", 2*maxInlineBody); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err %v, want %q", err, want)
+	}
 }
 
 // Many callers at once share the connections, each answer whole.
