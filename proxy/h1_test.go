@@ -727,19 +727,11 @@ func TestH1LargeBodyStreamedEarly(t *testing.T) {
 	tr, _ := testH1Dial(t, dialSmall, timeout, time.Minute, 4)
 	const events = "data:1\n\ndata:2\n\ndata:3\n\ndata:4\n\ndata:5\n\n"
 	up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
-		smallBuffers(c)
-		r, err := http.ReadRequest(br)
-		if err != nil {
+		got, ok := answerBeforeBody(c, br, "text/event-stream", len(events))
+		if !ok {
 			return
 		}
-		var got bytes.Buffer
-		if _, err := io.CopyN(&got, r.Body, 1<<20); err != nil {
-			return
-		}
-		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: "+fmt.Sprint(len(events))+"\r\n\r\n")
-		time.Sleep(50 * time.Millisecond) // the header is read before the body is all written
-		_, _ = io.Copy(&got, r.Body)
-		if !bytes.Equal(got.Bytes(), largeBody()) { // the rest, sent aside, goes on where the write stopped
+		if !bytes.Equal(got, largeBody()) { // the rest, sent aside, goes on where the write stopped
 			_, _ = io.WriteString(c, "data:body not whole\n\n")
 			return
 		}
@@ -764,6 +756,27 @@ func TestH1LargeBodyStreamedEarly(t *testing.T) {
 	if in, cut := tr.largeInline.Load(), tr.largeCut.Load(); in != 1 || cut != 1 {
 		t.Fatalf("large bodies written inline %d, cut %d (want 1, 1)", in, cut)
 	}
+}
+
+// answerBeforeBody is an upstream that answers a large body before it has
+// read it all: it reads the request's header and the body's first MiB,
+// writes the answer's header (its type and length), waits for the proxy
+// to read it while the body's write is held, then reads the rest of the
+// body and returns all of it, for the caller to write the answer's body.
+func answerBeforeBody(c net.Conn, br *bufio.Reader, contentType string, length int) ([]byte, bool) {
+	smallBuffers(c)
+	r, err := http.ReadRequest(br)
+	if err != nil {
+		return nil, false
+	}
+	var got bytes.Buffer
+	if _, err := io.CopyN(&got, r.Body, 1<<20); err != nil {
+		return nil, false
+	}
+	_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n", contentType, length)
+	time.Sleep(50 * time.Millisecond) // the header is read before the body is all written
+	_, _ = io.Copy(&got, r.Body)
+	return got.Bytes(), true
 }
 
 // A large body whose write fails, to an upstream that neither answers

@@ -332,20 +332,12 @@ func TestPiecedBodyResumedAfterEarlyAnswer(t *testing.T) {
 	})
 	whole := make(chan bool, 1)
 	up := newRawUpstream(t, func(u *rawUpstream, c net.Conn, br *bufio.Reader, _ int64) {
-		smallBuffers(c)
-		r, err := http.ReadRequest(br)
-		if err != nil {
+		got, ok := answerBeforeBody(c, br, "application/json", len(answer))
+		if !ok {
 			return
 		}
-		var got bytes.Buffer
-		if _, err := io.CopyN(&got, r.Body, 1<<20); err != nil {
-			return
-		}
-		_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(answer))
-		time.Sleep(50 * time.Millisecond) // the header is read before the body is all written
-		_, _ = io.Copy(&got, r.Body)
 		mu.Lock()
-		whole <- bytes.Equal(got.Bytes(), want)
+		whole <- bytes.Equal(got, want)
 		mu.Unlock()
 		_, _ = io.WriteString(c, answer)
 		_, _ = br.ReadByte()
