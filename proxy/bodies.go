@@ -189,8 +189,11 @@ func (h *heldBody) Close() error {
 func (h *heldBody) inMemory(limit int64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.r != nil && int64(h.r.Len()) <= limit
+	return h.fits(limit)
 }
+
+// fits is inMemory with the lock held.
+func (h *heldBody) fits(limit int64) bool { return h.r != nil && int64(h.r.Len()) <= limit }
 
 // writeTo writes what is left of the body to w in one Write, the lock
 // held (countingConn.ReadFrom: the h1Transport's request write, which
@@ -198,7 +201,7 @@ func (h *heldBody) inMemory(limit int64) bool {
 func (h *heldBody) writeTo(w io.Writer, limit int64) (n int64, ok bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.r == nil || int64(h.r.Len()) > limit {
+	if !h.fits(limit) {
 		return 0, false, nil
 	}
 	if pw, ok := w.(piecesWriter); ok && h.pieced != nil && pw.writesPieces() {

@@ -474,14 +474,20 @@ func (c *h1Conn) roundTrip(req *http.Request, bw *besideWork) (_ *http.Response,
 	}()
 	c.wrote, c.got = 0, 0
 	large := bodyOver(req, maxInlineBody)
+	if large && !c.rdl.at.IsZero() {
+		// A deadline kept from a small answer: the header's deadline
+		// counts from the end of a large body's write, which may take
+		// longer, and a passed one would blind writeLarge's watch.
+		c.setReadDeadline(time.Time{})
+	}
 	var werr error
 	if large {
-		lr, ok := c.inlineLarge(req)
+		lr, host, ruri, ok := c.inlineLarge(req)
 		if !ok {
 			return c.roundTripAside(req, stop, bw)
 		}
 		var cut bool
-		if cut, werr = c.writeLarge(req, lr); cut {
+		if cut, werr = c.writeLarge(req, host, ruri, lr); cut {
 			// An answer came while the upstream held the write: the
 			// rest goes from a goroutine of its own while it is read.
 			c.headerRead = false
@@ -543,46 +549,40 @@ func (c *h1Conn) roundTrip(req *http.Request, bw *besideWork) (_ *http.Response,
 // memory that countingConn.ReadFrom writes in one call and leaves where it
 // stopped (a bytes.Reader, a heldBody), on a connection whose answer can
 // be looked for while the body goes out (a raw connection to peek). Any
-// other request is written aside from the start (roundTripAside).
-func (c *h1Conn) inlineLarge(req *http.Request) (*io.LimitedReader, bool) {
+// other request is written aside from the start (roundTripAside). host
+// and ruri are the head's (plainHead).
+func (c *h1Conn) inlineLarge(req *http.Request) (lr *io.LimitedReader, host, ruri string, ok bool) {
 	if c.raw == nil || req.ContentLength <= 0 {
-		return nil, false
+		return nil, "", "", false
 	}
-	if _, _, ok := plainHead(req); !ok {
-		return nil, false
+	if host, ruri, ok = plainHead(req); !ok {
+		return nil, "", "", false
 	}
 	body := unwrapNopCloser(req.Body)
 	switch b := body.(type) {
 	case *bytes.Reader:
-		if int64(b.Len()) > req.ContentLength {
-			return nil, false
-		}
+		ok = int64(b.Len()) <= req.ContentLength
 	case *heldBody:
-		if !b.inMemory(req.ContentLength) {
-			return nil, false
-		}
+		ok = b.inMemory(req.ContentLength)
 	default:
-		return nil, false
+		ok = false
 	}
-	return &io.LimitedReader{R: body, N: req.ContentLength}, true
+	if !ok {
+		return nil, "", "", false
+	}
+	return &io.LimitedReader{R: body, N: req.ContentLength}, host, ruri, true
 }
 
 // writeLarge writes req, a large body's request (inlineLarge), in the
 // caller's goroutine: its head with the body's first bytes in one write
 // call, then the rest in one more, watched (writeWatch). A goroutine of
 // its own for the write would wake another of the runtime's threads and
-// hand the body over to it (about 8% of the proxy's CPU a seed request
-// at saturation: internal/bench/HISTORY.md, Session BY). It reports cut
+// hand the body over to it (the default configuration's CPU a seed
+// request at saturation went from 1.06–1.11× the reverse proxy's to
+// 0.98–0.99× without it: internal/bench/HISTORY.md, Session BY). It reports cut
 // when an answer came while the upstream held the write: the body's rest,
 // left in lr, is then the caller's to write aside; else the write's error.
-func (c *h1Conn) writeLarge(req *http.Request, lr *io.LimitedReader) (cut bool, err error) {
-	if !c.rdl.at.IsZero() {
-		// A deadline kept from a small answer: the header's deadline
-		// counts from the end of the write, which may take longer, and
-		// a passed one would blind the watch's look.
-		c.setReadDeadline(time.Time{})
-	}
-	host, ruri, _ := plainHead(req)
+func (c *h1Conn) writeLarge(req *http.Request, host, ruri string, lr *io.LimitedReader) (cut bool, err error) {
 	writeHead(c.bw, req, host, ruri)
 	// The body's first bytes fill the buffer's room behind the head, as
 	// a copy through it would (writeRequest): on a connection with
@@ -689,11 +689,6 @@ func bodyOver(req *http.Request, n int64) bool {
 // from a goroutine of its own while the answer's header is read here.
 // wrote is meaningful only with an error (the write is over by then).
 func (c *h1Conn) roundTripAside(req *http.Request, stop func() bool, bw *besideWork) (*http.Response, int64, error) {
-	if !c.rdl.at.IsZero() {
-		// A deadline kept from a small answer: the header's deadline
-		// counts from the end of the write, which may take longer.
-		c.setReadDeadline(time.Time{})
-	}
 	c.headerRead = false
 	return c.awaitAside(req, stop, c.sendAside(req, bw))
 }

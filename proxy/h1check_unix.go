@@ -15,26 +15,27 @@ func idleCheck(raw syscall.RawConn) bool {
 	if raw == nil {
 		return false
 	}
-	alive := false
-	var b [1]byte
-	err := raw.Read(func(fd uintptr) bool {
-		_, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		alive = rerr == syscall.EAGAIN || rerr == syscall.EWOULDBLOCK // not n == 0 (closed) nor data
-		return true
-	})
-	return err == nil && alive
+	_, err, ok := peek(raw)
+	return ok && (err == syscall.EAGAIN || err == syscall.EWOULDBLOCK) // not n == 0 (closed) nor data
 }
 
 // answerWaiting reports whether the peer sent something that waits to be
 // read (one non-blocking peek): an answer, while a request is still
 // being written.
 func answerWaiting(raw syscall.RawConn) bool {
-	waiting := false
+	n, err, ok := peek(raw)
+	return ok && err == nil && n > 0
+}
+
+// peek looks at the connection's next byte without taking it or waiting
+// for it: n and err are the peek's (recv with MSG_PEEK|MSG_DONTWAIT), ok
+// false when the connection could not be looked at (closed, or a read
+// deadline that passed).
+func peek(raw syscall.RawConn) (n int, err error, ok bool) {
 	var b [1]byte
-	_ = raw.Read(func(fd uintptr) bool {
-		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		waiting = err == nil && n > 0
+	rerr := raw.Read(func(fd uintptr) bool {
+		n, _, err = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		return true
 	})
-	return waiting
+	return n, err, rerr == nil
 }
