@@ -619,22 +619,19 @@ func (c *h1Conn) writeRest(req *http.Request, lr *io.LimitedReader) error {
 	return endBody(req, lr.R, req.ContentLength-lr.N, err)
 }
 
-// watchEvery is how often a large body's write, while the upstream holds
-// it, looks for an answer.
-const watchEvery = 5 * time.Millisecond
-
 // writeWatch looks for an answer while a large body is written in the
-// caller's goroutine. One that comes before the upstream has taken the
-// whole body (a 413 from an upstream that will not read it, or a stream
-// it begins while it still reads) stops the write with a deadline that has
-// passed, and the rest of the body goes from a goroutine of its own while
-// the answer is read, as http.Transport, which always writes aside, reads
-// an early answer (TestH1LargeBodyAnsweredEarly,
-// TestH1LargeBodyStreamedEarly). A write the socket takes within
-// watchEvery is never looked at: the timer is stopped unfired.
+// caller's goroutine, at each tick of the wheel (watches) until the write
+// returns. One that comes before the upstream has taken the whole body (a
+// 413 from an upstream that will not read it, or a stream it begins while
+// it still reads) stops the write with a deadline that has passed, and
+// the rest of the body goes from a goroutine of its own while the answer
+// is read, as http.Transport, which always writes aside, reads an early
+// answer (TestH1LargeBodyAnsweredEarly, TestH1LargeBodyStreamedEarly). A
+// look is one non-blocking peek of the connection; a write the socket
+// takes at once (the seed's, over loopback) is looked at seldom or never.
 type writeWatch struct {
 	c    *h1Conn
-	t    *time.Timer
+	ww   wheelWatch
 	mu   sync.Mutex
 	over bool // the write ended: no more looks
 	cut  bool // a look stopped the write
@@ -642,34 +639,31 @@ type writeWatch struct {
 
 func (c *h1Conn) watchWrite() *writeWatch {
 	w := &writeWatch{c: c}
-	w.mu.Lock() // a look that comes before w.t is set waits for it
-	w.t = time.AfterFunc(watchEvery, w.look)
-	w.mu.Unlock()
+	w.ww.look = w.look
+	watches.add(&w.ww)
 	return w
 }
 
-// look runs in the timer's goroutine.
-func (w *writeWatch) look() {
+// look runs in the wheel's goroutine.
+func (w *writeWatch) look(time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.over {
+	if w.over || w.cut {
 		return
 	}
 	if answerWaiting(w.c.raw) {
 		w.cut = true
 		_ = w.c.conn.SetWriteDeadline(aLongTimeAgo)
-		return
 	}
-	w.t.Reset(watchEvery)
 }
 
 // stop ends the watch once the write returned, and reports whether a look
 // stopped it; the connection's writes are then free again.
 func (w *writeWatch) stop() bool {
+	watches.remove(&w.ww)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.over = true
-	w.t.Stop()
 	if w.cut {
 		_ = w.c.conn.SetWriteDeadline(time.Time{})
 	}

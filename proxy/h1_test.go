@@ -619,6 +619,9 @@ func TestH1LargeBody(t *testing.T) {
 	if got.Load() != 3 || up.conns.Load() != 1 {
 		t.Fatalf("bodies arrived whole %d of 3, connections %d (want 1)", got.Load(), up.conns.Load())
 	}
+	if n := watches.size(); n != 0 {
+		t.Fatalf("%d watches left on the wheel after the writes returned", n) // writeWatch.stop takes its own off
+	}
 	// Written in the caller's goroutine, none of them cut: the upstream
 	// reads each body whole before it answers.
 	if in, cut := tr.largeInline.Load(), tr.largeCut.Load(); in != 3 || cut != 0 {

@@ -260,12 +260,13 @@ type serverConn struct {
 
 	inFlight *response // the request being served, if any
 
-	// The watch of the connection while a request runs (watch).
+	// The watch of the connection while a request runs (lookWatch).
 	wmu      sync.Mutex
 	wcond    sync.Cond
-	timer    *time.Timer
+	ww       wheelWatch
 	started  time.Time // when the running request started; zero between requests
 	bodyDone bool      // its body was read to the end
+	watched  bool      // the running request's read of the connection began
 	watching bool      // a read of the connection is on
 	aborted  bool      // that read was stopped by the request's end
 }
@@ -274,9 +275,7 @@ func (sc *serverConn) serve() {
 	s := sc.s
 	handed := false
 	defer func() {
-		if sc.timer != nil {
-			sc.timer.Stop()
-		}
+		watches.remove(&sc.ww)
 		if err := recover(); err != nil && err != http.ErrAbortHandler {
 			buf := make([]byte, 64<<10)
 			s.logf("http: panic serving %v: %v\n%s", sc.remote, err, buf[:runtime.Stack(buf, false)])
@@ -633,43 +632,43 @@ func (cr *connReader) Read(p []byte) (int, error) {
 // watchFrom starts the watch of a request that started at t: after
 // watchAfter, once its body is read, the connection is read beside it; a
 // client that closes it cancels the connection's context, and a byte that
-// comes (the next request) is kept for the read buffer.
+// comes (the next request) is kept for the read buffer. The time is kept
+// by the wheel (watches), not a timer of the request's own.
 func (sc *serverConn) watchFrom(t time.Time, bodyDone bool) {
 	sc.wmu.Lock()
 	defer sc.wmu.Unlock()
-	sc.started, sc.bodyDone = t, bodyDone
-	if sc.timer == nil {
+	sc.started, sc.bodyDone, sc.watched = t, bodyDone, false
+	if sc.ww.look == nil {
 		sc.wcond.L = &sc.wmu
-		sc.timer = time.AfterFunc(watchAfter, sc.watch)
-		return
+		sc.ww.look = sc.lookWatch
 	}
-	sc.timer.Reset(watchAfter)
+	watches.add(&sc.ww)
 }
 
-// watch runs in the timer's goroutine.
-func (sc *serverConn) watch() {
+// lookWatch runs in the wheel's goroutine: it starts the read of the
+// connection (watch) once the running request is watchAfter old and its
+// body read.
+func (sc *serverConn) lookWatch(now time.Time) {
 	sc.wmu.Lock()
-	if sc.started.IsZero() {
-		sc.wmu.Unlock()
+	defer sc.wmu.Unlock()
+	if sc.started.IsZero() || sc.watched || !sc.bodyDone || now.Sub(sc.started) < watchAfter {
 		return
 	}
-	if left := watchAfter - time.Since(sc.started); left > 0 || !sc.bodyDone {
-		if left <= 0 {
-			left = watchAfter // the body is still coming: look again later
-		}
-		sc.timer.Reset(left)
-		sc.wmu.Unlock()
-		return
-	}
+	sc.watched = true
 	if sc.cr.hasByte {
-		sc.wmu.Unlock() // the next request has begun: nothing more to watch for
-		return
+		return // the next request has begun: nothing more to watch for
 	}
 	// The deadline is cleared before unwatch can set its own (under the
 	// same lock), or the read below would outlive the request.
 	_ = sc.c.SetReadDeadline(time.Time{})
 	sc.watching = true
-	sc.wmu.Unlock()
+	go sc.watch()
+}
+
+// watch reads the connection for the running request (lookWatch started
+// it): a byte that comes is kept, a failed read cancels the connection's
+// context, unless unwatch stopped it.
+func (sc *serverConn) watch() {
 	n, err := sc.c.Read(sc.cr.byteBuf[:])
 	sc.wmu.Lock()
 	if n == 1 {
@@ -686,6 +685,7 @@ func (sc *serverConn) watch() {
 
 // unwatch ends the watch of the request that ran, waiting for a read on.
 func (sc *serverConn) unwatch() {
+	watches.remove(&sc.ww)
 	sc.wmu.Lock()
 	sc.started = time.Time{}
 	sc.bodyDone = false
@@ -698,7 +698,6 @@ func (sc *serverConn) unwatch() {
 		_ = sc.c.SetReadDeadline(time.Time{})
 	}
 	sc.wmu.Unlock()
-	sc.timer.Stop()
 }
 
 // aLongTimeAgo is a deadline that has passed: it stops a read at once.

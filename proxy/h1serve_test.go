@@ -812,3 +812,48 @@ func TestServerKeepsConnAfterGet(t *testing.T) {
 		mu.Unlock()
 	}
 }
+
+// TestServerWatchLeavesTheWheel: a request's watch is on the wheel
+// (watches) while the request runs and off it when it ends, whether its
+// read of the connection began (a request longer than watchAfter) or not,
+// and when the connection closes: the wheel holds no watch of a request
+// that is over, and stops ticking.
+func TestServerWatchLeavesTheWheel(t *testing.T) {
+	running := make(chan struct{}, 1)
+	release := make(chan struct{})
+	_, fast := serveBoth(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if string(b) == "slow" {
+			running <- struct{}{}
+			<-release
+		}
+		_, _ = w.Write(b)
+	}))
+	c, err := net.Dial("tcp", fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 3 {
+		_, _ = io.WriteString(c, rawPost("/a", "quick"))
+		readAnswers(t, c, "quick")
+	}
+	_, _ = io.WriteString(c, rawPost("/b", "slow"))
+	<-running
+	if n := watches.size(); n != 1 {
+		t.Fatalf("%d watches on the wheel while one request runs, want 1", n)
+	}
+	time.Sleep(3 * watchAfter) // the watch is reading now
+	close(release)
+	readAnswers(t, c, "slow")
+	waitWheel := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("after 5s: %s", what)
+			}
+		}
+	}
+	waitWheel("the watches left the wheel", func() bool { return watches.size() == 0 })
+	waitWheel("the wheel stopped ticking", func() bool { return !watches.isTicking() })
+}

@@ -54,6 +54,7 @@ type costSizes struct {
 	streamConc       int // concurrent streams per target per round, in the second streaming row
 	streamEvents     int
 	streamGap        time.Duration
+	draws            int      // processes a proxy target's latency requests are shared by (costTarget.draws)
 	parts            []string // of "latency", "saturation", "stream", and of the workloads "small", "large" (none of a kind: all of it)
 }
 
@@ -78,7 +79,7 @@ var (
 func pickCost(quick bool) costSizes {
 	if quick {
 		return costSizes{rounds: 2, smallN: 40, rate: 400, largeN: 3, bigRate: 20, satRounds: 1, satDur: 300 * time.Millisecond,
-			satSmall: 8, satBig: 2, streamRounds: 1, streamConc: 2, streamEvents: 30, streamGap: time.Millisecond}
+			satSmall: 8, satBig: 2, streamRounds: 1, streamConc: 2, streamEvents: 30, streamGap: time.Millisecond, draws: 2}
 	}
 	// Each measure's rounds are whole cycles of the Williams design's rows
 	// (ten for the section's five targets): a part cycle leaves the
@@ -86,7 +87,7 @@ func pickCost(quick bool) costSizes {
 	// rest (TestFullSizesWholeCycles). Until session BM the saturation
 	// ran 9 rounds and the streams 8.
 	return costSizes{rounds: 20, smallN: 500, rate: 500, largeN: 30, bigRate: 20, satRounds: 10, satDur: 3 * time.Second,
-		satSmall: 32, satBig: 4, streamRounds: 20, streamConc: 4, streamEvents: 1000, streamGap: time.Millisecond}
+		satSmall: 32, satBig: 4, streamRounds: 20, streamConc: 4, streamEvents: 1000, streamGap: time.Millisecond, draws: 4}
 }
 
 // costTarget is one way to the upstream.
@@ -94,6 +95,38 @@ type costTarget struct {
 	name string
 	url  string // base URL; the chat path is appended
 	pid  int    // the process that serves it (0: this one)
+	// draws are the base URLs of the processes that serve the target's
+	// latency rounds in turn, url's first (none: url's alone): round r
+	// goes to draws[r mod len(draws)], at the round's whole rate. Two
+	// processes of one build differ by up to a quarter of the seed's added
+	// p50 and keep their level for a run (internal/bench/HISTORY.md,
+	// Sessions BY and BZ); a target served by one process has its ratio
+	// stand on that one draw. The other measures, and the rows read from a
+	// proxy's /metrics, are url's process's.
+	draws []string
+}
+
+// drawURL is the base URL of the process that serves the target's
+// latency round r.
+func (tg costTarget) drawURL(r int) string {
+	if len(tg.draws) == 0 {
+		return tg.url
+	}
+	return tg.draws[r%len(tg.draws)]
+}
+
+// first is the target served by its first process alone.
+func (tg costTarget) first() costTarget {
+	tg.draws = nil
+	return tg
+}
+
+// drawURLs are the base URLs of every process that serves the target.
+func (tg costTarget) drawURLs() []string {
+	if len(tg.draws) == 0 {
+		return []string{tg.url}
+	}
+	return tg.draws
 }
 
 // targetNamed returns the target of that name among targets (costTargets
@@ -115,7 +148,7 @@ var costVariants = []string{bare, costAll}
 
 func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 	cs := sz.cost
-	targets, separate, err := e.costTargets()
+	targets, separate, err := e.costTargets(cs.draws)
 	if err != nil {
 		return err
 	}
@@ -144,17 +177,19 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 	}
 	for _, w := range warm {
 		for _, tg := range targets { // warm every path: connections, memos, the seed's first shaping
-			var f failures // a failed warm-up request is no measurement; a target that serves none is down
-			fireBodies(ctx, c, tg.url+chatPath, w.bodies, w.n, 50, &f)
-			if err := f.down("warm-up "+tg.name, 0, 0); err != nil {
-				return err
+			for _, u := range tg.drawURLs() {
+				var f failures // a failed warm-up request is no measurement; a target that serves none is down
+				fireBodies(ctx, c, u+chatPath, w.bodies, w.n, 50, &f)
+				if err := f.down("warm-up "+tg.name, 0, 0); err != nil {
+					return err
+				}
 			}
 		}
 	}
 	if cs.runs("latency") && cs.runs("small") {
 		title := fmt.Sprintf("small non-stream (two messages), %d × %d requests at %d/s", cs.rounds, cs.smallN, cs.rate)
 		if err := withHold(ctx, targets, w, title, func() error {
-			return costLatency(ctx, c, targets, small, cs.smallN, cs.rate, cs.rounds, false, w, title)
+			return costLatency(ctx, c, targets, small, cs.smallN, cs.rate, cs.rounds, false, w, title, e.rounds)
 		}); err != nil {
 			return err
 		}
@@ -162,7 +197,7 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 	if cs.runs("latency") && cs.runs("large") {
 		title := fmt.Sprintf("the seed's request (631 messages, %d KB), %d × %d requests at %d/s, one to each target in turn", len(large[0])>>10, cs.rounds, cs.largeN, cs.bigRate)
 		if err := withHold(ctx, targets, w, title, func() error {
-			return costLatency(ctx, c, targets, large, cs.largeN, cs.bigRate, cs.rounds, true, w, title)
+			return costLatency(ctx, c, targets, large, cs.largeN, cs.bigRate, cs.rounds, true, w, title, e.rounds)
 		}); err != nil {
 			return err
 		}
@@ -543,42 +578,63 @@ func warmedOf(ctx context.Context, url string) string {
 const chatPath = "/v1/chat/completions"
 
 // costTargets starts the upstream, the baseline reverse proxy and the proxy
-// variants of the section; separate reports whether each runs in a
-// process of its own.
-func (e *env) costTargets() (targets []costTarget, separate bool, err error) {
+// variants of the section, each but the upstream in draws processes
+// (costTarget.draws); separate reports whether each runs in a process of
+// its own.
+func (e *env) costTargets(draws int) (targets []costTarget, separate bool, err error) {
 	up, upPID, err := e.start(roleUpstream)
 	if err != nil {
 		return nil, false, err
 	}
-	targets = append(targets, costTarget{direct, up, upPID})
-	rp, rpPID, err := e.start(roleReverseProxy, up)
-	if err != nil {
-		return nil, false, err
-	}
-	targets = append(targets, costTarget{stdlib, rp, rpPID})
-	whole, wholePID, err := e.start(roleReadWhole, up)
-	if err != nil {
-		return nil, false, err
-	}
-	targets = append(targets, costTarget{readRP, whole, wholePID})
-	for _, v := range costVariants { // a data directory apart from the other sections' proxies
-		start := func() (string, int, error) { return e.start(v, up, up, filepath.Join(e.dir, "cost")) }
-		if v == bare && e.against != "" {
-			start = func() (string, int, error) { return e.spawnAgainst(up) }
+	targets = append(targets, costTarget{name: direct, url: up, pid: upPID})
+	// startDraws starts a target's processes: start(i) the i-th.
+	startDraws := func(name, suffix string, start func(i int) (string, int, error)) error {
+		tg := costTarget{name: name}
+		for i := range max(draws, 1) {
+			u, pid, err := start(i)
+			if err != nil {
+				return err
+			}
+			if i == 0 {
+				tg.url, tg.pid = u+suffix, pid
+			}
+			tg.draws = append(tg.draws, u+suffix)
 		}
-		u, pid, err := start()
-		if err != nil {
+		targets = append(targets, tg)
+		return nil
+	}
+	if err := startDraws(stdlib, "", func(int) (string, int, error) { return e.start(roleReverseProxy, up) }); err != nil {
+		return nil, false, err
+	}
+	if err := startDraws(readRP, "", func(int) (string, int, error) { return e.start(roleReadWhole, up) }); err != nil {
+		return nil, false, err
+	}
+	for _, v := range costVariants {
+		start := func(i int) (string, int, error) { return e.start(v, up, up, e.costDir(i)) }
+		if v == bare && e.against != "" {
+			start = func(i int) (string, int, error) { return e.spawnAgainst(up, i) }
+		}
+		if err := startDraws(v, "/fake", start); err != nil {
 			return nil, false, err
 		}
-		targets = append(targets, costTarget{v, u + "/fake", pid})
 	}
 	return targets, len(e.child) > 0, nil
+}
+
+// costDir is the data directory of the cost section's i-th process of a
+// proxy variant, apart from the other sections' proxies and from the
+// variant's other processes (each holds its state.db open).
+func (e *env) costDir(i int) string {
+	if i == 0 {
+		return filepath.Join(e.dir, "cost")
+	}
+	return filepath.Join(e.dir, "cost", fmt.Sprintf("draw%d", i))
 }
 
 // spawnAgainst starts the proxy+all of the build Options.Against names,
 // in the core's place, with a data directory of its own, and its
 // profiles, when asked for, in the profiles' directory's "against".
-func (e *env) spawnAgainst(up string) (string, int, error) {
+func (e *env) spawnAgainst(up string, i int) (string, int, error) {
 	profile := ""
 	if e.profile != "" {
 		profile = filepath.Join(e.profile, "against")
@@ -586,7 +642,7 @@ func (e *env) spawnAgainst(up string) (string, int, error) {
 			return "", 0, err
 		}
 	}
-	return e.spawnCmd([]string{e.against, "bench", "-child"}, profile, []string{costAll, up, up, filepath.Join(e.dir, "cost", "against")})
+	return e.spawnCmd([]string{e.against, "bench", "-child"}, profile, []string{costAll, up, up, filepath.Join(e.costDir(i), "against")})
 }
 
 // start starts a role or a proxy variant of the cost section, in a child
@@ -654,7 +710,7 @@ func seedBody() []byte {
 // design (the turn's), so that every target's requests meet the machine
 // as the others' do (turnLatencies); else each target is sent its round's
 // n requests in a block, the targets one after the other (blockLatencies).
-func costLatency(ctx context.Context, c *http.Client, targets []costTarget, bodies [][]byte, n, rate, rounds int, turns bool, w *wideTable, title string) error {
+func costLatency(ctx context.Context, c *http.Client, targets []costTarget, bodies [][]byte, n, rate, rounds int, turns bool, w *wideTable, title string, roundsOut io.Writer) error {
 	fs, check := tallies(targets)
 	fire := blockLatencies
 	if turns {
@@ -667,9 +723,13 @@ func costLatency(ctx context.Context, c *http.Client, targets []costTarget, bodi
 	perRound := map[string][][2]time.Duration{} // target → per round {p50, p99}
 	pooled := map[string][]time.Duration{}
 	for _, tg := range targets {
-		for _, lat := range lats[tg.name] {
+		for r, lat := range lats[tg.name] {
 			perRound[tg.name] = append(perRound[tg.name], [2]time.Duration{pct(lat, 50), pct(lat, 99)})
 			pooled[tg.name] = append(pooled[tg.name], lat...)
+			if roundsOut != nil {
+				fmt.Fprintf(roundsOut, "latency round %s | %d | %s | process %d | %d requests | p50 %.0f µs | p99 %.0f µs\n",
+					title, r, tg.name, r%len(tg.drawURLs()), len(lat), micros(pct(lat, 50)), micros(pct(lat, 99)))
+			}
 		}
 	}
 	for k, p := range []float64{50, 99} {
@@ -684,7 +744,7 @@ func costLatency(ctx context.Context, c *http.Client, targets []costTarget, bodi
 		if p == 99 {
 			target = p99Target
 		}
-		row := []string{title, fmt.Sprintf("latency p%.0f: direct, then added (median of %d rounds)", p, rounds), fmtDur(pct(pooled[direct], p))}
+		row := []string{title, fmt.Sprintf("latency p%.0f: direct, then added (median of %d rounds%s)", p, rounds, drawsNote(targets)), fmtDur(pct(pooled[direct], p))}
 		for _, tg := range targets[1:] {
 			row = append(row, fmtAdded(added(tg.name)))
 		}
@@ -693,6 +753,19 @@ func costLatency(ctx context.Context, c *http.Client, targets []costTarget, bodi
 	}
 	failedRow(w, title, "failed requests (left out of the latencies)", targets, fs)
 	return check()
+}
+
+// drawsNote says, for a latency row, how many processes serve each
+// target but the direct path's, when more than one does.
+func drawsNote(targets []costTarget) string {
+	k := 0
+	for _, tg := range targets {
+		k = max(k, len(tg.drawURLs()))
+	}
+	if k < 2 {
+		return ""
+	}
+	return fmt.Sprintf("; every other target's rounds shared by %d processes of it in turn", k)
 }
 
 // blockLatencies sends each target, in each round, its n requests at
@@ -704,7 +777,7 @@ func blockLatencies(ctx context.Context, c *http.Client, targets []costTarget, b
 	for r := 0; r < rounds; r++ {
 		for _, tg := range inOrder(targets, r) {
 			s0, f0 := fs[tg.name].mark()
-			lat := fireBodies(ctx, c, tg.url+chatPath, bodies, n, rate, fs[tg.name])
+			lat := fireBodies(ctx, c, tg.drawURL(r)+chatPath, bodies, n, rate, fs[tg.name])
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
@@ -783,7 +856,7 @@ func turnLatencies(ctx context.Context, c *http.Client, targets []costTarget, bo
 					x.ok.Add(1)
 				}
 				x.done.Add(1)
-			}(&got[tg.name][t], &rs[tg.name][t/n], tg.url+chatPath, bodies[t%len(bodies)], fs[tg.name])
+			}(&got[tg.name][t], &rs[tg.name][t/n], tg.drawURL(t/n)+chatPath, bodies[t%len(bodies)], fs[tg.name])
 		}
 	}
 	wg.Wait()

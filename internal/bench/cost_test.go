@@ -234,7 +234,7 @@ func TestOneStreamCutLeftOut(t *testing.T) {
 	}
 	cs := costSizes{streamRounds: 12, streamEvents: 4}
 	run := func(cutEvery int) (*wideTable, error) {
-		targets := []costTarget{{direct, serve(0), 0}, {stdlib, serve(cutEvery), 0}, {costAll, serve(0), 0}}
+		targets := []costTarget{{name: direct, url: serve(0)}, {name: stdlib, url: serve(cutEvery)}, {name: costAll, url: serve(0)}}
 		w := &wideTable{}
 		return w, costStreams(context.Background(), http.DefaultClient, targets, 1, cs, w)
 	}

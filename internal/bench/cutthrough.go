@@ -144,25 +144,27 @@ func benchCutThrough(ctx context.Context, e *env, c *http.Client, targets []cost
 		cutKnown:   fmt.Sprintf("sent as it comes, its last %d KiB after the hold", cutTail>>10),
 		cutChunked: "the same, chunked (the length not declared)",
 	}
+	// Each target by its first process alone, as the forms started here
+	// are served.
 	run := []costTarget{targets[0]}
 	for _, name := range []string{stdlib, readRP} {
-		run = append(run, targetNamed(targets, name))
+		run = append(run, targetNamed(targets, name).first())
 	}
 	for _, mode := range cutModes {
 		u, pid, err := e.start(roleCutThrough, mode, hold.String(), targets[0].url)
 		if err != nil {
 			return nil, err
 		}
-		run = append(run, costTarget{names[mode], u, pid})
+		run = append(run, costTarget{name: names[mode], url: u, pid: pid})
 	}
-	core := targetNamed(targets, bare)
+	core := targetNamed(targets, bare).first()
 	u, pid, err := e.start(streamedCore, targets[0].url, targets[0].url, filepath.Join(e.dir, "cost"))
 	if err != nil {
 		return nil, err
 	}
-	run = append(run, core, costTarget{"proxy, body streamed through", u + "/fake", pid})
+	run = append(run, core, costTarget{name: "proxy, body streamed through", url: u + "/fake", pid: pid})
 	fresh := append(run[3:6:6], run[7]) // the forms just started: their connections and first requests
-	run = append(run, all)
+	run = append(run, all.first())
 	w := &wideTable{header: []string{"workload", "metric"}}
 	for _, tg := range run {
 		w.header = append(w.header, tg.name)
@@ -177,7 +179,7 @@ func benchCutThrough(ctx context.Context, e *env, c *http.Client, targets []cost
 			return nil, err
 		}
 	}
-	if err := costLatency(ctx, c, run, large, cs.largeN, cs.bigRate, cs.rounds, true, w, title); err != nil {
+	if err := costLatency(ctx, c, run, large, cs.largeN, cs.bigRate, cs.rounds, true, w, title, nil); err != nil {
 		return nil, err
 	}
 	return w, nil

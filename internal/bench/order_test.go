@@ -171,3 +171,71 @@ func TestTurnLatencies(t *testing.T) {
 		t.Fatalf("the target that answered none was sent all %d requests: the section did not stop", len(got["down"]))
 	}
 }
+
+// TestDrawsShareLatencies: a target served by several processes
+// (costTarget.draws) has its latency rounds shared by them in turn, in
+// turns (the seed's) and in blocks (the small request's): round r goes
+// whole to the process r mod len(draws), so a target's median is not one
+// process's and each process is sent the round's whole rate. A target
+// without draws is sent every round at its url, and a target's first()
+// has no draws.
+func TestDrawsShareLatencies(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string][]int{} // server → the turns of the bodies it was sent
+	serve := func(name string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			got[name] = append(got[name], int(gjson.GetBytes(b, "turn").Int()))
+			mu.Unlock()
+			io.WriteString(w, `{"ok":true}`)
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	bodies := func(k int) [][]byte {
+		var bs [][]byte
+		for i := range k {
+			bs = append(bs, []byte(fmt.Sprintf(`{"turn":%d}`, i)))
+		}
+		return bs
+	}
+	shared := costTarget{name: "shared", url: serve("a")}
+	shared.draws = []string{shared.url, serve("b"), serve("c")}
+	alone := costTarget{name: "alone", url: serve("alone")}
+	targets := []costTarget{shared, alone}
+	ctx := context.Background()
+	const n, rounds, rate = 2, 6, 200
+	fs, check := tallies(targets)
+	if _, err := turnLatencies(ctx, &http.Client{}, targets, bodies(n*rounds), n, rate, rounds, fs); err != nil {
+		t.Fatal(err)
+	}
+	if err := check(); err != nil {
+		t.Fatal(err)
+	}
+	for j, name := range []string{"a", "b", "c"} { // rounds j and j+3, two turns each
+		want := []int{n * j, n*j + 1, n * (j + 3), n*(j+3) + 1}
+		if turns := slices.Sorted(slices.Values(got[name])); !slices.Equal(turns, want) {
+			t.Fatalf("in turns, process %s was sent turns %v, want %v", name, turns, want)
+		}
+	}
+	if len(got["alone"]) != n*rounds {
+		t.Fatalf("in turns, the target without draws was sent %d requests, want %d", len(got["alone"]), n*rounds)
+	}
+
+	clear(got)
+	if _, err := blockLatencies(ctx, &http.Client{}, targets, bodies(n), n, rate, rounds, fs); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b", "c"} { // two rounds of n each
+		if len(got[name]) != 2*n {
+			t.Fatalf("in blocks, process %s was sent %d requests, want %d", name, len(got[name]), 2*n)
+		}
+	}
+	if len(got["alone"]) != n*rounds {
+		t.Fatalf("in blocks, the target without draws was sent %d requests, want %d", len(got["alone"]), n*rounds)
+	}
+	if f := shared.first(); f.drawURL(1) != shared.url || len(f.drawURLs()) != 1 {
+		t.Fatalf("first(): draws %v", f.drawURLs())
+	}
+}
