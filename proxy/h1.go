@@ -603,6 +603,7 @@ func (c *h1Conn) writeLarge(req *http.Request, host, ruri string, lr *io.Limited
 	}
 	c.t.largeInline.Add(1)
 	w := c.watchWrite()
+	defer watches.remove(&w.ww) // stop's, or a panic's in the write
 	m, err := countingConn{c}.ReadFrom(lr)
 	if w.stop() && err != nil && isTimeout(err) {
 		c.t.largeCut.Add(1)

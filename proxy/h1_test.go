@@ -611,6 +611,7 @@ func TestH1LargeBody(t *testing.T) {
 	tr := newH1Transport(roundTripFunc(func(*http.Request) (*http.Response, error) {
 		return nil, errors.New("fell back")
 	}), dial, time.Minute, time.Minute, 4, 16)
+	before := watches.size() // the wheel is the process's: another test's request may be on it
 	for range 3 {
 		if s := bodyOf(t)(postBody(within(t), tr, up.url(), body)); s != "{}" {
 			t.Fatalf("answer %q", s)
@@ -619,8 +620,8 @@ func TestH1LargeBody(t *testing.T) {
 	if got.Load() != 3 || up.conns.Load() != 1 {
 		t.Fatalf("bodies arrived whole %d of 3, connections %d (want 1)", got.Load(), up.conns.Load())
 	}
-	if n := watches.size(); n != 0 {
-		t.Fatalf("%d watches left on the wheel after the writes returned", n) // writeWatch.stop takes its own off
+	if n := watches.size(); n > before {
+		t.Fatalf("%d watches on the wheel after the writes returned, %d before", n, before) // writeWatch.stop takes its own off
 	}
 	// Written in the caller's goroutine, none of them cut: the upstream
 	// reads each body whole before it answers.

@@ -655,6 +655,7 @@ func (sc *serverConn) lookWatch(now time.Time) {
 		return
 	}
 	sc.watched = true
+	watches.remove(&sc.ww) // nothing more to look for: a long request (a stream) leaves the wheel
 	if sc.cr.hasByte {
 		return // the next request has begun: nothing more to watch for
 	}

@@ -25,7 +25,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.Without, "without", "", "turn these `features` of proxy+all off (comma-separated: capture, guard, shaping), to see which one holds a figure up")
 	fs.StringVar(&o.Saturation, "saturation", "", "the cost section's saturation rounds as `ROUNDSxDURATION` (default 10x3s; e.g. 40x600ms: shorter rounds leave less of a shared machine's drift inside each)")
 	fs.StringVar(&o.Against, "against", "", "with -subprocess: the proxy+all of this other shaperproxy `binary` (an earlier build) takes the core's column of the cost section, measured in the same rounds")
-	rounds := fs.Bool("rounds", false, "write a line to stderr for each saturation round of each target of the cost section (requests; per request the CPU of its process, user and system apart, page faults and context switches; its threads; a proxy's collections)")
+	rounds := fs.Bool("rounds", false, "write a line to stderr for each saturation round of each target of the cost section (requests; per request the CPU of its process, user and system apart, page faults and context switches; its threads; a proxy's collections), and for each latency round (the target's process that served it, requests, p50, p99)")
 	fs.BoolVar(&o.Subprocess, "subprocess", false, "run each proxy in a child process of its own (RSS is then the proxy's alone)")
 	child := fs.Bool("child", false, "internal: serve one proxy variant until stdin closes (args: variant fake-url stream-url dir; or upstream; or reverseproxy or reverseproxy-read upstream-url)")
 	pos, err := fs.parseInterspersed(args)

@@ -69,8 +69,10 @@ type Options struct {
 	// the cost section's saturation runs: the requests served and, per
 	// request, the CPU of the target's process (user and system apart),
 	// its page faults and context switches, its threads, and a proxy's
-	// collections over the round. The table has medians; these say what
-	// moved. A target in this process (no Child command) has no line.
+	// collections over the round (a target in this process, no Child
+	// command, has none); and one for each latency round of each target:
+	// the process that served it (costTarget.draws), its requests, p50
+	// and p99. The table has medians; these say what moved.
 	Rounds io.Writer
 }
 

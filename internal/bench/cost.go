@@ -148,7 +148,11 @@ var costVariants = []string{bare, costAll}
 
 func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 	cs := sz.cost
-	targets, separate, err := e.costTargets(cs.draws)
+	draws := 1 // the latency rounds alone are shared (costTarget.draws)
+	if cs.runs("latency") {
+		draws = cs.draws
+	}
+	targets, separate, err := e.costTargets(draws)
 	if err != nil {
 		return err
 	}
@@ -229,13 +233,13 @@ func benchCost(ctx context.Context, e *env, sz sizes, t *table) error {
 		}
 	}
 	if cs.runs("large") && (cs.runs("latency") || cs.runs("saturation")) {
-		row := []string{"all the runs above", "history taken from the conversation's previous request (the proxy's /metrics)", "", "", ""}
+		row := []string{"all the runs above", "history taken from the conversation's previous request (the /metrics of the proxy's first process)", "", "", ""}
 		for _, name := range []string{bare, costAll} {
 			row = append(row, historyShare(ctx, metricsURL(targetNamed(targets, name))))
 		}
 		w.add(append(row, "")...)
 	}
-	w.add(append([]string{"the whole section, warm-ups included", "page faults the serving process took without a disk (minor, /proc/PID/stat), and the heap memory its warming wrote (shaperproxy_heap_warmed_bytes_total)"}, faultCells(ctx, targets, faults)...)...)
+	w.add(append([]string{"the whole section, warm-ups included", "page faults the serving process took without a disk (minor, /proc/PID/stat; a target's first process), and the heap memory its warming wrote (shaperproxy_heap_warmed_bytes_total)"}, faultCells(ctx, targets, faults)...)...)
 	w.add("the whole section, warm-ups included", "the machine's CPU time its host gave to other guests meanwhile (steal, /proc/stat)", stolenShare(clock, readCPUClock()), "", "", "", "", "")
 	t.wides = append(t.wides, w)
 	if design != nil {
@@ -257,7 +261,7 @@ func withHold(ctx context.Context, targets []costTarget, w *wideTable, title str
 	if err != nil {
 		return err
 	}
-	row := []string{title, "the proxy's hold: from the body's last byte to its hand-off upstream (mean over the rounds, from the proxy's /metrics)", "", "", ""}
+	row := []string{title, "the proxy's hold: from the body's last byte to its hand-off upstream (mean over the rounds of the proxy's first process, from its /metrics)", "", "", ""}
 	steps := []string{title, "the hold by step (mean µs; shaperproxy_request_hold_step_seconds): the parse, each request transform, the request sent", "", "", ""}
 	way := []string{title, "the call's way (mean µs over the rounds, from the proxy's /metrics): from the request to the upstream's header (shaperproxy_upstream_header_seconds), then on to the answer's first bytes flushed to the client (shaperproxy_client_first_byte_seconds)", "", "", ""}
 	for _, tg := range proxies {
@@ -603,14 +607,14 @@ func (e *env) costTargets(draws int) (targets []costTarget, separate bool, err e
 		targets = append(targets, tg)
 		return nil
 	}
-	if err := startDraws(stdlib, "", func(int) (string, int, error) { return e.start(roleReverseProxy, up) }); err != nil {
+	if err := startDraws(stdlib, "", func(i int) (string, int, error) { return e.startDraw(i, roleReverseProxy, up) }); err != nil {
 		return nil, false, err
 	}
-	if err := startDraws(readRP, "", func(int) (string, int, error) { return e.start(roleReadWhole, up) }); err != nil {
+	if err := startDraws(readRP, "", func(i int) (string, int, error) { return e.startDraw(i, roleReadWhole, up) }); err != nil {
 		return nil, false, err
 	}
 	for _, v := range costVariants {
-		start := func(i int) (string, int, error) { return e.start(v, up, up, e.costDir(i)) }
+		start := func(i int) (string, int, error) { return e.startDraw(i, v, up, up, e.costDir(i)) }
 		if v == bare && e.against != "" {
 			start = func(i int) (string, int, error) { return e.spawnAgainst(up, i) }
 		}
@@ -636,7 +640,7 @@ func (e *env) costDir(i int) string {
 // profiles, when asked for, in the profiles' directory's "against".
 func (e *env) spawnAgainst(up string, i int) (string, int, error) {
 	profile := ""
-	if e.profile != "" {
+	if e.profile != "" && i == 0 { // the first process alone, as startDraw
 		profile = filepath.Join(e.profile, "against")
 		if err := os.MkdirAll(profile, 0o700); err != nil {
 			return "", 0, err
@@ -648,8 +652,15 @@ func (e *env) spawnAgainst(up string, i int) (string, int, error) {
 // start starts a role or a proxy variant of the cost section, in a child
 // process when there is a child command, else in this process (pid 0).
 func (e *env) start(role string, args ...string) (string, int, error) {
+	return e.startDraw(0, role, args...)
+}
+
+// startDraw is start for a target's i-th process (costTarget.draws):
+// only the first is profiled (-profile), the one the saturation rounds
+// measure; the others' profiles would overwrite its files.
+func (e *env) startDraw(i int, role string, args ...string) (string, int, error) {
 	if len(e.child) > 0 {
-		return e.spawn(append([]string{role}, args...), true)
+		return e.spawn(append([]string{role}, args...), i == 0)
 	}
 	url, err := e.serveHere(role, args)
 	return url, 0, err

@@ -37,7 +37,7 @@ type env struct {
 	profile  string    // ProfileEnv for the children of the cost section
 	without  string    // Options.Without (WithoutEnv for the children)
 	against  string    // Options.Against: the binary whose proxy+all takes the core's column
-	rounds   io.Writer // Options.Rounds: each saturation round's line, or nil
+	rounds   io.Writer // Options.Rounds: each saturation and latency round's line, or nil
 }
 
 // The proxy variants measured against the direct baseline.
