@@ -427,10 +427,29 @@ func TestServerClientLeaves(t *testing.T) {
 // TestServerNextRequestWhileWatched: a byte of the next request read by
 // the watch is given to the next request, not lost.
 func TestServerNextRequestWhileWatched(t *testing.T) {
-	release := make(chan struct{})
+	c, _, release := slowEcho(t)
+	_, _ = io.WriteString(c, rawPost("/a", "slow"))
+	time.Sleep(3 * watchAfter) // the watch is reading now
+	_, _ = io.WriteString(c, rawPost("/b", "next"))
+	time.Sleep(watchAfter)
+	close(release)
+	readAnswers(t, c, "slow", "next")
+}
+
+// slowEcho serves, on the proxy's own server, a handler that answers a
+// request's body with itself, and a body of "slow" once release is
+// closed (running says it is waiting); it returns a connection to it.
+func slowEcho(t *testing.T) (c net.Conn, running <-chan struct{}, release chan struct{}) {
+	t.Helper()
+	run := make(chan struct{}, 1)
+	release = make(chan struct{})
 	_, fast := serveBoth(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		if string(b) == "slow" {
+			select {
+			case run <- struct{}{}:
+			default:
+			}
 			<-release
 		}
 		_, _ = w.Write(b)
@@ -439,13 +458,8 @@ func TestServerNextRequestWhileWatched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	_, _ = io.WriteString(c, rawPost("/a", "slow"))
-	time.Sleep(3 * watchAfter) // the watch is reading now
-	_, _ = io.WriteString(c, rawPost("/b", "next"))
-	time.Sleep(watchAfter)
-	close(release)
-	readAnswers(t, c, "slow", "next")
+	t.Cleanup(func() { c.Close() })
+	return c, run, release
 }
 
 // readAnswers reads one answer from c for each of wants, and fails unless
@@ -822,21 +836,7 @@ func TestServerKeepsConnAfterGet(t *testing.T) {
 // ended: the wheel holds no watch of a request that is over, nor one that
 // has nothing left to look for (TestWheel checks the wheel then stops).
 func TestServerWatchLeavesTheWheel(t *testing.T) {
-	running := make(chan struct{}, 1)
-	release := make(chan struct{})
-	_, fast := serveBoth(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		if string(b) == "slow" {
-			running <- struct{}{}
-			<-release
-		}
-		_, _ = w.Write(b)
-	}))
-	c, err := net.Dial("tcp", fast)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, running, release := slowEcho(t)
 	for range 3 {
 		_, _ = io.WriteString(c, rawPost("/a", "quick"))
 		readAnswers(t, c, "quick")
