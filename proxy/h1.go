@@ -603,7 +603,7 @@ func (c *h1Conn) writeLarge(req *http.Request, host, ruri string, lr *io.Limited
 	}
 	c.t.largeInline.Add(1)
 	w := c.watchWrite()
-	defer watches.remove(&w.ww) // stop's, or a panic's in the write
+	defer watches.remove(&w.ww) // after stop, or a panic in the write
 	m, err := countingConn{c}.ReadFrom(lr)
 	if w.stop() && err != nil && isTimeout(err) {
 		c.t.largeCut.Add(1)
@@ -660,8 +660,9 @@ func (w *writeWatch) look(time.Time) {
 
 // stop ends the watch once the write returned, and reports whether a look
 // stopped it; the connection's writes are then free again.
+// (A look that comes after it does nothing; writeLarge takes the watch off
+// the wheel.)
 func (w *writeWatch) stop() bool {
-	watches.remove(&w.ww)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.over = true

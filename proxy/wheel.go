@@ -8,8 +8,8 @@ import (
 // wheel runs the looks of the watches that wait on time: a request's
 // watch of its client's connection (serverConn.lookWatch) and a large
 // body's write (writeWatch.look), from one timer that ticks every
-// wheelEvery while a watch is registered, and for wheelKeep after the last
-// one left. A request arms no timer of its own. Arming a timer while none
+// wheelEvery while a watch is registered, and until its ticks have found
+// none for wheelKeep. A request arms no timer of its own. Arming a timer while none
 // of the runtime's threads waits in its network poller wakes one (the
 // runtime's wakeNetPoller), and a request did it twice, both times on its
 // way: the request's watch as its body began, a large body's watch as its
@@ -25,7 +25,7 @@ type wheel struct {
 	mu      sync.Mutex
 	t       *time.Timer
 	ticking bool
-	last    time.Time // when a watch last left
+	idle    int // ticks in a row that found no watch and saw none added since
 	watches map[*wheelWatch]struct{}
 	looks   []*wheelWatch // the tick's, reused (ticks never overlap: the next is armed after the looks)
 }
@@ -53,6 +53,7 @@ func (w *wheel) add(x *wheelWatch) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.watches[x] = struct{}{}
+	w.idle = 0
 	if w.ticking {
 		return
 	}
@@ -68,10 +69,7 @@ func (w *wheel) add(x *wheelWatch) {
 func (w *wheel) remove(x *wheelWatch) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if _, ok := w.watches[x]; ok {
-		delete(w.watches, x)
-		w.last = time.Now()
-	}
+	delete(w.watches, x)
 }
 
 // tick runs in the timer's goroutine.
@@ -83,6 +81,11 @@ func (w *wheel) tick() {
 		looks = append(looks, x)
 	}
 	w.looks = looks
+	if len(looks) == 0 {
+		w.idle++
+	} else {
+		w.idle = 0
+	}
 	w.mu.Unlock()
 	for _, x := range looks {
 		x.look(now)
@@ -90,7 +93,7 @@ func (w *wheel) tick() {
 	clear(looks) // no watch kept alive by the buffer
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.watches) == 0 && time.Since(w.last) >= w.keep {
+	if len(w.watches) == 0 && time.Duration(w.idle)*w.every >= w.keep {
 		w.ticking = false
 		return
 	}

@@ -54,7 +54,7 @@ type costSizes struct {
 	streamConc       int // concurrent streams per target per round, in the second streaming row
 	streamEvents     int
 	streamGap        time.Duration
-	draws            int      // processes a proxy target's latency requests are shared by (costTarget.draws)
+	draws            int      // processes a target's latency rounds are shared by (costTarget.draws)
 	parts            []string // of "latency", "saturation", "stream", and of the workloads "small", "large" (none of a kind: all of it)
 }
 
@@ -109,10 +109,8 @@ type costTarget struct {
 // drawURL is the base URL of the process that serves the target's
 // latency round r.
 func (tg costTarget) drawURL(r int) string {
-	if len(tg.draws) == 0 {
-		return tg.url
-	}
-	return tg.draws[r%len(tg.draws)]
+	us := tg.drawURLs()
+	return us[r%len(us)]
 }
 
 // first is the target served by its first process alone.
@@ -263,7 +261,7 @@ func withHold(ctx context.Context, targets []costTarget, w *wideTable, title str
 	}
 	row := []string{title, "the proxy's hold: from the body's last byte to its hand-off upstream (mean over the rounds of the proxy's first process, from its /metrics)", "", "", ""}
 	steps := []string{title, "the hold by step (mean µs; shaperproxy_request_hold_step_seconds): the parse, each request transform, the request sent", "", "", ""}
-	way := []string{title, "the call's way (mean µs over the rounds, from the proxy's /metrics): from the request to the upstream's header (shaperproxy_upstream_header_seconds), then on to the answer's first bytes flushed to the client (shaperproxy_client_first_byte_seconds)", "", "", ""}
+	way := []string{title, "the call's way (mean µs over the rounds of the proxy's first process, from its /metrics): from the request to the upstream's header (shaperproxy_upstream_header_seconds), then on to the answer's first bytes flushed to the client (shaperproxy_client_first_byte_seconds)", "", "", ""}
 	for _, tg := range proxies {
 		if h, ok := holds[tg.name]; ok {
 			row = append(row, fmtDur(h.mean))
