@@ -90,7 +90,7 @@ func TestFullSizesWholeCycles(t *testing.T) {
 	cs := pickCost(false)
 	// The seed's latency runs in turns (turnLatencies): each of its rounds
 	// is largeN turns, each turn a row of the design.
-	for name, rounds := range map[string]int{"latency": cs.rounds, "saturation": cs.satRounds, "stream": cs.streamRounds, "the seed's turns a round": cs.largeN} {
+	for name, rounds := range map[string]int{"the seed's latency": cs.rounds, "the small request's latency": cs.smallRounds, "saturation": cs.satRounds, "stream": cs.streamRounds, "the seed's turns a round": cs.largeN} {
 		if rounds == 0 || rounds%cycle != 0 {
 			t.Errorf("%s: %d rounds, not a whole number of the design's %d rows", name, rounds, cycle)
 		}
@@ -237,5 +237,25 @@ func TestDrawsShareLatencies(t *testing.T) {
 	}
 	if f := shared.first(); f.drawURL(1) != shared.url || len(f.drawURLs()) != 1 {
 		t.Fatalf("first(): draws %v", f.drawURLs())
+	}
+}
+
+// TestWarmupsAtTheRoundsRate: every process is warmed at the rate its
+// latency rounds come at, with more than a handful of requests for the
+// small request (a process warmed at 50/s read its first round's p99 up
+// to twice its later ones').
+func TestWarmupsAtTheRoundsRate(t *testing.T) {
+	for _, quick := range []bool{false, true} {
+		cs := pickCost(quick)
+		small, large := cs.smallWarmup(smallBodies(16)), cs.largeWarmup([][]byte{[]byte(`{}`)})
+		if small.rate != cs.rate || large.rate != cs.bigRate {
+			t.Errorf("quick %v: warmed at %d/s and %d/s, the rounds come at %d/s and %d/s", quick, small.rate, large.rate, cs.rate, cs.bigRate)
+		}
+		if small.n < 20 || large.n < 2 || len(small.bodies) != 16 || len(large.bodies) != 1 {
+			t.Errorf("quick %v: warm-ups of %d small (%d bodies) and %d large (%d bodies)", quick, small.n, len(small.bodies), large.n, len(large.bodies))
+		}
+		if !quick && (small.n < cs.smallN/4 || large.n < cs.largeN/3) {
+			t.Errorf("full sizes: warm-ups of %d small and %d large, under a quarter and a third of a round (%d, %d)", small.n, large.n, cs.smallN, cs.largeN)
+		}
 	}
 }
