@@ -104,7 +104,7 @@ func (wu warmup) send(ctx context.Context, c *http.Client, targets []costTarget)
 // least 20) at the round's rate. A process is warmed at the rate its
 // rounds come at: warmed with 20 at 50/s, every process's first latency
 // round read a p99 up to twice its later rounds' and a p50 a fifth above
-// them, for every target (session CA); with four processes a target that
+// them, for every target (session CA); with four processes a target (session BZ) that
 // was one round in five. What grew in that round (connections,
 // goroutines, the heap) was not told apart.
 func (cs costSizes) smallWarmup(small [][]byte) warmup {
@@ -127,12 +127,13 @@ func pickCost(quick bool) costSizes {
 	// (ten for the section's five targets): a part cycle leaves the
 	// targets at some places, and after some others, more often than the
 	// rest (TestFullSizesWholeCycles). Until session BM the saturation
-	// ran 9 rounds and the streams 8. The small request's latency runs 40
-	// rounds since session CA (20 before): its rounds are short (a second
-	// a target), and its ratios, the figure nearest its targets, moved by
-	// a tenth from run to run on 20.
-	return costSizes{rounds: 20, smallRounds: 40, smallN: 500, rate: 500, largeN: 30, bigRate: 20, satRounds: 10, satDur: 3 * time.Second,
-		satSmall: 32, satBig: 4, streamRounds: 20, streamConc: 4, streamEvents: 1000, streamGap: time.Millisecond, draws: 4}
+	// ran 9 rounds and the streams 8. Since session CA both latency runs
+	// have 40 rounds (20 before) over eight processes a target (four in
+	// session BZ): their ratios, the figures nearest their targets, moved
+	// by a tenth from run to run, and two processes of one build keep
+	// levels apart for a run; each process now serves five rounds.
+	return costSizes{rounds: 40, smallRounds: 40, smallN: 500, rate: 500, largeN: 30, bigRate: 20, satRounds: 10, satDur: 3 * time.Second,
+		satSmall: 32, satBig: 4, streamRounds: 20, streamConc: 4, streamEvents: 1000, streamGap: time.Millisecond, draws: 8}
 }
 
 // costTarget is one way to the upstream.

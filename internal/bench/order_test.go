@@ -95,6 +95,12 @@ func TestFullSizesWholeCycles(t *testing.T) {
 			t.Errorf("%s: %d rounds, not a whole number of the design's %d rows", name, rounds, cycle)
 		}
 	}
+	// Each of a target's processes serves as many latency rounds as the others.
+	for name, rounds := range map[string]int{"the seed's latency": cs.rounds, "the small request's latency": cs.smallRounds} {
+		if cs.draws < 2 || rounds%cs.draws != 0 {
+			t.Errorf("%s: %d rounds over %d processes a target, not as many each", name, rounds, cs.draws)
+		}
+	}
 }
 
 // TestTurnLatencies: the seed's latency runs in turns, each turn one
