@@ -171,15 +171,11 @@ func benchCutThrough(ctx context.Context, e *env, c *http.Client, targets []cost
 	}
 	w.header = append(w.header, costAll+" ÷ "+stdlib)
 	w.title = fmt.Sprintf("Would sending a body while it is read help? The seed's request through the standard library's reverse proxy with the proxy's hold (%s, its mean over %d requests, from its /metrics) as CPU work after the body's last byte", fmtDur(hold), cs.largeN)
-	title := fmt.Sprintf("the seed's request (%d KB), %d × %d requests at %d/s", len(large[0])>>10, cs.rounds, cs.largeN, cs.bigRate)
-	for _, tg := range fresh { // the others were warmed with the section
-		var f failures
-		fireBodies(ctx, c, tg.url+chatPath, large, 2, 50, &f)
-		if err := f.down("warm-up "+tg.name, 0, 0); err != nil {
-			return nil, err
-		}
+	title := fmt.Sprintf("the seed's request (%d KB), %d × %d requests at %d/s", len(large[0])>>10, cs.largeRounds, cs.largeN, cs.bigRate)
+	if err := cs.largeWarmup(large).send(ctx, c, fresh); err != nil { // the others were warmed with the section
+		return nil, err
 	}
-	if err := costLatency(ctx, c, run, large, cs.largeN, cs.bigRate, cs.rounds, true, w, title, nil); err != nil {
+	if err := costLatency(ctx, c, run, large, cs.largeN, cs.bigRate, cs.largeRounds, true, w, title, nil); err != nil {
 		return nil, err
 	}
 	return w, nil

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 )
@@ -90,13 +91,13 @@ func TestFullSizesWholeCycles(t *testing.T) {
 	cs := pickCost(false)
 	// The seed's latency runs in turns (turnLatencies): each of its rounds
 	// is largeN turns, each turn a row of the design.
-	for name, rounds := range map[string]int{"the seed's latency": cs.rounds, "the small request's latency": cs.smallRounds, "saturation": cs.satRounds, "stream": cs.streamRounds, "the seed's turns a round": cs.largeN} {
+	for name, rounds := range map[string]int{"the seed's latency": cs.largeRounds, "the small request's latency": cs.smallRounds, "saturation": cs.satRounds, "stream": cs.streamRounds, "the seed's turns a round": cs.largeN} {
 		if rounds == 0 || rounds%cycle != 0 {
 			t.Errorf("%s: %d rounds, not a whole number of the design's %d rows", name, rounds, cycle)
 		}
 	}
 	// Each of a target's processes serves as many latency rounds as the others.
-	for name, rounds := range map[string]int{"the seed's latency": cs.rounds, "the small request's latency": cs.smallRounds} {
+	for name, rounds := range map[string]int{"the seed's latency": cs.largeRounds, "the small request's latency": cs.smallRounds} {
 		if cs.draws < 2 || rounds%cs.draws != 0 {
 			t.Errorf("%s: %d rounds over %d processes a target, not as many each", name, rounds, cs.draws)
 		}
@@ -246,22 +247,78 @@ func TestDrawsShareLatencies(t *testing.T) {
 	}
 }
 
-// TestWarmupsAtTheRoundsRate: every process is warmed at the rate its
-// latency rounds come at, with more than a handful of requests for the
-// small request (a process warmed at 50/s read its first round's p99 up
-// to twice its later ones').
-func TestWarmupsAtTheRoundsRate(t *testing.T) {
-	for _, quick := range []bool{false, true} {
-		cs := pickCost(quick)
-		small, large := cs.smallWarmup(smallBodies(16)), cs.largeWarmup([][]byte{[]byte(`{}`)})
-		if small.rate != cs.rate || large.rate != cs.bigRate {
-			t.Errorf("quick %v: warmed at %d/s and %d/s, the rounds come at %d/s and %d/s", quick, small.rate, large.rate, cs.rate, cs.bigRate)
+// TestWarmupSend: a warm-up reaches every process of every target n
+// times, at its rate, the first process of every target before any
+// target's second (no target's processes wait longer for their rounds
+// after it than another's), a target without draws on its url; a target
+// that answers none of its warm-up stops it.
+func TestWarmupSend(t *testing.T) {
+	var mu sync.Mutex
+	type hit struct {
+		proc string
+		at   time.Time
+	}
+	var hits []hit
+	server := func(name string, fail bool) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			mu.Lock()
+			hits = append(hits, hit{name, time.Now()})
+			mu.Unlock()
+			if fail {
+				http.Error(w, "down", http.StatusBadGateway)
+			}
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	target := func(name string, procs int) costTarget {
+		tg := costTarget{name: name}
+		for i := range procs {
+			tg.draws = append(tg.draws, server(fmt.Sprintf("%s %d", name, i), false))
 		}
-		if small.n < 20 || large.n < 2 || len(small.bodies) != 16 || len(large.bodies) != 1 {
-			t.Errorf("quick %v: warm-ups of %d small (%d bodies) and %d large (%d bodies)", quick, small.n, len(small.bodies), large.n, len(large.bodies))
+		tg.url = tg.draws[0]
+		return tg
+	}
+	direct := costTarget{name: "direct", url: server("direct 0", false)}
+	targets := []costTarget{direct, target("a", 3), target("b", 3), target("c", 2)}
+	wu := warmup{bodies: [][]byte{[]byte(`{}`)}, n: 5, rate: 100}
+	c := &http.Client{}
+	if err := wu.send(context.Background(), c, targets); err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	first, last := map[string]time.Time{}, map[string]time.Time{}
+	for _, h := range hits {
+		count[h.proc]++
+		if _, ok := first[h.proc]; !ok {
+			first[h.proc] = h.at
 		}
-		if !quick && (small.n < cs.smallN/4 || large.n < cs.largeN/3) {
-			t.Errorf("full sizes: warm-ups of %d small and %d large, under a quarter and a third of a round (%d, %d)", small.n, large.n, cs.smallN, cs.largeN)
+		last[h.proc] = h.at
+	}
+	procs := []string{"direct 0", "a 0", "a 1", "a 2", "b 0", "b 1", "b 2", "c 0", "c 1"}
+	if len(count) != len(procs) {
+		t.Fatalf("warmed %v, want each of %v", count, procs)
+	}
+	for _, p := range procs {
+		if count[p] != wu.n {
+			t.Errorf("%s sent %d, want %d", p, count[p], wu.n)
 		}
+		if span, want := last[p].Sub(first[p]), time.Duration(wu.n-1)*time.Second/time.Duration(wu.rate); span < want*8/10 {
+			t.Errorf("%s: its %d requests over %v, not at %d/s (%v)", p, wu.n, span, wu.rate, want)
+		}
+	}
+	for i := 0; i < 2; i++ { // every target's process i before any target's i+1
+		for _, a := range procs {
+			for _, b := range procs {
+				if a[len(a)-1]-'0' == byte(i) && b[len(b)-1]-'0' == byte(i+1) && !last[a].Before(first[b]) {
+					t.Errorf("%s warmed up to %v, after %s began at %v", a, last[a], b, first[b])
+				}
+			}
+		}
+	}
+	down := costTarget{name: "down", url: server("down 0", true)}
+	if err := wu.send(context.Background(), c, []costTarget{direct, down}); err == nil || !strings.Contains(err.Error(), "warm-up down") {
+		t.Fatalf("a target that answers none of its warm-up: %v", err)
 	}
 }
