@@ -118,8 +118,8 @@ func (wu warmup) send(ctx context.Context, c *http.Client, targets []costTarget)
 // least 20) at the round's rate. A process is warmed at the rate its
 // rounds come at: warmed with 20 at 50/s, every process's first latency
 // round read a p99 up to twice its later rounds' and a p50 a fifth above
-// them, for every target (session CA); with four processes a target (session BZ) that
-// was one round in five. What grew in that round (connections,
+// them, for every target (session CA); with session BZ's four processes
+// a target, one round in five. What grew in that round (connections,
 // goroutines, the heap) was not told apart.
 func (cs costSizes) smallWarmup(small [][]byte) warmup {
 	return warmup{small, max(20, cs.smallN/4), cs.rate}
